@@ -1,0 +1,104 @@
+# b2fs - build, test and install.
+#
+#   make            release build: build/b2f, build/b2fs, build/libb2fs.a
+#   make test       sanitizer build (ASan+UBSan) and every test; ends with
+#                   "N passed, N failed"
+#   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make demo       build, write a demo data set and mount it
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+DESTDIR ?=
+PKGS    := fuse3 liblz4 libzstd zlib
+ARCH    := $(shell uname -m)
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
+BASE    := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(PKG_CFLAGS) -pthread
+OPT     ?= -O2 -g
+SAN     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+TSAN    := -O1 -g -fsanitize=thread
+
+ifeq ($(ARCH),x86_64)
+SIMD_AVX2 := -mavx2
+endif
+
+LIB_SRC  := $(sort $(wildcard src/common/*.c src/codec/*.c src/chunk/*.c src/frame/*.c \
+             src/b2nd/*.c src/cache/*.c src/file/*.c))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+FUSE_SRC := $(sort $(wildcard fuse/*.c))
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+# $(call objs,builddir,sources)
+objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
+
+.PHONY: all san tsan test fuzz clean install demo bench
+all: build/b2f build/b2fs
+
+# ---- one rule set per build flavour -------------------------------------
+define flavour
+$(1)/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(BASE) $$(WARN) $(2) $$(SIMD_AVX2) -MMD -MP -c $$< -o $$@
+$(1)/obj/%.o: %.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(BASE) $$(WARN) $(2) -MMD -MP -c $$< -o $$@
+$(1)/libb2fs.a: $(call objs,$(1),$(LIB_SRC))
+	@rm -f $$@
+	ar rcs $$@ $$^
+$(1)/b2f: $(call objs,$(1),$(CLI_SRC)) $(1)/libb2fs.a
+	$$(CC) $(2) -pthread -o $$@ $$^ $$(PKG_LIBS)
+$(1)/b2fs: $(call objs,$(1),$(FUSE_SRC)) $(1)/libb2fs.a
+	$$(CC) $(2) -pthread -o $$@ $$^ $$(PKG_LIBS)
+$(1)/tests/%: $(1)/obj/tests/unit/%.o $(1)/libb2fs.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $(2) -pthread -o $$@ $$^ $$(PKG_LIBS)
+-include $$(wildcard $(1)/obj/*/*.d $(1)/obj/*/*/*.d $(1)/obj/*/*/*/*.d)
+endef
+
+$(eval $(call flavour,build,$(OPT)))
+$(eval $(call flavour,build/san,$(SAN)))
+$(eval $(call flavour,build/tsan,$(TSAN)))
+
+UNIT_BINS_SAN  := $(patsubst tests/unit/%.c,build/san/tests/%,$(UNIT_SRC))
+UNIT_BINS_TSAN := $(patsubst tests/unit/%.c,build/tsan/tests/%,$(filter %_mt.c,$(UNIT_SRC)))
+
+san: build/san/b2f build/san/b2fs $(UNIT_BINS_SAN)
+tsan: $(UNIT_BINS_TSAN)
+
+# The test command the README gives.
+test: all san tsan
+	@bash tests/run.sh
+
+# ---- fuzzing (clang + libFuzzer) ----------------------------------------
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS   := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(PKG_CFLAGS) -pthread \
+                -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_BINS    := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
+
+build/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(PKG_LIBS)
+
+fuzz: $(FUZZ_BINS)
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+# ---- install -------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 build/b2f build/b2fs $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 docs/b2f.1 docs/b2fs.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+
+demo: all
+	@bash scripts/demo
+
+bench: all
+	@bash scripts/bench-decode
+
+clean:
+	rm -rf build

@@ -1,0 +1,120 @@
+/*
+ * b2_chunk.h - layer 2: one Blosc chunk (decode, partial decode, encode).
+ *
+ * A chunk is a self-describing compressed buffer: a 16-byte Blosc 1.x header
+ * or a 32-byte Blosc2 header, then blocks.  This layer parses and validates
+ * the header against the number of bytes actually available, decodes whole
+ * chunks or only the blocks that cover a byte range, and encodes chunks.
+ * Every size in a chunk is untrusted: all are checked before use.
+ */
+#ifndef B2_CHUNK_H
+#define B2_CHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "b2_codec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define B2_CHUNK_HEADER_MIN 16 /* Blosc 1.x header */
+#define B2_CHUNK_HEADER_EXT 32 /* Blosc2 extended header */
+#define B2_CHUNK_MAXSIZE 0x7fffffe0 /* largest nbytes a chunk can hold */
+
+/* Special chunk kinds (no blocks stored). */
+enum b2_special {
+  B2_SPECIAL_NONE = 0,
+  B2_SPECIAL_ZERO = 1,
+  B2_SPECIAL_NAN = 2,
+  B2_SPECIAL_VALUE = 3,  /* one repeated value of `typesize` bytes */
+  B2_SPECIAL_UNINIT = 4  /* read as zeros */
+};
+
+/* Split modes as in the reference library's cparams. */
+enum b2_splitmode {
+  B2_SPLIT_ALWAYS = 1,
+  B2_SPLIT_NEVER = 2,
+  B2_SPLIT_AUTO = 3,
+  B2_SPLIT_FORWARD_COMPAT = 4
+};
+
+typedef struct b2_chunk_info {
+  int version;        /* header byte 0 */
+  int versionlz;      /* header byte 1 */
+  int flags;          /* header byte 2 (raw) */
+  int typesize;       /* header byte 3 */
+  int32_t nbytes;     /* decompressed size */
+  int32_t blocksize;  /* size of each block (the last may be shorter) */
+  int32_t cbytes;     /* whole chunk size, header included */
+  int header_len;     /* 16 or 32 */
+  int format;         /* B2_FORMAT_* of the streams */
+  int codec;          /* B2_CODEC_* (lz4hc reported as lz4 if unknowable) */
+  int clevel;         /* -1 when the chunk does not record it */
+  uint8_t filters[B2_MAX_FILTERS];
+  uint8_t filters_meta[B2_MAX_FILTERS];
+  int blosc2_flags;   /* header byte 31 (0 for 1.x chunks) */
+  int special;        /* B2_SPECIAL_* */
+  int memcpyed;       /* data stored raw after the header */
+  int split;          /* blocks split into typesize streams */
+  int dict;           /* a dictionary section precedes the streams */
+  int vlblocks;       /* variable-length blocks (format 3.x) */
+  int32_t nblocks;
+  int32_t leftover;   /* size of the last block if shorter, else 0 */
+} b2_chunk_info;
+
+/* Parse and validate the header of `chunk` given `avail` readable bytes
+ * (avail may exceed cbytes).  Checks every field for consistency (cbytes
+ * within avail, blocksize and nbytes sane, known codec and filters).
+ * Returns 0 or a negative code with a detail naming the bad field. */
+int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *info);
+
+/* Only peek at the sizes (needs 16 bytes): nbytes, cbytes, blocksize. */
+int b2_chunk_sizes(const void *chunk, size_t avail, int32_t *nbytes,
+                   int32_t *cbytes, int32_t *blocksize);
+
+/* Decode the whole chunk into dst (dstcap >= nbytes).  Returns nbytes. */
+int b2_chunk_decode(const void *chunk, size_t len, void *dst, size_t dstcap);
+
+/* Partial decode: fill dst with bytes [offset, offset+n) of the decoded
+ * chunk, decoding only the blocks that cover that range (plus the first
+ * block when the delta filter needs it).  Returns n. */
+int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
+                          size_t n, void *dst);
+
+/* ---- encode ---------------------------------------------------------- */
+typedef struct b2_cparams {
+  int codec;      /* B2_CODEC_* */
+  int clevel;     /* 0-9; 0 stores memcpy'd */
+  int typesize;   /* 1-255 */
+  uint8_t filters[B2_MAX_FILTERS];
+  uint8_t filters_meta[B2_MAX_FILTERS];
+  int32_t blocksize; /* 0: choose as the reference library does */
+  int splitmode;     /* B2_SPLIT_*; 0 means FORWARD_COMPAT */
+} b2_cparams;
+
+/* Fill `p` with defaults: zstd, clevel 1, shuffle, typesize 8. */
+void b2_cparams_default(b2_cparams *p);
+
+/* Upper bound of an encoded chunk for `nbytes` of input. */
+size_t b2_chunk_bound(size_t nbytes);
+
+/* Block size the encoder will use for `nbytes` with parameters `p`. */
+int32_t b2_chunk_blocksize(const b2_cparams *p, size_t nbytes);
+
+/* Encode src into dst (dstcap >= b2_chunk_bound(n)).  All-zero input
+ * gives a special zero chunk; incompressible input a memcpy'd chunk.
+ * Returns the chunk size (cbytes). */
+int b2_chunk_encode(const b2_cparams *p, const void *src, size_t n, void *dst,
+                    size_t dstcap);
+
+/* Build a special chunk of `kind` for `nbytes` logical bytes (for
+ * B2_SPECIAL_VALUE, `value` holds typesize bytes).  Returns cbytes. */
+int b2_chunk_make_special(int kind, int32_t nbytes, int typesize,
+                          const void *value, void *dst, size_t dstcap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* B2_CHUNK_H */

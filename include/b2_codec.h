@@ -1,0 +1,125 @@
+/*
+ * b2_codec.h - layer 1: codecs and filters.
+ *
+ * Pure functions over memory buffers: no file I/O, no chunk headers.  The
+ * chunk layer (b2_chunk.h) composes them into the Blosc block pipeline.
+ *
+ * Codec streams are exactly the bytes Blosc stores for one block or split:
+ *   blosclz  the Blosc project's own LZ77 format (our own implementation)
+ *   lz4/lz4hc a raw LZ4 block (no frame)
+ *   zlib     a zlib stream with its 2-byte header
+ *   zstd     a zstd frame, optionally with a dictionary
+ * All functions are thread-safe; per-thread codec contexts are kept
+ * internally and released by b2_codec_thread_cleanup().
+ */
+#ifndef B2_CODEC_H
+#define B2_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Codec ids as used in frame headers and Blosc2 compcode. */
+enum b2_codec_id {
+  B2_CODEC_BLOSCLZ = 0,
+  B2_CODEC_LZ4 = 1,
+  B2_CODEC_LZ4HC = 2,
+  B2_CODEC_SNAPPY = 3, /* recognised, not supported */
+  B2_CODEC_ZLIB = 4,
+  B2_CODEC_ZSTD = 5
+};
+
+/* Stream format ids as stored in bits 5-7 of a chunk's flags byte.
+ * lz4 and lz4hc share B2_FORMAT_LZ4. */
+enum b2_format_id {
+  B2_FORMAT_BLOSCLZ = 0,
+  B2_FORMAT_LZ4 = 1,
+  B2_FORMAT_SNAPPY = 2,
+  B2_FORMAT_ZLIB = 3,
+  B2_FORMAT_ZSTD = 4
+};
+
+/* Filter ids as stored in the Blosc2 filter pipeline slots. */
+enum b2_filter_id {
+  B2_FILTER_NONE = 0,
+  B2_FILTER_SHUFFLE = 1,
+  B2_FILTER_BITSHUFFLE = 2,
+  B2_FILTER_DELTA = 3,
+  B2_FILTER_TRUNC_PREC = 4,
+  B2_FILTER_BYTEDELTA = 35
+};
+#define B2_MAX_FILTERS 6
+
+/* Names <-> ids.  Unknown ids give NULL / a negative code. */
+const char *b2_codec_name(int codec);      /* "zstd" */
+int b2_codec_from_name(const char *name);  /* B2_CODEC_* or B2_E_INVAL */
+int b2_codec_format(int codec);            /* B2_FORMAT_* or B2_E_UNSUPPORTED */
+const char *b2_format_name(int format);
+const char *b2_filter_name(int filter);    /* "shuffle" */
+int b2_filter_from_name(const char *name); /* B2_FILTER_* or B2_E_INVAL */
+
+/* Decompress one stream of `srclen` bytes into exactly `dstlen` bytes.
+ * `dict` may be NULL.  Returns `dstlen` on success, a negative B2_E_* code
+ * when the stream is damaged, truncated or decodes to another size.  Never
+ * reads outside [src, src+srclen) nor writes outside [dst, dst+dstlen). */
+int b2_stream_decompress(int format, const void *src, size_t srclen,
+                         void *dst, size_t dstlen, const void *dict,
+                         size_t dictlen);
+
+/* Compress `srclen` bytes with codec `codec` at `clevel` (0-9) into at most
+ * `dstcap` bytes.  Returns the compressed size, 0 when the output would not
+ * fit in `dstcap` (the caller then stores the data raw), or a negative code. */
+int b2_stream_compress(int codec, int clevel, const void *src, size_t srclen,
+                       void *dst, size_t dstcap, const void *dict,
+                       size_t dictlen);
+
+/* Release this thread's codec contexts (optional; for clean leak checks). */
+void b2_codec_thread_cleanup(void);
+
+/* ---- filters ------------------------------------------------------------
+ * All take a whole block.  `nbytes` need not be a multiple of `typesize`;
+ * trailing bytes that do not form a whole element are copied unchanged, as
+ * the reference library does.  src and dst must not overlap. */
+
+void b2_shuffle(size_t typesize, size_t nbytes, const uint8_t *src,
+                uint8_t *dst);
+void b2_unshuffle(size_t typesize, size_t nbytes, const uint8_t *src,
+                  uint8_t *dst);
+
+/* Bit shuffle on groups of 8 elements (trailing elements copied as the
+ * reference does).  Returns 0 or a negative code. */
+int b2_bitshuffle(size_t typesize, size_t nbytes, const uint8_t *src,
+                  uint8_t *dst);
+int b2_bitunshuffle(size_t typesize, size_t nbytes, const uint8_t *src,
+                    uint8_t *dst);
+
+/* Delta against a reference block `dref` (the chunk's first block, already
+ * decoded); `offset` is this block's byte offset in the chunk.  The block at
+ * offset 0 is delta-coded against itself.  In place on decode. */
+void b2_delta_encode(const uint8_t *dref, size_t offset, size_t nbytes,
+                     size_t typesize, const uint8_t *src, uint8_t *dst);
+void b2_delta_decode(const uint8_t *dref, size_t offset, size_t nbytes,
+                     size_t typesize, uint8_t *buf);
+
+/* Zero the low mantissa bits of floats (typesize 4 or 8), keeping
+ * `prec_bits` bits of mantissa.  Encode-only: decoding is a copy. */
+int b2_truncprec(int prec_bits, size_t typesize, size_t nbytes,
+                 const uint8_t *src, uint8_t *dst);
+
+/* Byte-delta (filter id 35): per byte stream of `typesize` streams. */
+void b2_bytedelta_encode(size_t typesize, size_t nbytes, const uint8_t *src,
+                         uint8_t *dst);
+void b2_bytedelta_decode(size_t typesize, size_t nbytes, const uint8_t *src,
+                         uint8_t *dst);
+
+/* Which SIMD implementation the filters picked at run time
+ * ("avx2", "sse2" or "generic"). */
+const char *b2_simd_level(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* B2_CODEC_H */

@@ -1,0 +1,74 @@
+/* util.h - small internal helpers shared by the engine layers (not public).
+ * Byte-order loads and stores and overflow-checked arithmetic. */
+#ifndef B2_UTIL_H
+#define B2_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint16_t b2_le16(const void *p) {
+  const uint8_t *b = p;
+  return (uint16_t)(b[0] | (b[1] << 8));
+}
+static inline uint32_t b2_le32(const void *p) {
+  const uint8_t *b = p;
+  return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) |
+         ((uint32_t)b[3] << 24);
+}
+static inline uint64_t b2_le64(const void *p) {
+  const uint8_t *b = p;
+  return (uint64_t)b2_le32(b) | ((uint64_t)b2_le32(b + 4) << 32);
+}
+static inline uint16_t b2_be16(const void *p) {
+  const uint8_t *b = p;
+  return (uint16_t)((b[0] << 8) | b[1]);
+}
+static inline uint32_t b2_be32(const void *p) {
+  const uint8_t *b = p;
+  return ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) |
+         ((uint32_t)b[2] << 8) | (uint32_t)b[3];
+}
+static inline uint64_t b2_be64(const void *p) {
+  const uint8_t *b = p;
+  return ((uint64_t)b2_be32(b) << 32) | (uint64_t)b2_be32(b + 4);
+}
+static inline void b2_put_le32(void *p, uint32_t v) {
+  uint8_t *b = p;
+  b[0] = (uint8_t)v; b[1] = (uint8_t)(v >> 8);
+  b[2] = (uint8_t)(v >> 16); b[3] = (uint8_t)(v >> 24);
+}
+static inline void b2_put_le64(void *p, uint64_t v) {
+  b2_put_le32(p, (uint32_t)v);
+  b2_put_le32((uint8_t *)p + 4, (uint32_t)(v >> 32));
+}
+static inline void b2_put_be16(void *p, uint16_t v) {
+  uint8_t *b = p;
+  b[0] = (uint8_t)(v >> 8); b[1] = (uint8_t)v;
+}
+static inline void b2_put_be32(void *p, uint32_t v) {
+  uint8_t *b = p;
+  b[0] = (uint8_t)(v >> 24); b[1] = (uint8_t)(v >> 16);
+  b[2] = (uint8_t)(v >> 8); b[3] = (uint8_t)v;
+}
+static inline void b2_put_be64(void *p, uint64_t v) {
+  b2_put_be32(p, (uint32_t)(v >> 32));
+  b2_put_be32((uint8_t *)p + 4, (uint32_t)v);
+}
+
+/* Overflow-checked arithmetic: return 1 on overflow, else store result. */
+static inline int b2_mul_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) {
+  if (a != 0 && b > UINT64_MAX / a) return 1;
+  *r = a * b;
+  return 0;
+}
+static inline int b2_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) {
+  if (b > UINT64_MAX - a) return 1;
+  *r = a + b;
+  return 0;
+}
+
+#define B2_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define B2_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif /* B2_UTIL_H */
