@@ -44,6 +44,10 @@ int b2_b2nd_parse(const uint8_t *meta, size_t len, int32_t itemsize,
                   b2_b2nd *out);
 void b2_b2nd_free(b2_b2nd *a);
 
+/* Check that a frame with `nchunks` chunks of `chunksize` decoded bytes
+ * can hold this geometry (chunk count and padded chunk size agree). */
+int b2_b2nd_check(const b2_b2nd *a, int64_t nchunks, int32_t chunksize);
+
 /* Bytes of the array's items in C order (nitems * itemsize). */
 int64_t b2_b2nd_nbytes(const b2_b2nd *a);
 
