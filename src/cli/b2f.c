@@ -1,0 +1,72 @@
+/* b2f.c - the b2f command-line tool: dispatch to subcommands. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "cli/cli.h"
+
+#define B2FS_VERSION "0.1.0"
+
+static const struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *help;
+} commands[] = {
+    {"info", b2f_info, "info [--json] PATH      describe a frame"},
+    {"cat", b2f_cat, "cat [--c-order|--npy] PATH  write the content to stdout"},
+    {"verify", b2f_verify, "verify PATH...          decode everything, report problems"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: b2f COMMAND [OPTIONS] ARGS\n\ncommands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++) fprintf(out, "  %s\n", commands[i].help);
+  fprintf(out, "\nb2f --version prints the version.\n");
+}
+
+int b2f_report(const char *path, int code) {
+  const char *d = b2_last_detail();
+  fprintf(stderr, "b2f: %s: %s\n", path, d && *d ? d : b2_strerror(code));
+  return 1;
+}
+
+int b2f_usage_error(const char *cmd, const char *msg) {
+  fprintf(stderr, "b2f %s: %s (see b2f --help)\n", cmd, msg);
+  return 2;
+}
+
+int b2f_write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("b2f %s\n", B2FS_VERSION);
+    return 0;
+  }
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "b2f: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

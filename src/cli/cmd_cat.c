@@ -1,0 +1,73 @@
+/* cmd_cat.c - `b2f cat [--c-order|--npy] PATH`: a frame's content to stdout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "b2_file.h"
+#include "cli/cli.h"
+
+#define CAT_BUFSIZE (4u << 20)
+
+int b2f_cat(int argc, char **argv) {
+  int view = B2_VIEW_LOGICAL;
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--c-order"))
+      view = B2_VIEW_CORDER;
+    else if (!strcmp(argv[i], "--npy"))
+      view = B2_VIEW_NPY;
+    else if (argv[i][0] == '-' && argv[i][1])
+      return b2f_usage_error("cat", "unknown option");
+    else if (!path)
+      path = argv[i];
+    else
+      return b2f_usage_error("cat", "one PATH only");
+  }
+  if (!path) return b2f_usage_error("cat", "missing PATH");
+
+  b2_env_opts eo;
+  b2_env_opts_default(&eo);
+  eo.cache_size = 64u << 20;
+  b2_env *env;
+  int rc = b2_env_create(&eo, &env);
+  if (rc < 0) return b2f_report(path, rc);
+  b2_file *f;
+  rc = b2_file_open(env, path, view, B2_OPEN_RDONLY, &f);
+  if (rc < 0) {
+    b2_env_destroy(env);
+    return b2f_report(path, rc);
+  }
+  char *buf = malloc(CAT_BUFSIZE);
+  int status = 0;
+  if (!buf) {
+    status = b2f_report(path, b2_fail(B2_E_NOMEM, "no memory for the output buffer"));
+    goto done;
+  }
+  int64_t size = b2_file_size(f);
+  for (int64_t off = 0; off < size;) {
+    size_t want = size - off < CAT_BUFSIZE ? (size_t)(size - off) : CAT_BUFSIZE;
+    ssize_t got = b2_file_pread(f, buf, want, off);
+    if (got < 0) {
+      status = b2f_report(path, (int)got);
+      break;
+    }
+    if (got == 0) {
+      status = b2f_report(path, b2_fail(B2_E_TRUNCATED, "content ends at %lld of %lld bytes",
+                                        (long long)off, (long long)size));
+      break;
+    }
+    if (b2f_write_all(STDOUT_FILENO, buf, (size_t)got) < 0) {
+      perror("b2f cat: write");
+      status = 1;
+      break;
+    }
+    off += got;
+  }
+done:
+  free(buf);
+  b2_file_close(f);
+  b2_env_destroy(env);
+  return status;
+}

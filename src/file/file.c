@@ -1,0 +1,156 @@
+/* file.c - file-like handles over frames: open, size, pread by view. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_error.h"
+#include "common/util.h"
+#include "file/file_impl.h"
+
+void b2_env_opts_default(b2_env_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->cache_size = 256u << 20;
+  o->dirty_max = 64u << 20;
+  o->nthreads = 2;
+  o->readahead = 4;
+  b2_cparams_default(&o->cparams);
+  o->chunksize = 1 << 20;
+  o->layout = B2_LAYOUT_CONTIGUOUS;
+}
+
+int b2_env_create(const b2_env_opts *o, b2_env **out) {
+  b2_env *env = calloc(1, sizeof *env);
+  if (!env) return b2_fail(B2_E_NOMEM, "no memory for the environment");
+  if (o)
+    env->opts = *o;
+  else
+    b2_env_opts_default(&env->opts);
+  atomic_init(&env->next_id, 1);
+  *out = env;
+  return 0;
+}
+
+void b2_env_destroy(b2_env *env) { free(env); }
+
+static int setup_array(b2_file *f) {
+  const b2_frame_info *in = b2_frame_get_info(f->frame);
+  const uint8_t *meta;
+  size_t len;
+  int rc = b2_frame_meta_get(f->frame, "b2nd", &meta, &len);
+  if (rc < 0) return b2_fail(B2_E_FORMAT, "not a b2nd array (no 'b2nd' metalayer)");
+  rc = b2_b2nd_parse(meta, len, in->typesize, &f->array);
+  if (rc < 0) return b2_context(rc, "b2nd metalayer");
+  f->has_array = 1;
+  rc = b2_b2nd_check(&f->array, in->nchunks, in->chunksize);
+  if (rc < 0) return b2_context(rc, "b2nd metalayer");
+  f->size = b2_b2nd_nbytes(&f->array);
+  if (f->view == B2_VIEW_NPY) {
+    int n = b2_npy_header(&f->array, NULL, 0);
+    if (n < 0) return n;
+    f->npy = malloc((size_t)n);
+    if (!f->npy) return b2_fail(B2_E_NOMEM, "no memory for the .npy header");
+    rc = b2_npy_header(&f->array, f->npy, (size_t)n);
+    if (rc != n) return rc < 0 ? rc : b2_fail(B2_E_INVAL, ".npy header size changed");
+    f->npylen = (size_t)n;
+    f->size += n;
+  }
+  return 0;
+}
+
+int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **out) {
+  if (view < B2_VIEW_LOGICAL || view > B2_VIEW_NPY)
+    return b2_fail(B2_E_INVAL, "unknown view %d", view);
+  if (flags & B2_OPEN_RDWR) return b2_fail(B2_E_ROFS, "frames are read-only for now");
+  b2_file *f = calloc(1, sizeof *f);
+  if (!f) return b2_fail(B2_E_NOMEM, "no memory for a file handle");
+  f->env = env;
+  f->view = view;
+  f->flags = flags;
+  f->id = env ? atomic_fetch_add(&env->next_id, 1) : 0;
+  int rc = b2_frame_open(path, &f->frame);
+  if (rc < 0) {
+    free(f);
+    return rc;
+  }
+  if (view == B2_VIEW_LOGICAL) {
+    f->size = b2_frame_get_info(f->frame)->nbytes;
+  } else if ((rc = setup_array(f)) < 0) {
+    b2_file_close(f);
+    return rc;
+  }
+  *out = f;
+  return 0;
+}
+
+int b2_file_close(b2_file *f) {
+  if (!f) return 0;
+  if (f->has_array) b2_b2nd_free(&f->array);
+  free(f->npy);
+  b2_frame_close(f->frame);
+  free(f);
+  return 0;
+}
+
+int64_t b2_file_size(const b2_file *f) { return f->size; }
+b2_frame *b2_file_frame(const b2_file *f) { return f->frame; }
+const b2_b2nd *b2_file_array(const b2_file *f) { return f->has_array ? &f->array : NULL; }
+
+int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst) {
+  int32_t nb = b2_frame_chunk_nbytes(f->frame, i);
+  if (nb < 0) return nb;
+  if (off == 0 && len == (size_t)nb) {
+    int rc = b2_frame_decode_chunk(f->frame, i, dst, len);
+    return rc < 0 ? rc : 0;
+  }
+  int rc = b2_frame_decode_range(f->frame, i, off, len, dst);
+  return rc < 0 ? rc : 0;
+}
+
+/* Logical view: walk the chunks covering the range. */
+static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off) {
+  int64_t end = off + (int64_t)n;
+  int64_t i = b2_frame_chunk_at(f->frame, off);
+  if (i < 0) return (int)i;
+  while (off < end) {
+    int64_t cs = b2_frame_chunk_start(f->frame, i);
+    int32_t cn = b2_frame_chunk_nbytes(f->frame, i);
+    if (cs < 0 || cn <= 0) return cs < 0 ? (int)cs : cn < 0 ? cn : b2_fail(B2_E_FORMAT, "chunk %lld is empty", (long long)i);
+    size_t lo = (size_t)(off - cs);
+    size_t take = (size_t)(B2_MIN(end, cs + cn) - off);
+    int rc = b2_file_read_chunk(f, i, lo, take, dst);
+    if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+    dst += take;
+    off += (int64_t)take;
+    i++;
+  }
+  return 0;
+}
+
+static int chunk_reader(void *ctx, int64_t chunk, size_t off, size_t len, void *dst) {
+  int rc = b2_file_read_chunk(ctx, chunk, off, len, dst);
+  return rc < 0 ? b2_context(rc, "chunk %lld", (long long)chunk) : 0;
+}
+
+ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
+  if (off < 0) return b2_fail(B2_E_INVAL, "negative offset");
+  if (off >= f->size || n == 0) return 0;
+  if ((int64_t)n > f->size - off) n = (size_t)(f->size - off);
+  uint8_t *dst = buf;
+  size_t done = 0;
+  int rc = 0;
+  if (f->view == B2_VIEW_LOGICAL) {
+    rc = read_logical(f, dst, n, off);
+  } else {
+    if (f->view == B2_VIEW_NPY && off < (int64_t)f->npylen) {
+      size_t h = B2_MIN(n, f->npylen - (size_t)off);
+      memcpy(dst, f->npy + off, h);
+      done = h;
+      off += (int64_t)h;
+    }
+    int64_t aoff = off - (f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0);
+    if (done < n) {
+      rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, f);
+      if (rc > 0) rc = 0;
+    }
+  }
+  return rc < 0 ? rc : (ssize_t)n;
+}
