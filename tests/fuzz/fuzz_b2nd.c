@@ -1,0 +1,41 @@
+/* fuzz_b2nd.c - libFuzzer target: the b2nd metalayer and .npy header
+ * parsers.  The first byte picks the parser; the rest is its input. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "b2_b2nd.h"
+
+static int zero_reader(void *ctx, int64_t chunk, size_t off, size_t len, void *dst) {
+  (void)ctx; (void)chunk; (void)off;
+  for (size_t i = 0; i < len; i++) ((uint8_t *)dst)[i] = 0;
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  if (data[0] & 1) {
+    size_t hlen;
+    char descr[256];
+    int fortran, ndim;
+    int64_t shape[B2_B2ND_MAXDIM];
+    b2_npy_parse(data + 1, size - 1, &hlen, descr, sizeof descr, &fortran, &ndim, shape);
+    return 0;
+  }
+  b2_b2nd a;
+  int32_t itemsize = 1 + (data[0] >> 1) % 16;
+  if (b2_b2nd_parse(data + 1, size - 1, itemsize, &a) < 0) return 0;
+  int n = b2_npy_header(&a, NULL, 0);
+  if (n > 0 && n < (1 << 20)) {
+    char *h = malloc((size_t)n);
+    if (h) b2_npy_header(&a, h, (size_t)n);
+    free(h);
+  }
+  int64_t nb = b2_b2nd_nbytes(&a);
+  uint8_t out[4096];
+  if (nb > 0 && a.block_nbytes <= (1 << 20)) {
+    size_t len = nb < (int64_t)sizeof out ? (size_t)nb : sizeof out;
+    b2_b2nd_read(&a, (uint64_t)(nb - (int64_t)len), len, out, zero_reader, NULL);
+  }
+  b2_b2nd_free(&a);
+  return 0;
+}
