@@ -1,0 +1,138 @@
+/*
+ * names.c - the source-name <-> shown-name mapping (see names.h).
+ *
+ * For a shown name M the source names that may be shown as M are, in
+ * priority order: STEM.b2nd (when M is STEM.npy), M.b2frame, M.b2f, M.b2.
+ * A frame S takes its short name M when no entry named M exists and no
+ * candidate of M ahead of S exists; the reverse direction takes the first
+ * existing candidate of M when it is a frame and M itself does not exist.
+ * These two rules are each other's inverse, so shown names are unique.
+ */
+#include "names.h"
+
+#include <errno.h>
+#include <string.h>
+
+static const struct {
+  const char *suffix;
+  int kind;
+} suffixes[] = {
+    {".b2frame", B2FS_KIND_LOGICAL},
+    {".b2f", B2FS_KIND_LOGICAL},
+    {".b2", B2FS_KIND_LOGICAL},
+    {".b2nd", B2FS_KIND_NPY},
+};
+#define NSUFFIXES (sizeof suffixes / sizeof suffixes[0])
+#define NPY_EXT ".npy"
+#define MAX_CANDIDATES 4
+
+static int stem_ok(const char *s, size_t n) {
+  if (n == 0) return 0;
+  if (n == 1 && s[0] == '.') return 0;
+  if (n == 2 && s[0] == '.' && s[1] == '.') return 0;
+  return 1;
+}
+
+int b2fs_name_kind(const char *src, size_t *stem_len) {
+  size_t n = strlen(src);
+  for (size_t i = 0; i < NSUFFIXES; i++) {
+    size_t k = strlen(suffixes[i].suffix);
+    if (n > k && memcmp(src + n - k, suffixes[i].suffix, k) == 0 &&
+        stem_ok(src, n - k)) {
+      if (stem_len) *stem_len = n - k;
+      return suffixes[i].kind;
+    }
+  }
+  if (stem_len) *stem_len = n;
+  return B2FS_KIND_PLAIN;
+}
+
+/* Join a and b into out; 0, or -1 when longer than B2FS_NAME_MAX. */
+static int join(char *out, const char *a, size_t alen, const char *b) {
+  size_t blen = strlen(b);
+  if (alen + blen > B2FS_NAME_MAX) return -1;
+  memcpy(out, a, alen);
+  memcpy(out + alen, b, blen + 1);
+  return 0;
+}
+
+/* Candidate source names of shown name m, in priority order. */
+static int candidates(const char *m, char out[MAX_CANDIDATES][B2FS_NAME_MAX + 1]) {
+  size_t n = strlen(m);
+  int k = 0;
+  size_t e = sizeof NPY_EXT - 1;
+  if (n > e && memcmp(m + n - e, NPY_EXT, e) == 0 && stem_ok(m, n - e) &&
+      join(out[k], m, n - e, ".b2nd") == 0)
+    k++;
+  if (!stem_ok(m, n)) return k;
+  for (size_t i = 0; i < NSUFFIXES; i++)
+    if (suffixes[i].kind == B2FS_KIND_LOGICAL &&
+        join(out[k], m, n, suffixes[i].suffix) == 0)
+      k++;
+  return k;
+}
+
+/* Short name of a frame source name, or -1 when it has none. */
+static int short_name(const char *src, char *out) {
+  size_t stem;
+  int kind = b2fs_name_kind(src, &stem);
+  if (kind == B2FS_KIND_PLAIN) return -1;
+  return join(out, src, stem, kind == B2FS_KIND_NPY ? NPY_EXT : "");
+}
+
+static int copy_out(char *out, size_t cap, const char *s) {
+  size_t n = strlen(s);
+  if (n + 1 > cap) return -ENAMETOOLONG;
+  memcpy(out, s, n + 1);
+  return 0;
+}
+
+int b2fs_name_to_shown(const char *src, int is_frame, b2fs_probe_fn probe,
+                       void *ctx, char *out, size_t cap) {
+  char shrt[B2FS_NAME_MAX + 1];
+  char cand[MAX_CANDIDATES][B2FS_NAME_MAX + 1];
+  if (!is_frame || strlen(src) > B2FS_NAME_MAX || short_name(src, shrt) < 0)
+    return copy_out(out, cap, src);
+  int p = probe(ctx, shrt);
+  if (p < 0) return p;
+  if (p != B2FS_ABSENT) return copy_out(out, cap, src);
+  int nc = candidates(shrt, cand);
+  for (int i = 0; i < nc; i++) {
+    if (strcmp(cand[i], src) == 0) return copy_out(out, cap, shrt);
+    p = probe(ctx, cand[i]);
+    if (p < 0) return p;
+    if (p != B2FS_ABSENT) break; /* a sibling ahead of src takes the name */
+  }
+  return copy_out(out, cap, src);
+}
+
+int b2fs_name_to_source(const char *shown, b2fs_probe_fn probe, void *ctx,
+                        char *out, size_t cap) {
+  char cand[MAX_CANDIDATES][B2FS_NAME_MAX + 1];
+  char back[B2FS_NAME_MAX + 1];
+  if (strlen(shown) > B2FS_NAME_MAX) return -ENOENT;
+  int self = probe(ctx, shown);
+  if (self < 0) return self;
+  if (self == B2FS_ABSENT) {
+    /* Only a frame's short name can be shown for a name that is absent. */
+    int nc = candidates(shown, cand);
+    for (int i = 0; i < nc; i++) {
+      int p = probe(ctx, cand[i]);
+      if (p < 0) return p;
+      if (p == B2FS_ABSENT) continue;
+      if (p != B2FS_FRAME) break;
+      int rc = copy_out(out, cap, cand[i]);
+      return rc < 0 ? rc : b2fs_name_kind(cand[i], NULL);
+    }
+    return -ENOENT;
+  }
+  /* The entry exists: it is shown under its own name unless it is a frame
+   * shown under its short name. */
+  int rc = b2fs_name_to_shown(shown, self == B2FS_FRAME, probe, ctx, back,
+                              sizeof back);
+  if (rc < 0) return rc;
+  if (strcmp(back, shown) != 0) return -ENOENT;
+  rc = copy_out(out, cap, shown);
+  if (rc < 0) return rc;
+  return self == B2FS_FRAME ? b2fs_name_kind(shown, NULL) : B2FS_KIND_PLAIN;
+}

@@ -1,0 +1,54 @@
+/*
+ * names.h - how source names map to the names shown under the mount.
+ *
+ * A frame whose source name ends in `.b2frame`, `.b2f` or `.b2` is shown
+ * without the suffix (its logical content); `NAME.b2nd` is shown as
+ * `NAME.npy` (the .npy view).  The short name is used only while it is free:
+ * no source entry of that name exists and no source entry that would take
+ * the same short name with a higher priority exists.  Otherwise the frame
+ * keeps its full source name (and its view).  Everything else keeps its name.
+ *
+ * The mapping is a bijection between the entries of a source directory and
+ * the names shown for them.  Both directions are pure functions of the name
+ * and of a probe that tells what the directory holds under a name, so they
+ * can be unit-tested and fuzzed without a file system.
+ */
+#ifndef B2FS_NAMES_H
+#define B2FS_NAMES_H
+
+#include <stddef.h>
+
+/* View selected by a source name's suffix. */
+enum b2fs_kind { B2FS_KIND_PLAIN = 0, B2FS_KIND_LOGICAL = 1, B2FS_KIND_NPY = 2 };
+
+/* What a directory holds under a name (returned by a probe). */
+enum b2fs_probe_result {
+  B2FS_ABSENT = 0,  /* no entry */
+  B2FS_PRESENT = 1, /* an entry that is not a frame */
+  B2FS_FRAME = 2    /* a frame: a frame suffix, and a file or sparse dir */
+};
+
+/* Probe: B2FS_ABSENT/PRESENT/FRAME for `name`, or a negative errno. */
+typedef int (*b2fs_probe_fn)(void *ctx, const char *name);
+
+/* Longest name handled (bytes, without the NUL); longer names are absent. */
+#define B2FS_NAME_MAX 255
+
+/* Kind asked for by the suffix of `src`; *stem_len gets the length of the
+ * name without the suffix.  PLAIN when there is no suffix or the stem would
+ * be empty, "." or "..". */
+int b2fs_name_kind(const char *src, size_t *stem_len);
+
+/* Name shown for the existing source entry `src` (is_frame: the entry is a
+ * frame).  Writes it to out (cap >= B2FS_NAME_MAX + 1).  Returns 0 or a
+ * negative errno from the probe. */
+int b2fs_name_to_shown(const char *src, int is_frame, b2fs_probe_fn probe,
+                       void *ctx, char *out, size_t cap);
+
+/* Source entry shown as `shown`, written to out (cap >= B2FS_NAME_MAX + 1).
+ * Returns B2FS_KIND_* of that entry's view (PLAIN when it is not a frame),
+ * -ENOENT when nothing is shown under that name, or a negative errno. */
+int b2fs_name_to_source(const char *shown, b2fs_probe_fn probe, void *ctx,
+                        char *out, size_t cap);
+
+#endif /* B2FS_NAMES_H */

@@ -1,0 +1,269 @@
+/* test_names.c - the mount's name mapping (fuse/names.c): fixed cases and a
+ * randomised check that the mapping is a bijection on random directories. */
+#include <errno.h>
+
+#include "../../fuse/names.c"
+#include "t.h"
+
+#define MAXE 64
+
+typedef struct dir {
+  int n;
+  char name[MAXE][B2FS_NAME_MAX + 1];
+  int frame[MAXE];
+  int fail_errno; /* probes of `fail_name` fail with -fail_errno */
+  const char *fail_name;
+} dir;
+
+static int probe(void *ctx, const char *name) {
+  dir *d = ctx;
+  if (d->fail_name && strcmp(name, d->fail_name) == 0) return -d->fail_errno;
+  for (int i = 0; i < d->n; i++)
+    if (strcmp(d->name[i], name) == 0)
+      return d->frame[i] && b2fs_name_kind(name, NULL) != B2FS_KIND_PLAIN
+                 ? B2FS_FRAME
+                 : B2FS_PRESENT;
+  return B2FS_ABSENT;
+}
+
+static void add(dir *d, const char *name, int frame) {
+  snprintf(d->name[d->n], sizeof d->name[0], "%s", name);
+  d->frame[d->n++] = frame;
+}
+
+static const char *shown(dir *d, const char *src, int frame) {
+  static char out[B2FS_NAME_MAX + 1];
+  int rc = b2fs_name_to_shown(src, frame, probe, d, out, sizeof out);
+  return rc < 0 ? "<error>" : out;
+}
+
+/* Source of a shown name; "" when absent. */
+static const char *source(dir *d, const char *name, int *kind) {
+  static char out[B2FS_NAME_MAX + 1];
+  int rc = b2fs_name_to_source(name, probe, d, out, sizeof out);
+  if (kind) *kind = rc;
+  return rc < 0 ? "" : out;
+}
+
+static void test_kind(void) {
+  size_t s;
+  CHECK_EQ(b2fs_name_kind("a.b2frame", &s), B2FS_KIND_LOGICAL);
+  CHECK_EQ(s, 1);
+  CHECK_EQ(b2fs_name_kind("ab.b2f", &s), B2FS_KIND_LOGICAL);
+  CHECK_EQ(s, 2);
+  CHECK_EQ(b2fs_name_kind("abc.b2", &s), B2FS_KIND_LOGICAL);
+  CHECK_EQ(s, 3);
+  CHECK_EQ(b2fs_name_kind("x.y.b2nd", &s), B2FS_KIND_NPY);
+  CHECK_EQ(s, 3);
+  CHECK_EQ(b2fs_name_kind("a.b2frames", NULL), B2FS_KIND_PLAIN);
+  CHECK_EQ(b2fs_name_kind("a.B2", NULL), B2FS_KIND_PLAIN);
+  CHECK_EQ(b2fs_name_kind(".b2frame", NULL), B2FS_KIND_PLAIN);
+  CHECK_EQ(b2fs_name_kind("..b2", NULL), B2FS_KIND_PLAIN);
+  CHECK_EQ(b2fs_name_kind("...b2", NULL), B2FS_KIND_PLAIN);
+  CHECK_EQ(b2fs_name_kind("....b2", &s), B2FS_KIND_LOGICAL);
+  CHECK_EQ(s, 3);
+  CHECK_EQ(b2fs_name_kind("b2", NULL), B2FS_KIND_PLAIN);
+  CHECK_EQ(b2fs_name_kind("", NULL), B2FS_KIND_PLAIN);
+}
+
+static void test_simple(void) {
+  dir d = {0};
+  int kind;
+  add(&d, "a.b2frame", 1);
+  add(&d, "b.b2nd", 1);
+  add(&d, "c.txt", 0);
+  add(&d, "d.b2", 0); /* a directory without chunks.b2frame: not a frame */
+  CHECK(!strcmp(shown(&d, "a.b2frame", 1), "a"));
+  CHECK(!strcmp(shown(&d, "b.b2nd", 1), "b.npy"));
+  CHECK(!strcmp(shown(&d, "c.txt", 0), "c.txt"));
+  CHECK(!strcmp(shown(&d, "d.b2", 0), "d.b2"));
+  CHECK(!strcmp(source(&d, "a", &kind), "a.b2frame"));
+  CHECK_EQ(kind, B2FS_KIND_LOGICAL);
+  CHECK(!strcmp(source(&d, "b.npy", &kind), "b.b2nd"));
+  CHECK_EQ(kind, B2FS_KIND_NPY);
+  CHECK(!strcmp(source(&d, "c.txt", &kind), "c.txt"));
+  CHECK_EQ(kind, B2FS_KIND_PLAIN);
+  CHECK(!strcmp(source(&d, "d.b2", &kind), "d.b2"));
+  CHECK_EQ(kind, B2FS_KIND_PLAIN);
+  /* Shortened frames are not reachable by their full name; a non-frame
+   * never gets a short name. */
+  source(&d, "a.b2frame", &kind);
+  CHECK_EQ(kind, -ENOENT);
+  source(&d, "b.b2nd", &kind);
+  CHECK_EQ(kind, -ENOENT);
+  source(&d, "d", &kind);
+  CHECK_EQ(kind, -ENOENT);
+  source(&d, "zzz", &kind);
+  CHECK_EQ(kind, -ENOENT);
+}
+
+static void test_collisions(void) {
+  dir d = {0};
+  int kind;
+  add(&d, "a", 0);
+  add(&d, "a.b2frame", 1);  /* "a" taken: keeps its name */
+  add(&d, "b.b2frame", 1);  /* wins "b" over b.b2f and b.b2 */
+  add(&d, "b.b2f", 1);
+  add(&d, "b.b2", 1);
+  add(&d, "c.b2f", 1);      /* wins "c" over c.b2 */
+  add(&d, "c.b2", 1);
+  add(&d, "x.npy", 0);
+  add(&d, "x.b2nd", 1);     /* "x.npy" taken */
+  add(&d, "y.b2nd", 1);     /* .b2nd comes first for "y.npy" */
+  add(&d, "y.npy.b2frame", 1);
+  add(&d, "z.b2.b2", 1);    /* "z.b2" exists: keeps its name */
+  add(&d, "z.b2", 1);       /* becomes "z" */
+  CHECK(!strcmp(shown(&d, "a", 0), "a"));
+  CHECK(!strcmp(shown(&d, "a.b2frame", 1), "a.b2frame"));
+  CHECK(!strcmp(shown(&d, "b.b2frame", 1), "b"));
+  CHECK(!strcmp(shown(&d, "b.b2f", 1), "b.b2f"));
+  CHECK(!strcmp(shown(&d, "b.b2", 1), "b.b2"));
+  CHECK(!strcmp(shown(&d, "c.b2f", 1), "c"));
+  CHECK(!strcmp(shown(&d, "c.b2", 1), "c.b2"));
+  CHECK(!strcmp(shown(&d, "x.b2nd", 1), "x.b2nd"));
+  CHECK(!strcmp(shown(&d, "y.b2nd", 1), "y.npy"));
+  CHECK(!strcmp(shown(&d, "y.npy.b2frame", 1), "y.npy.b2frame"));
+  CHECK(!strcmp(shown(&d, "z.b2.b2", 1), "z.b2.b2"));
+  CHECK(!strcmp(shown(&d, "z.b2", 1), "z"));
+  CHECK(!strcmp(source(&d, "a", &kind), "a"));
+  CHECK_EQ(kind, B2FS_KIND_PLAIN);
+  CHECK(!strcmp(source(&d, "a.b2frame", &kind), "a.b2frame"));
+  CHECK_EQ(kind, B2FS_KIND_LOGICAL);
+  CHECK(!strcmp(source(&d, "b", NULL), "b.b2frame"));
+  CHECK(!strcmp(source(&d, "b.b2f", &kind), "b.b2f"));
+  CHECK_EQ(kind, B2FS_KIND_LOGICAL);
+  CHECK(!strcmp(source(&d, "c.b2", NULL), "c.b2"));
+  CHECK(!strcmp(source(&d, "x.b2nd", &kind), "x.b2nd"));
+  CHECK_EQ(kind, B2FS_KIND_NPY);
+  CHECK(!strcmp(source(&d, "x.npy", &kind), "x.npy"));
+  CHECK_EQ(kind, B2FS_KIND_PLAIN);
+  CHECK(!strcmp(source(&d, "y.npy", &kind), "y.b2nd"));
+  CHECK_EQ(kind, B2FS_KIND_NPY);
+  CHECK(!strcmp(source(&d, "z", NULL), "z.b2"));
+  CHECK(!strcmp(source(&d, "z.b2.b2", NULL), "z.b2.b2"));
+  source(&d, "z.b2", &kind);
+  CHECK_EQ(kind, -ENOENT);
+}
+
+/* A non-frame entry ahead in priority still blocks the short name, and a
+ * non-frame candidate is never taken for an absent name. */
+static void test_nonframe_blocks(void) {
+  dir d = {0};
+  int kind;
+  add(&d, "q.b2frame", 0); /* plain directory */
+  add(&d, "q.b2", 1);
+  CHECK(!strcmp(shown(&d, "q.b2frame", 0), "q.b2frame"));
+  CHECK(!strcmp(shown(&d, "q.b2", 1), "q.b2"));
+  source(&d, "q", &kind);
+  CHECK_EQ(kind, -ENOENT);
+  CHECK(!strcmp(source(&d, "q.b2", NULL), "q.b2"));
+}
+
+static void test_long_and_errors(void) {
+  dir d = {0};
+  char longname[B2FS_NAME_MAX + 1];
+  int kind;
+  memset(longname, 'n', 247);
+  strcpy(longname + 247, ".b2frame"); /* exactly 255 bytes */
+  add(&d, longname, 1);
+  longname[247] = 0;
+  CHECK(!strcmp(shown(&d, d.name[0], 1), longname));
+  CHECK(!strcmp(source(&d, longname, &kind), d.name[0]));
+  CHECK_EQ(kind, B2FS_KIND_LOGICAL);
+  /* a shown name too long for any candidate */
+  char big[B2FS_NAME_MAX + 1];
+  memset(big, 'm', B2FS_NAME_MAX);
+  big[B2FS_NAME_MAX] = 0;
+  source(&d, big, &kind);
+  CHECK_EQ(kind, -ENOENT);
+  /* probe errors come back */
+  dir e = {0};
+  add(&e, "w.b2f", 1);
+  e.fail_name = "w";
+  e.fail_errno = EACCES;
+  char out[B2FS_NAME_MAX + 1];
+  CHECK_EQ(b2fs_name_to_shown("w.b2f", 1, probe, &e, out, sizeof out), -EACCES);
+  CHECK_EQ(b2fs_name_to_source("w", probe, &e, out, sizeof out), -EACCES);
+  /* a short output buffer */
+  dir f = {0};
+  add(&f, "abcdef.b2", 1);
+  CHECK_EQ(b2fs_name_to_shown("abcdef.b2", 1, probe, &f, out, 3), -ENAMETOOLONG);
+}
+
+/* Random directories over names built from a few confusable pieces. */
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+static unsigned rnd(unsigned n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (unsigned)(rng % n);
+}
+
+static void random_name(char *out) {
+  static const char *const stems[] = {"a", "b", ".", "..", "", "a.npy", "a.b2"};
+  static const char *const sfx[] = {"", ".b2frame", ".b2f", ".b2", ".b2nd",
+                                    ".npy", ".b2.b2", ".npy.b2f"};
+  int n;
+  do {
+    n = snprintf(out, B2FS_NAME_MAX + 1, "%s%s%s", stems[rnd(7)], sfx[rnd(8)],
+                 sfx[rnd(8)]);
+  } while (n == 0 || !strcmp(out, ".") || !strcmp(out, ".."));
+}
+
+static void test_random_bijection(void) {
+  int bad = 0;
+  for (int iter = 0; iter < 20000 && !bad; iter++) {
+    dir d = {0};
+    int want = 1 + (int)rnd(12);
+    while (d.n < want) {
+      char nm[B2FS_NAME_MAX + 1];
+      random_name(nm);
+      int dup = 0;
+      for (int i = 0; i < d.n; i++) dup |= !strcmp(d.name[i], nm);
+      if (!dup) add(&d, nm, (int)rnd(4) != 0);
+    }
+    char shown_names[MAXE][B2FS_NAME_MAX + 1];
+    for (int i = 0; i < d.n; i++) {
+      int fr = d.frame[i] && b2fs_name_kind(d.name[i], NULL) != B2FS_KIND_PLAIN;
+      snprintf(shown_names[i], sizeof shown_names[i], "%s", shown(&d, d.name[i], fr));
+      for (int j = 0; j < i; j++)
+        if (!strcmp(shown_names[i], shown_names[j])) {
+          fprintf(stderr, "  %s and %s both shown as %s\n", d.name[i], d.name[j],
+                  shown_names[i]);
+          bad = 1;
+        }
+      int kind;
+      const char *back = source(&d, shown_names[i], &kind);
+      int want_kind = fr ? b2fs_name_kind(d.name[i], NULL) : B2FS_KIND_PLAIN;
+      if (strcmp(back, d.name[i]) || kind != want_kind) {
+        fprintf(stderr, "  %s shown as %s maps back to '%s' (kind %d, want %d)\n",
+                d.name[i], shown_names[i], back, kind, want_kind);
+        bad = 1;
+      }
+    }
+    /* Names not shown resolve to nothing. */
+    for (int q = 0; q < 8; q++) {
+      char nm[B2FS_NAME_MAX + 1];
+      random_name(nm);
+      int is_shown = 0;
+      for (int i = 0; i < d.n; i++) is_shown |= !strcmp(shown_names[i], nm);
+      int kind;
+      source(&d, nm, &kind);
+      if (!is_shown && kind != -ENOENT) {
+        fprintf(stderr, "  unshown name %s resolves (kind %d)\n", nm, kind);
+        bad = 1;
+      }
+    }
+  }
+  CHECK(!bad);
+}
+
+int main(void) {
+  T_RUN(test_kind);
+  T_RUN(test_simple);
+  T_RUN(test_collisions);
+  T_RUN(test_nonframe_blocks);
+  T_RUN(test_long_and_errors);
+  T_RUN(test_random_bijection);
+  T_END();
+}
