@@ -1,0 +1,208 @@
+/* pool.c - bounded worker pool: fixed job slots, FIFO queue, groups that a
+ * waiter can help finish.  See pool.h for the contract. */
+#include "common/pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "b2_error.h"
+
+typedef struct job {
+  b2_pool_fn fn;
+  void *arg;
+  b2_pool_group *g;
+  struct job *next;
+} job;
+
+struct b2_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv;  /* a job was queued, or stop */
+  pthread_cond_t space_cv; /* a slot was freed */
+  pthread_cond_t done_cv;  /* a grouped job finished */
+  job *slots;              /* queue_max slots, allocated once */
+  job *free_list;
+  job *head, *tail;        /* FIFO of queued jobs */
+  int stop;
+  int nthreads;
+  int started;
+  pthread_t *threads;
+};
+
+/* The pool whose worker runs on this thread (NULL elsewhere). */
+static _Thread_local b2_pool *tl_pool;
+
+/* Called with p->mu held after a job of group g finished. */
+static void job_done(b2_pool *p, b2_pool_group *g) {
+  if (g && --g->pending == 0) pthread_cond_broadcast(&p->done_cv);
+}
+
+static void slot_free(b2_pool *p, job *j) {
+  j->next = p->free_list;
+  p->free_list = j;
+  pthread_cond_signal(&p->space_cv);
+}
+
+static void *worker(void *arg) {
+  b2_pool *p = arg;
+  tl_pool = p;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->head && !p->stop) pthread_cond_wait(&p->work_cv, &p->mu);
+    job *j = p->head;
+    if (!j) break; /* stop and nothing left */
+    p->head = j->next;
+    if (!p->head) p->tail = NULL;
+    b2_pool_fn fn = j->fn;
+    void *a = j->arg;
+    b2_pool_group *g = j->g;
+    slot_free(p, j);
+    pthread_mutex_unlock(&p->mu);
+    fn(a);
+    pthread_mutex_lock(&p->mu);
+    job_done(p, g);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+int b2_pool_create(int nthreads, int queue_max, b2_pool **out) {
+  *out = NULL;
+  if (nthreads < 1 || nthreads > 256 || queue_max < 1 || queue_max > 65536)
+    return b2_fail(B2_E_INVAL, "pool: %d threads, queue %d", nthreads,
+                   queue_max);
+  b2_pool *p = calloc(1, sizeof *p);
+  if (!p) return b2_fail(B2_E_NOMEM, "pool: out of memory");
+  p->slots = calloc((size_t)queue_max, sizeof *p->slots);
+  p->threads = calloc((size_t)nthreads, sizeof *p->threads);
+  if (!p->slots || !p->threads) {
+    free(p->slots);
+    free(p->threads);
+    free(p);
+    return b2_fail(B2_E_NOMEM, "pool: out of memory");
+  }
+  for (int i = 0; i < queue_max; i++) {
+    p->slots[i].next = p->free_list;
+    p->free_list = &p->slots[i];
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->work_cv, NULL);
+  pthread_cond_init(&p->space_cv, NULL);
+  pthread_cond_init(&p->done_cv, NULL);
+  p->nthreads = nthreads;
+  for (int i = 0; i < nthreads; i++) {
+    if (pthread_create(&p->threads[i], NULL, worker, p) != 0) {
+      b2_pool_destroy(p);
+      return b2_fail(B2_E_NOMEM, "pool: cannot start thread %d", i);
+    }
+    p->started++;
+  }
+  *out = p;
+  return 0;
+}
+
+void b2_pool_destroy(b2_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->work_cv);
+  pthread_cond_broadcast(&p->space_cv);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 0; i < p->started; i++) pthread_join(p->threads[i], NULL);
+  /* No worker ever started: run what was queued so groups complete. */
+  while (p->head) {
+    job *j = p->head;
+    p->head = j->next;
+    j->fn(j->arg);
+    if (j->g) j->g->pending--;
+  }
+  pthread_cond_destroy(&p->work_cv);
+  pthread_cond_destroy(&p->space_cv);
+  pthread_cond_destroy(&p->done_cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p->slots);
+  free(p->threads);
+  free(p);
+}
+
+/* Append a job; p->mu held and a free slot available. */
+static void enqueue(b2_pool *p, b2_pool_fn fn, void *arg, b2_pool_group *g) {
+  job *j = p->free_list;
+  p->free_list = j->next;
+  j->fn = fn;
+  j->arg = arg;
+  j->g = g;
+  j->next = NULL;
+  if (p->tail)
+    p->tail->next = j;
+  else
+    p->head = j;
+  p->tail = j;
+  if (g) g->pending++;
+  pthread_cond_signal(&p->work_cv);
+}
+
+int b2_pool_try_submit(b2_pool *p, b2_pool_fn fn, void *arg, b2_pool_group *g) {
+  if (!p || !fn) return b2_fail(B2_E_INVAL, "pool: no pool or function");
+  pthread_mutex_lock(&p->mu);
+  int rc = 0;
+  if (p->stop)
+    rc = b2_fail(B2_E_INVAL, "pool: shutting down");
+  else if (!p->free_list)
+    rc = B2_E_BUSY; /* expected and frequent: no detail message */
+  else
+    enqueue(p, fn, arg, g);
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+int b2_pool_submit(b2_pool *p, b2_pool_fn fn, void *arg, b2_pool_group *g) {
+  if (!p || !fn) return b2_fail(B2_E_INVAL, "pool: no pool or function");
+  pthread_mutex_lock(&p->mu);
+  while (!p->free_list && !p->stop) {
+    if (tl_pool == p) { /* a worker waiting on its own pool: run inline */
+      pthread_mutex_unlock(&p->mu);
+      fn(arg);
+      return 0;
+    }
+    pthread_cond_wait(&p->space_cv, &p->mu);
+  }
+  int rc = 0;
+  if (p->stop)
+    rc = b2_fail(B2_E_INVAL, "pool: shutting down");
+  else
+    enqueue(p, fn, arg, g);
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+void b2_pool_wait(b2_pool *p, b2_pool_group *g) {
+  if (!p || !g) return;
+  pthread_mutex_lock(&p->mu);
+  while (g->pending) {
+    job *prev = NULL, *j = p->head;
+    while (j && j->g != g) {
+      prev = j;
+      j = j->next;
+    }
+    if (!j) {
+      pthread_cond_wait(&p->done_cv, &p->mu);
+      continue;
+    }
+    /* Take our own queued job and run it here. */
+    if (prev)
+      prev->next = j->next;
+    else
+      p->head = j->next;
+    if (p->tail == j) p->tail = prev;
+    b2_pool_fn fn = j->fn;
+    void *a = j->arg;
+    slot_free(p, j);
+    pthread_mutex_unlock(&p->mu);
+    fn(a);
+    pthread_mutex_lock(&p->mu);
+    job_done(p, g);
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+int b2_pool_threads(const b2_pool *p) { return p ? p->nthreads : 0; }
