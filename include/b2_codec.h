@@ -95,6 +95,14 @@ int b2_bitshuffle(size_t typesize, size_t nbytes, const uint8_t *src,
                   uint8_t *dst);
 int b2_bitunshuffle(size_t typesize, size_t nbytes, const uint8_t *src,
                     uint8_t *dst);
+/* Bit unshuffle for chunks of format version 2 (Blosc 1.x before the
+ * leftover handling changed): a block whose element count is not a multiple
+ * of 8 was stored unshuffled and is copied; otherwise all its whole
+ * elements are unshuffled and the nbytes % typesize trailing bytes, which
+ * such writers never stored meaningfully, are set to zero (what the
+ * reference library returns for them). */
+int b2_bitunshuffle_v2(size_t typesize, size_t nbytes, const uint8_t *src,
+                       uint8_t *dst);
 
 /* Delta against a reference block `dref` (the chunk's first block, already
  * decoded); `offset` is this block's byte offset in the chunk.  The block at

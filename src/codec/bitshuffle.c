@@ -70,3 +70,19 @@ int b2_bitunshuffle(size_t typesize, size_t nbytes, const uint8_t *src,
                     uint8_t *dst) {
   return run(b2_simd()->bitunshuffle, typesize, nbytes, src, dst);
 }
+
+int b2_bitunshuffle_v2(size_t typesize, size_t nbytes, const uint8_t *src,
+                       uint8_t *dst) {
+  if (typesize == 0) return b2_fail(B2_E_INVAL, "bitshuffle: typesize 0");
+  size_t nelem = nbytes / typesize, body = nelem * typesize;
+  if (nelem % 8 != 0) {
+    if (nbytes) memcpy(dst, src, nbytes);
+    return 0;
+  }
+  if (nelem) {
+    int rc = b2_simd()->bitunshuffle(typesize, nelem, src, dst);
+    if (rc < 0) return rc;
+  }
+  if (nbytes > body) memset(dst + body, 0, nbytes - body);
+  return 0;
+}
