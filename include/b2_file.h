@@ -72,6 +72,24 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off);
 b2_frame *b2_file_frame(const b2_file *f);
 const b2_b2nd *b2_file_array(const b2_file *f);
 
+/* ---- extended attributes (src/file/xattr.c, owned by the FUSE helper) ----
+ * A frame's properties as "user.b2.*" attributes with text values:
+ *   user.b2.codec clevel filters typesize chunksize blocksize nchunks cbytes
+ *   nbytes cratio, and for a frame with a b2nd metalayer also shape,
+ *   chunkshape, blockshape (as "AxBxC") and dtype;
+ *   user.b2.meta.NAME    raw bytes of each fixed-length metalayer;
+ *   user.b2.vlmeta.NAME  decompressed bytes of each variable-length one.
+ * Both calls follow listxattr/getxattr: with cap 0 they return the size
+ * needed and write nothing; B2_E_RANGE when cap is too small. */
+
+/* Names, each NUL-terminated, into buf.  Returns the total length. */
+ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap);
+
+/* Value of `name` (no NUL added).  Returns its length, or B2_E_NOENT for a
+ * name the frame does not have. */
+ssize_t b2_file_xattr_get(b2_file *f, const char *name, void *buf, size_t cap);
+/* ---- end of extended attributes ---- */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,207 @@
+/*
+ * xattr.c - a frame's properties and metalayers as "user.b2.*" extended
+ * attributes (b2_file_xattr_list / b2_file_xattr_get, see b2_file.h).
+ *
+ * Uses only the public frame and b2nd API, so it works on any open handle
+ * whatever its view; the b2nd geometry attributes appear whenever the frame
+ * carries a valid b2nd metalayer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_error.h"
+#include "b2_file.h"
+
+#define PREFIX "user.b2."
+#define META_PREFIX "meta."
+#define VLMETA_PREFIX "vlmeta."
+
+static const char *const frame_keys[] = {
+    "codec",  "clevel", "filters", "typesize", "chunksize",
+    "blocksize", "nchunks", "cbytes", "nbytes", "cratio",
+};
+static const char *const array_keys[] = {"shape", "chunkshape", "blockshape",
+                                         "dtype"};
+#define NFRAME_KEYS (sizeof frame_keys / sizeof frame_keys[0])
+#define NARRAY_KEYS (sizeof array_keys / sizeof array_keys[0])
+
+/* The frame's b2nd geometry, parsed from its metalayer; 0 when absent or
+ * invalid (then the array attributes are simply not offered). */
+static int get_array(b2_frame *fr, b2_b2nd *a) {
+  const uint8_t *meta;
+  size_t len;
+  memset(a, 0, sizeof *a);
+  if (b2_frame_meta_get(fr, "b2nd", &meta, &len) < 0) return 0;
+  if (b2_b2nd_parse(meta, len, b2_frame_get_info(fr)->typesize, a) < 0) {
+    b2_b2nd_free(a);
+    return 0;
+  }
+  return 1;
+}
+
+/* Append one name (PREFIX + a + b, NUL-terminated); tracks the total. */
+static void put_name(char *buf, size_t cap, size_t *total, const char *a,
+                     const char *b) {
+  size_t lp = strlen(PREFIX), la = strlen(a), lb = strlen(b);
+  size_t n = lp + la + lb + 1;
+  if (cap && *total + n <= cap) {
+    char *p = buf + *total;
+    memcpy(p, PREFIX, lp);
+    memcpy(p + lp, a, la);
+    memcpy(p + lp + la, b, lb);
+    p[lp + la + lb] = 0;
+  }
+  *total += n;
+}
+
+ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap) {
+  b2_frame *fr = b2_file_frame(f);
+  const b2_frame_info *in = b2_frame_get_info(fr);
+  size_t total = 0;
+  for (size_t i = 0; i < NFRAME_KEYS; i++)
+    put_name(buf, cap, &total, frame_keys[i], "");
+  b2_b2nd a;
+  if (get_array(fr, &a)) {
+    for (size_t i = 0; i < NARRAY_KEYS; i++)
+      put_name(buf, cap, &total, array_keys[i], "");
+    b2_b2nd_free(&a);
+  }
+  for (int k = 0; k < in->nmeta; k++) {
+    const char *name = b2_frame_meta_name(fr, k);
+    if (name) put_name(buf, cap, &total, META_PREFIX, name);
+  }
+  for (int k = 0; k < in->nvlmeta; k++) {
+    const char *name = b2_frame_vlmeta_name(fr, k);
+    if (name) put_name(buf, cap, &total, VLMETA_PREFIX, name);
+  }
+  if (cap && total > cap)
+    return b2_fail(B2_E_RANGE, "attribute list needs %zu bytes", total);
+  return (ssize_t)total;
+}
+
+/* Copy a value out under the getxattr size rules. */
+static ssize_t put_value(const void *v, size_t n, void *buf, size_t cap) {
+  if (cap == 0) return (ssize_t)n;
+  if (n > cap) return b2_fail(B2_E_RANGE, "attribute value needs %zu bytes", n);
+  if (n) memcpy(buf, v, n);
+  return (ssize_t)n;
+}
+
+static void fmt_shape(char *out, size_t cap, int ndim, const int64_t *s64,
+                      const int32_t *s32) {
+  size_t used = 0;
+  out[0] = 0;
+  for (int d = 0; d < ndim && used < cap; d++) {
+    long long v = s64 ? (long long)s64[d] : (long long)s32[d];
+    int n = snprintf(out + used, cap - used, d ? "x%lld" : "%lld", v);
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+}
+
+static void fmt_filters(const b2_frame_info *in, char *out, size_t cap) {
+  size_t used = 0;
+  out[0] = 0;
+  for (int i = 0; i < B2_MAX_FILTERS && used < cap; i++) {
+    int id = in->filters[i];
+    if (id == B2_FILTER_NONE) continue;
+    const char *nm = b2_filter_name(id);
+    int n = nm ? snprintf(out + used, cap - used, "%s%s", used ? "," : "", nm)
+               : snprintf(out + used, cap - used, "%sfilter%d", used ? "," : "", id);
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+  if (!out[0]) snprintf(out, cap, "none");
+}
+
+/* Text value of a frame key into txt; 0, or B2_E_NOENT. */
+static int frame_value(const b2_frame_info *in, const char *key, char *txt,
+                       size_t cap) {
+  if (!strcmp(key, "codec")) {
+    const char *nm = b2_codec_name(in->codec);
+    if (nm)
+      snprintf(txt, cap, "%s", nm);
+    else
+      snprintf(txt, cap, "codec%d", in->codec);
+  } else if (!strcmp(key, "clevel")) {
+    snprintf(txt, cap, "%d", in->clevel);
+  } else if (!strcmp(key, "filters")) {
+    fmt_filters(in, txt, cap);
+  } else if (!strcmp(key, "typesize")) {
+    snprintf(txt, cap, "%d", (int)in->typesize);
+  } else if (!strcmp(key, "chunksize")) {
+    snprintf(txt, cap, "%d", (int)in->chunksize);
+  } else if (!strcmp(key, "blocksize")) {
+    snprintf(txt, cap, "%d", (int)in->blocksize);
+  } else if (!strcmp(key, "nchunks")) {
+    snprintf(txt, cap, "%lld", (long long)in->nchunks);
+  } else if (!strcmp(key, "cbytes")) {
+    snprintf(txt, cap, "%lld", (long long)in->cbytes);
+  } else if (!strcmp(key, "nbytes")) {
+    snprintf(txt, cap, "%lld", (long long)in->nbytes);
+  } else if (!strcmp(key, "cratio")) {
+    double r = in->cbytes > 0 ? (double)in->nbytes / (double)in->cbytes : 0.0;
+    snprintf(txt, cap, "%.2f", r);
+  } else {
+    return B2_E_NOENT;
+  }
+  return 0;
+}
+
+static ssize_t array_value(b2_frame *fr, const char *key, void *buf, size_t cap) {
+  b2_b2nd a;
+  char txt[B2_B2ND_MAXDIM * 24];
+  ssize_t rc;
+  if (!get_array(fr, &a)) return B2_E_NOENT;
+  if (!strcmp(key, "dtype")) {
+    rc = put_value(a.dtype, a.dtype ? strlen(a.dtype) : 0, buf, cap);
+  } else {
+    if (!strcmp(key, "shape"))
+      fmt_shape(txt, sizeof txt, a.ndim, a.shape, NULL);
+    else if (!strcmp(key, "chunkshape"))
+      fmt_shape(txt, sizeof txt, a.ndim, NULL, a.chunkshape);
+    else
+      fmt_shape(txt, sizeof txt, a.ndim, NULL, a.blockshape);
+    rc = put_value(txt, strlen(txt), buf, cap);
+  }
+  b2_b2nd_free(&a);
+  return rc;
+}
+
+ssize_t b2_file_xattr_get(b2_file *f, const char *name, void *buf, size_t cap) {
+  b2_frame *fr = b2_file_frame(f);
+  size_t lp = strlen(PREFIX);
+  if (strncmp(name, PREFIX, lp) != 0)
+    return b2_fail(B2_E_NOENT, "no attribute %s", name);
+  const char *key = name + lp;
+  if (!strncmp(key, META_PREFIX, strlen(META_PREFIX))) {
+    const uint8_t *data;
+    size_t len;
+    if (b2_frame_meta_get(fr, key + strlen(META_PREFIX), &data, &len) < 0)
+      return b2_fail(B2_E_NOENT, "no metalayer %s", key + strlen(META_PREFIX));
+    return put_value(data, len, buf, cap);
+  }
+  if (!strncmp(key, VLMETA_PREFIX, strlen(VLMETA_PREFIX))) {
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = b2_frame_vlmeta_get(fr, key + strlen(VLMETA_PREFIX), &data, &len);
+    if (rc < 0)
+      return rc == B2_E_NOENT
+                 ? b2_fail(B2_E_NOENT, "no vlmetalayer %s", key + strlen(VLMETA_PREFIX))
+                 : b2_context(rc, "vlmetalayer %s", key + strlen(VLMETA_PREFIX));
+    ssize_t n = put_value(data, len, buf, cap);
+    free(data);
+    return n;
+  }
+  char txt[64];
+  if (frame_value(b2_frame_get_info(fr), key, txt, sizeof txt) == 0)
+    return put_value(txt, strlen(txt), buf, cap);
+  for (size_t i = 0; i < NARRAY_KEYS; i++)
+    if (!strcmp(key, array_keys[i])) {
+      ssize_t rc = array_value(fr, key, buf, cap);
+      if (rc == B2_E_NOENT) break;
+      return rc;
+    }
+  return b2_fail(B2_E_NOENT, "no attribute %s", name);
+}
