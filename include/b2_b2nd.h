@@ -22,6 +22,7 @@ extern "C" {
 #endif
 
 #define B2_B2ND_MAXDIM 16
+#define B2_B2ND_MAXDTYPE (1 << 20) /* longest dtype string accepted */
 
 typedef struct b2_b2nd {
   int ndim;
@@ -39,13 +40,18 @@ typedef struct b2_b2nd {
 
 /* Parse a b2nd metalayer; `itemsize` comes from the frame's typesize.
  * Validates ndim, non-negative shape, positive chunk/block shapes, block
- * within chunk, and that no size overflows.  b2_b2nd_free releases it. */
+ * within chunk, and that no size overflows (a chunk and a block must fit in
+ * int32).  A dimension of length 0 may have chunk and block shape 0, as the
+ * reference library writes for empty arrays.  A metalayer without the dtype
+ * entries (older writers) gets "|u1" for itemsize 1, else "|V<itemsize>".
+ * b2_b2nd_free releases it (safe on a zeroed or failed-parse struct). */
 int b2_b2nd_parse(const uint8_t *meta, size_t len, int32_t itemsize,
                   b2_b2nd *out);
 void b2_b2nd_free(b2_b2nd *a);
 
-/* Check that a frame with `nchunks` chunks of `chunksize` decoded bytes
- * can hold this geometry (chunk count and padded chunk size agree). */
+/* Check a frame's geometry against the array's: `nchunks` chunks, each of
+ * `chunksize` decoded bytes (0: variable-length chunks, not checked here).
+ * Returns 0 or B2_E_FORMAT naming the mismatch. */
 int b2_b2nd_check(const b2_b2nd *a, int64_t nchunks, int32_t chunksize);
 
 /* Bytes of the array's items in C order (nitems * itemsize). */
@@ -57,7 +63,12 @@ typedef int (*b2_chunk_reader)(void *ctx, int64_t chunk, size_t off,
 
 /* Fill dst with bytes [off, off+len) of the array in C order.  Requests
  * each needed block from `rd` at most once per call, and no block the range
- * does not touch.  Returns len or a negative code. */
+ * does not touch; a request covers only the part of its block that spans
+ * the needed items (never crossing the block's end), and goes straight into
+ * dst when those bytes are contiguous there.  The reader returns >= 0 on
+ * success.  Returns the bytes filled: len, fewer if the range passes the end
+ * of the array (0 at or past it), or a negative code; len > INT32_MAX is
+ * B2_E_INVAL.  Thread-safe (scratch space is per thread). */
 int b2_b2nd_read(const b2_b2nd *a, uint64_t off, size_t len, void *dst,
                  b2_chunk_reader rd, void *ctx);
 

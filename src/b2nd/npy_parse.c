@@ -1,0 +1,206 @@
+/*
+ * npy_parse.c - parse an untrusted NumPy .npy header.
+ *
+ * Accepts what numpy.load accepts for formats 1.0, 2.0 and 3.0: the magic,
+ * a header length, and a Python dict literal with exactly the keys
+ * 'descr', 'fortran_order' and 'shape' (any order, either quote style,
+ * optional trailing commas, whitespace, a repeated key taking the last
+ * value).  descr is returned as the string's content ("<f8") or, for a
+ * structured or sub-array dtype, as the literal text of its list or tuple
+ * ("[('x', '<f4')]"), which is also how the b2nd metalayer stores it.
+ * Nothing here recurses or allocates; every index is checked.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_b2nd.h"
+#include "b2_error.h"
+#include "common/util.h"
+
+typedef struct lex {
+  const char *p, *end;
+} lex;
+
+static void ws(lex *l) {
+  while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\n' || *l->p == '\r'))
+    l->p++;
+}
+
+static int eat(lex *l, char ch) {
+  ws(l);
+  if (l->p < l->end && *l->p == ch) {
+    l->p++;
+    return 1;
+  }
+  return 0;
+}
+
+/* A quoted string without escapes; returns its content in place. */
+static int quoted(lex *l, const char **s, size_t *n) {
+  ws(l);
+  if (l->p >= l->end || (*l->p != '\'' && *l->p != '"'))
+    return b2_fail(B2_E_FORMAT, "npy header: expected a quoted string");
+  char q = *l->p++;
+  const char *start = l->p;
+  while (l->p < l->end && *l->p != q) {
+    if (*l->p == '\\' || *l->p == '\n')
+      return b2_fail(B2_E_FORMAT, "npy header: escapes in strings are not supported");
+    l->p++;
+  }
+  if (l->p >= l->end) return b2_fail(B2_E_FORMAT, "npy header: unterminated string");
+  *s = start;
+  *n = (size_t)(l->p - start);
+  l->p++;
+  return 0;
+}
+
+/* A list or tuple literal, returned as its raw text (brackets included). */
+static int bracketed(lex *l, const char **s, size_t *n) {
+  ws(l);
+  const char *start = l->p;
+  int depth = 0;
+  char q = 0;
+  for (; l->p < l->end; l->p++) {
+    char c = *l->p;
+    if (q) {
+      if (c == '\\') {
+        if (++l->p >= l->end) break;
+      } else if (c == q) {
+        q = 0;
+      }
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      q = c;
+    } else if (c == '[' || c == '(') {
+      depth++;
+    } else if (c == ']' || c == ')') {
+      if (--depth == 0) {
+        l->p++;
+        *s = start;
+        *n = (size_t)(l->p - start);
+        return 0;
+      }
+      if (depth < 0) break;
+    } else if (c == '{' || c == '}') {
+      break;
+    }
+  }
+  return b2_fail(B2_E_FORMAT, "npy header: unbalanced descr");
+}
+
+static int key_is(const char *s, size_t n, const char *k) {
+  return n == strlen(k) && memcmp(s, k, n) == 0;
+}
+
+static int parse_shape(lex *l, int *ndim, int64_t *shape) {
+  if (!eat(l, '(')) return b2_fail(B2_E_FORMAT, "npy header: shape is not a tuple");
+  int nd = 0, comma = 0;
+  for (;;) {
+    if (eat(l, ')')) break;
+    ws(l);
+    if (l->p >= l->end || *l->p < '0' || *l->p > '9')
+      return b2_fail(B2_E_FORMAT, "npy header: shape holds a non-integer");
+    uint64_t v = 0;
+    while (l->p < l->end && *l->p >= '0' && *l->p <= '9') {
+      if (v > ((uint64_t)INT64_MAX - 9) / 10)
+        return b2_fail(B2_E_FORMAT, "npy header: shape value is too large");
+      v = v * 10 + (uint64_t)(*l->p++ - '0');
+    }
+    if (l->p < l->end && (*l->p == 'L' || *l->p == 'l')) l->p++; /* Python 2 long */
+    if (nd >= B2_B2ND_MAXDIM)
+      return b2_fail(B2_E_LIMIT, "npy header: more than %d dimensions", B2_B2ND_MAXDIM);
+    shape[nd++] = (int64_t)v;
+    comma = eat(l, ',');
+    if (!comma) {
+      if (!eat(l, ')')) return b2_fail(B2_E_FORMAT, "npy header: bad shape tuple");
+      break;
+    }
+  }
+  if (nd == 1 && !comma) return b2_fail(B2_E_FORMAT, "npy header: shape (n) is not a tuple");
+  uint64_t prod = 1;
+  for (int i = 0; i < nd; i++)
+    if (shape[i] && (b2_mul_overflow_u64(prod, (uint64_t)shape[i], &prod) || prod > INT64_MAX))
+      return b2_fail(B2_E_LIMIT, "npy header: shape product overflows");
+  *ndim = nd;
+  return 0;
+}
+
+int b2_npy_parse(const void *buf, size_t len, size_t *header_len, char *descr, size_t descr_cap,
+                 int *fortran, int *ndim, int64_t shape[B2_B2ND_MAXDIM]) {
+  const unsigned char *b = buf;
+  if ((!b && len) || !header_len || !fortran || !ndim || !shape || (!descr && descr_cap))
+    return b2_fail(B2_E_INVAL, "npy header: bad arguments");
+  if (len < 10) return b2_fail(B2_E_TRUNCATED, "npy header: %zu bytes is too short", len);
+  if (memcmp(b, "\x93NUMPY", 6) != 0) return b2_fail(B2_E_FORMAT, "npy header: bad magic");
+  if (b[7] != 0 || b[6] < 1 || b[6] > 3)
+    return b2_fail(B2_E_UNSUPPORTED, "npy header: format %d.%d", b[6], b[7]);
+  size_t prefix = b[6] == 1 ? 10 : 12;
+  if (len < prefix) return b2_fail(B2_E_TRUNCATED, "npy header: %zu bytes is too short", len);
+  uint64_t hl = prefix == 10 ? b2_le16(b + 8) : b2_le32(b + 8);
+  if (hl > len - prefix)
+    return b2_fail(B2_E_TRUNCATED, "npy header: declares %llu bytes, %zu present",
+                   (unsigned long long)hl, len - prefix);
+
+  lex l = {(const char *)b + prefix, (const char *)b + prefix + hl};
+  const char *ds = NULL;
+  size_t dn = 0;
+  int have = 0, rc, fo = 0, nd = 0;
+  int64_t sh[B2_B2ND_MAXDIM];
+  if (!eat(&l, '{')) return b2_fail(B2_E_FORMAT, "npy header: not a dict");
+  for (;;) {
+    if (eat(&l, '}')) break;
+    const char *k;
+    size_t kn;
+    if ((rc = quoted(&l, &k, &kn)) < 0) return rc;
+    if (!eat(&l, ':')) return b2_fail(B2_E_FORMAT, "npy header: expected ':'");
+    if (key_is(k, kn, "descr")) {
+      ws(&l);
+      if (l.p < l.end && (*l.p == '[' || *l.p == '('))
+        rc = bracketed(&l, &ds, &dn);
+      else
+        rc = quoted(&l, &ds, &dn);
+      if (rc < 0) return rc;
+      have |= 1;
+    } else if (key_is(k, kn, "fortran_order")) {
+      ws(&l);
+      size_t left = (size_t)(l.end - l.p);
+      if (left >= 4 && memcmp(l.p, "True", 4) == 0) {
+        fo = 1;
+        l.p += 4;
+      } else if (left >= 5 && memcmp(l.p, "False", 5) == 0) {
+        fo = 0;
+        l.p += 5;
+      } else {
+        return b2_fail(B2_E_FORMAT, "npy header: fortran_order is not True or False");
+      }
+      have |= 2;
+    } else if (key_is(k, kn, "shape")) {
+      if ((rc = parse_shape(&l, &nd, sh)) < 0) return rc;
+      have |= 4;
+    } else {
+      return b2_fail(B2_E_FORMAT, "npy header: unexpected key '%.*s'", (int)B2_MIN(kn, 32), k);
+    }
+    if (!eat(&l, ',')) {
+      if (!eat(&l, '}')) return b2_fail(B2_E_FORMAT, "npy header: expected ',' or '}'");
+      break;
+    }
+  }
+  ws(&l);
+  if (l.p != l.end) return b2_fail(B2_E_FORMAT, "npy header: text after the dict");
+  if (have != 7) return b2_fail(B2_E_FORMAT, "npy header: missing %s",
+                                !(have & 1) ? "descr" : !(have & 2) ? "fortran_order" : "shape");
+  if (dn == 0) return b2_fail(B2_E_FORMAT, "npy header: empty descr");
+  if (memchr(ds, 0, dn)) return b2_fail(B2_E_FORMAT, "npy header: NUL in descr");
+  if (descr) {
+    if (dn >= descr_cap)
+      return b2_fail(B2_E_LIMIT, "npy header: descr of %zu bytes does not fit", dn);
+    memcpy(descr, ds, dn);
+    descr[dn] = 0;
+  }
+  *header_len = prefix + (size_t)hl;
+  *fortran = fo;
+  *ndim = nd;
+  memcpy(shape, sh, sizeof(int64_t) * (size_t)nd);
+  return 0;
+}
