@@ -1,0 +1,220 @@
+/*
+ * frame.c - open and close frames, and the logical geometry of their
+ * chunks.  Opening reads the header, the trailer and the index, checking
+ * every size against the real file before it is used.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_chunk.h"
+#include "b2_error.h"
+#include "common/util.h"
+#include "frame/frame_impl.h"
+
+/* Enough for the fixed part of any header (the reference writes 87). */
+#define HEADER_PREFIX 512
+
+/* Open `path`: a regular file, or a directory holding chunks.b2frame. */
+static int open_files(b2_frame *f, const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return b2_fail(b2_from_errno(errno), "cannot open: %s", strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return b2_fail(b2_from_errno(e), "cannot stat: %s", strerror(e));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    f->dirfd = fd;
+    f->info.layout = B2_LAYOUT_SPARSE;
+    fd = openat(f->dirfd, B2_FRAME_SPARSE_INDEX, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return b2_fail(b2_from_errno(errno), "sparse frame: cannot open %s: %s",
+                     B2_FRAME_SPARSE_INDEX, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+      int e = errno;
+      close(fd);
+      return b2_fail(b2_from_errno(e), "cannot stat %s: %s",
+                     B2_FRAME_SPARSE_INDEX, strerror(e));
+    }
+  }
+  f->fd = fd;
+  if (!S_ISREG(st.st_mode))
+    return b2_fail(B2_E_FORMAT, "not a regular file or a directory");
+  f->file_size = (int64_t)st.st_size;
+  return 0;
+}
+
+/* Read and parse the header, metalayers included. */
+static int load_header(b2_frame *f, b2_frame_header *h) {
+  if (f->file_size == 0)
+    return b2_fail(B2_E_FORMAT, "empty file, not a frame");
+  uint8_t pre[HEADER_PREFIX];
+  size_t n = f->file_size < HEADER_PREFIX ? (size_t)f->file_size
+                                          : HEADER_PREFIX;
+  int rc = b2_frame_pread(f->fd, pre, n, 0);
+  if (rc < 0) return b2_context(rc, "frame header");
+  rc = b2_frame_parse_header(pre, n, h);
+  if (rc < 0) return rc;
+  if (h->frame_size > (uint64_t)f->file_size)
+    return b2_fail(B2_E_TRUNCATED, "frame header: frame_size %llu exceeds "
+                   "the file's %lld bytes", (unsigned long long)h->frame_size,
+                   (long long)f->file_size);
+  if ((uint64_t)h->header_size + B2_FRAME_TRAILER_MIN > h->frame_size)
+    return b2_fail(B2_E_FORMAT, "frame header: header_size %lld leaves no "
+                   "room for a trailer in frame_size %llu",
+                   (long long)h->header_size,
+                   (unsigned long long)h->frame_size);
+  int want = f->info.layout == B2_LAYOUT_SPARSE ? B2_FRAME_TYPE_SPARSE
+                                                : B2_FRAME_TYPE_CONTIGUOUS;
+  if (h->frame_type != want)
+    return b2_fail(B2_E_FORMAT, "frame header: frame type %d, but the path "
+                   "is a %s", h->frame_type,
+                   want == B2_FRAME_TYPE_SPARSE ? "directory" : "file");
+  /* header_size <= frame_size <= file size: the allocation is bounded by
+   * the real file. */
+  f->header = malloc((size_t)h->header_size);
+  if (!f->header) return b2_fail(B2_E_NOMEM, "out of memory for the header");
+  rc = b2_frame_pread(f->fd, f->header, (size_t)h->header_size, 0);
+  if (rc < 0) return b2_context(rc, "frame header");
+  rc = b2_frame_parse_header(f->header, (size_t)h->header_size, h);
+  if (rc < 0) return rc;
+  rc = b2_frame_parse_metalayers(f->header, (size_t)h->header_size,
+                                 h->meta_pos, B2_FRAME_MAX_META, &f->meta,
+                                 &f->info.nmeta);
+  if (rc < 0) return b2_context(rc, "frame header: metalayers");
+  return 0;
+}
+
+/* Find, read and parse the trailer. */
+static int load_trailer(b2_frame *f, const b2_frame_header *h) {
+  uint8_t tail[B2_FRAME_TRAILER_MIN];
+  int64_t fsize = (int64_t)h->frame_size;
+  int rc = b2_frame_pread(f->fd, tail, sizeof tail,
+                          fsize - B2_FRAME_TRAILER_MIN);
+  if (rc < 0) return b2_context(rc, "trailer");
+  uint32_t tlen;
+  rc = b2_frame_trailer_len(tail, &tlen);
+  if (rc < 0) return rc;
+  if (tlen < B2_FRAME_TRAILER_MIN || tlen > fsize - h->header_size)
+    return b2_fail(B2_E_FORMAT, "trailer: length %u is not within [%d, %lld] "
+                   "(frame_size %lld, header_size %lld)", tlen,
+                   B2_FRAME_TRAILER_MIN, (long long)(fsize - h->header_size),
+                   (long long)fsize, (long long)h->header_size);
+  f->trailer_len = tlen;
+  f->trailer_pos = fsize - tlen;
+  f->trailer = malloc(tlen);
+  if (!f->trailer) return b2_fail(B2_E_NOMEM, "out of memory for the trailer");
+  rc = b2_frame_pread(f->fd, f->trailer, tlen, f->trailer_pos);
+  if (rc < 0) return b2_context(rc, "trailer");
+  return b2_frame_parse_trailer(f->trailer, tlen, h->legacy, &f->vlmeta,
+                                &f->info.nvlmeta);
+}
+
+static void fill_info(b2_frame *f, const b2_frame_header *h) {
+  b2_frame_info *in = &f->info;
+  in->legacy = h->legacy;
+  in->format_version = h->version;
+  in->varlen_chunks = h->chunksize == 0;
+  in->vlblocks = !h->legacy && (h->general_flags & B2_FRAME_FLAG_VLBLOCKS);
+  in->nbytes = h->nbytes;
+  in->cbytes = h->cbytes;
+  in->frame_size = (int64_t)h->frame_size;
+  in->header_size = (int32_t)h->header_size;
+  in->chunksize = (int32_t)h->chunksize;
+  in->blocksize = (int32_t)h->blocksize;
+  in->typesize = (int32_t)h->typesize;
+  in->codec = h->codec;
+  in->clevel = h->clevel;
+  in->splitmode = h->splitmode;
+  memcpy(in->filters, h->filters, sizeof in->filters);
+  memcpy(in->filters_meta, h->filters_meta, sizeof in->filters_meta);
+  f->data_pos = h->header_size;
+  f->data_end = h->header_size;
+  f->index_pos = h->header_size;
+}
+
+int b2_frame_open(const char *path, b2_frame **out) {
+  if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
+  *out = NULL;
+  if (!path || !*path) return b2_fail(B2_E_INVAL, "frame open: empty path");
+  b2_frame *f = calloc(1, sizeof *f);
+  if (!f) return b2_fail(B2_E_NOMEM, "out of memory");
+  f->fd = -1;
+  f->dirfd = -1;
+  f->path = strdup(path);
+  int rc = f->path ? 0 : b2_fail(B2_E_NOMEM, "out of memory");
+  b2_frame_header h;
+  if (!rc) rc = open_files(f, path);
+  if (!rc) rc = load_header(f, &h);
+  if (!rc) {
+    fill_info(f, &h);
+    rc = load_trailer(f, &h);
+  }
+  if (!rc) rc = b2_frame_load_index(f);
+  if (rc < 0) {
+    b2_frame_close(f);
+    return rc;
+  }
+  *out = f;
+  return 0;
+}
+
+void b2_frame_close(b2_frame *f) {
+  if (!f) return;
+  if (f->fd >= 0) close(f->fd);
+  if (f->dirfd >= 0) close(f->dirfd);
+  free(f->path);
+  free(f->header);
+  free(f->trailer);
+  free(f->meta);
+  free(f->vlmeta);
+  free(f->offsets);
+  free(f->starts);
+  free(f);
+}
+
+const b2_frame_info *b2_frame_get_info(const b2_frame *f) {
+  return f ? &f->info : NULL;
+}
+
+const char *b2_frame_path(const b2_frame *f) { return f ? f->path : NULL; }
+
+/* ---- logical geometry ---------------------------------------------------- */
+
+int64_t b2_frame_chunk_start(const b2_frame *f, int64_t i) {
+  if (!f || i < 0 || i > f->info.nchunks)
+    return b2_fail(B2_E_RANGE, "chunk %lld is out of range", (long long)i);
+  if (f->starts) return f->starts[i];
+  if (i == f->info.nchunks) return f->info.nbytes;
+  return i * (int64_t)f->info.chunksize;
+}
+
+int32_t b2_frame_chunk_nbytes(const b2_frame *f, int64_t i) {
+  if (!f || i < 0 || i >= f->info.nchunks)
+    return b2_fail(B2_E_RANGE, "chunk %lld is out of range", (long long)i);
+  if (f->starts) return (int32_t)(f->starts[i + 1] - f->starts[i]);
+  int64_t start = i * (int64_t)f->info.chunksize;
+  int64_t left = f->info.nbytes - start;
+  return (int32_t)(left < f->info.chunksize ? left : f->info.chunksize);
+}
+
+int64_t b2_frame_chunk_at(const b2_frame *f, int64_t offset) {
+  if (!f || offset < 0 || offset >= f->info.nbytes)
+    return b2_fail(B2_E_RANGE, "offset %lld is outside the frame's bytes",
+                   (long long)offset);
+  if (!f->starts) return offset / f->info.chunksize;
+  /* Last chunk whose start is <= offset (empty chunks are skipped). */
+  int64_t lo = 0, hi = f->info.nchunks - 1;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    if (f->starts[mid] <= offset) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}

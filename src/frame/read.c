@@ -1,0 +1,283 @@
+/*
+ * read.c - serve the chunks of an open frame: locate a chunk through the
+ * index, check its header against the bytes left in its file and against
+ * the frame's geometry, read it, and decode it (whole or a byte range).
+ * Special index entries become equivalent special chunks, so every caller
+ * decodes the same way.  Callable from many threads at once.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "b2_chunk.h"
+#include "b2_error.h"
+#include "common/util.h"
+#include "frame/frame_impl.h"
+
+/* A thread's scratch buffer for compressed chunks is released when it
+ * grows past this after use, so one huge chunk does not pin memory. */
+#define SCRATCH_KEEP ((size_t)64 << 20)
+
+int b2_frame_entry_kind(int64_t entry) {
+  if (entry >= 0) return B2_SPECIAL_NONE;
+  int kind = (int)(((uint64_t)entry >> 56) & 0x07);
+  if (kind == B2_SPECIAL_ZERO || kind == B2_SPECIAL_NAN ||
+      kind == B2_SPECIAL_UNINIT)
+    return kind;
+  return -1;
+}
+
+static int reserve(b2_chunkbuf *b, size_t n) {
+  if (b->cap >= n) return 0;
+  uint8_t *p = realloc(b->p, n);
+  if (!p) return b2_fail(B2_E_NOMEM, "out of memory for a %zu-byte chunk", n);
+  b->p = p;
+  b->cap = n;
+  return 0;
+}
+
+/* Where chunk i is stored.  For sparse frames the chunk file is opened
+ * and must be closed by the caller (owned = 1). */
+typedef struct chunk_loc {
+  int fd;
+  int owned;
+  int64_t pos;
+  int64_t limit;
+} chunk_loc;
+
+static int locate(const b2_frame *f, int64_t entry, chunk_loc *l) {
+  if (f->info.layout == B2_LAYOUT_SPARSE) {
+    l->owned = 1;
+    l->pos = 0;
+    return b2_sframe_open_chunk(f, entry, &l->fd, &l->limit);
+  }
+  l->fd = f->fd;
+  l->owned = 0;
+  l->pos = f->data_pos + entry; /* entry was checked at open */
+  l->limit = f->data_end;
+  return 0;
+}
+
+static void release(chunk_loc *l) {
+  if (l->owned) close(l->fd);
+}
+
+/* Read the first header bytes of the chunk at l and check its sizes. */
+static int peek(const chunk_loc *l, uint8_t *hdr, size_t *hl, int32_t *nbytes,
+                int32_t *cbytes) {
+  int64_t left = l->limit - l->pos;
+  if (left < B2_CHUNK_HEADER_MIN)
+    return b2_fail(B2_E_TRUNCATED, "only %lld bytes at offset %lld, less "
+                   "than a chunk header", (long long)left, (long long)l->pos);
+  *hl = left < B2_CHUNK_HEADER_EXT ? (size_t)left : B2_CHUNK_HEADER_EXT;
+  int rc = b2_frame_pread(l->fd, hdr, *hl, l->pos);
+  if (rc < 0) return rc;
+  int32_t bs;
+  rc = b2_chunk_sizes(hdr, *hl, nbytes, cbytes, &bs);
+  if (rc < 0) return b2_context(rc, "header at offset %lld", (long long)l->pos);
+  if (*cbytes < B2_CHUNK_HEADER_MIN || *cbytes > left)
+    return b2_fail(B2_E_FORMAT, "cbytes %d at offset %lld overruns the %lld "
+                   "bytes available", *cbytes, (long long)l->pos,
+                   (long long)left);
+  if (*nbytes < 0)
+    return b2_fail(B2_E_FORMAT, "negative nbytes %d", *nbytes);
+  return 0;
+}
+
+int b2_frame_read_stored(int fd, int64_t pos, int64_t limit, b2_chunkbuf *b,
+                         size_t *len, int32_t *nbytes) {
+  chunk_loc l = {fd, 0, pos, limit};
+  uint8_t hdr[B2_CHUNK_HEADER_EXT];
+  size_t hl;
+  int32_t cb;
+  int rc = peek(&l, hdr, &hl, nbytes, &cb);
+  if (rc < 0) return rc;
+  rc = reserve(b, (size_t)cb);
+  if (rc < 0) return rc;
+  memcpy(b->p, hdr, hl);
+  if ((size_t)cb > hl) {
+    rc = b2_frame_pread(fd, b->p + hl, (size_t)cb - hl, pos + (int64_t)hl);
+    if (rc < 0) return rc;
+  }
+  *len = (size_t)cb;
+  return 0;
+}
+
+static int check_index(const b2_frame *f, int64_t i) {
+  if (!f) return b2_fail(B2_E_INVAL, "no frame");
+  if (i < 0 || i >= f->info.nchunks)
+    return b2_fail(B2_E_RANGE, "chunk %lld is out of range (%lld chunks)",
+                   (long long)i, (long long)f->info.nchunks);
+  return 0;
+}
+
+static int synth_typesize(const b2_frame *f) {
+  int32_t ts = f->info.typesize;
+  return ts >= 1 && ts <= 255 ? ts : 1;
+}
+
+int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
+                        size_t *len) {
+  int rc = check_index(f, i);
+  if (rc < 0) return rc;
+  int64_t entry = b2_frame_entry(f, i);
+  int kind = b2_frame_entry_kind(entry);
+  int32_t expect = b2_frame_chunk_nbytes(f, i);
+  if (kind != B2_SPECIAL_NONE) {
+    /* Entries were checked at open, so kind is a known one here. */
+    rc = reserve(b, 2 * B2_CHUNK_HEADER_EXT);
+    if (rc < 0) return rc;
+    rc = b2_chunk_make_special(kind, expect, synth_typesize(f), NULL, b->p,
+                               b->cap);
+    if (rc < 0) return b2_context(rc, "chunk %lld (special)", (long long)i);
+    *len = (size_t)rc;
+    return 0;
+  }
+  chunk_loc l;
+  rc = locate(f, entry, &l);
+  if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+  int32_t nb;
+  rc = b2_frame_read_stored(l.fd, l.pos, l.limit, b, len, &nb);
+  release(&l);
+  if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+  if (nb != expect)
+    return b2_fail(B2_E_FORMAT, "chunk %lld: holds %d bytes where the frame "
+                   "expects %d", (long long)i, nb, expect);
+  return 0;
+}
+
+/* ---- public read functions --------------------------------------------- */
+
+int b2_frame_chunk_special(const b2_frame *f, int64_t i) {
+  int rc = check_index(f, i);
+  if (rc < 0) return rc;
+  return b2_frame_entry_kind(b2_frame_entry(f, i));
+}
+
+int64_t b2_frame_chunk_cbytes(const b2_frame *f, int64_t i) {
+  int rc = check_index(f, i);
+  if (rc < 0) return rc;
+  int64_t entry = b2_frame_entry(f, i);
+  if (b2_frame_entry_kind(entry) != B2_SPECIAL_NONE) return 0;
+  chunk_loc l;
+  rc = locate(f, entry, &l);
+  if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+  uint8_t hdr[B2_CHUNK_HEADER_EXT];
+  size_t hl;
+  int32_t nb, cb;
+  rc = peek(&l, hdr, &hl, &nb, &cb);
+  release(&l);
+  if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+  return cb;
+}
+
+int b2_frame_read_chunk(b2_frame *f, int64_t i, uint8_t **chunk,
+                        size_t *len) {
+  if (!chunk || !len) return b2_fail(B2_E_INVAL, "read chunk: no output");
+  *chunk = NULL;
+  *len = 0;
+  b2_chunkbuf b = {NULL, 0};
+  size_t n;
+  int rc = b2_frame_load_chunk(f, i, &b, &n);
+  if (rc == 0) {
+    b2_chunk_info ci;
+    rc = b2_chunk_parse(b.p, n, &ci);
+    if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
+  }
+  if (rc < 0) {
+    free(b.p);
+    return rc;
+  }
+  *chunk = b.p;
+  *len = n;
+  return 0;
+}
+
+/* Per-thread scratch buffer for compressed chunks, freed at thread exit. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *p) {
+  b2_chunkbuf *b = p;
+  free(b->p);
+  free(b);
+}
+
+static void scratch_init(void) {
+  scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+/* The calling thread's buffer; NULL only when out of memory. */
+static b2_chunkbuf *scratch(void) {
+  pthread_once(&scratch_once, scratch_init);
+  if (!scratch_key_ok) return NULL;
+  b2_chunkbuf *b = pthread_getspecific(scratch_key);
+  if (b) return b;
+  b = calloc(1, sizeof *b);
+  if (b && pthread_setspecific(scratch_key, b) != 0) {
+    free(b);
+    b = NULL;
+  }
+  return b;
+}
+
+static void scratch_trim(b2_chunkbuf *b) {
+  if (b->cap > SCRATCH_KEEP) {
+    free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+  }
+}
+
+int b2_frame_decode_chunk(b2_frame *f, int64_t i, void *dst, size_t dstcap) {
+  int rc = check_index(f, i);
+  if (rc < 0) return rc;
+  int32_t expect = b2_frame_chunk_nbytes(f, i);
+  if (!dst || dstcap < (size_t)expect)
+    return b2_fail(B2_E_INVAL, "chunk %lld: %zu-byte buffer for %d bytes",
+                   (long long)i, dstcap, expect);
+  b2_chunkbuf *b = scratch();
+  if (!b) return b2_fail(B2_E_NOMEM, "no scratch buffer");
+  size_t n;
+  rc = b2_frame_load_chunk(f, i, b, &n);
+  if (rc == 0) {
+    rc = b2_chunk_decode(b->p, n, dst, dstcap);
+    if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
+    else if (rc != expect)
+      rc = b2_fail(B2_E_FORMAT, "chunk %lld: decoded %d bytes, expected %d",
+                   (long long)i, rc, expect);
+  }
+  scratch_trim(b);
+  return rc;
+}
+
+int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
+                          void *dst) {
+  int rc = check_index(f, i);
+  if (rc < 0) return rc;
+  size_t have = (size_t)b2_frame_chunk_nbytes(f, i);
+  if (offset > have || n > have - offset)
+    return b2_fail(B2_E_RANGE, "chunk %lld: bytes [%zu, +%zu) are outside "
+                   "its %zu bytes", (long long)i, offset, n, have);
+  if (n == 0) return 0;
+  if (!dst) return b2_fail(B2_E_INVAL, "chunk %lld: no output buffer",
+                           (long long)i);
+  if (n > (size_t)INT32_MAX)
+    return b2_fail(B2_E_RANGE, "chunk %lld: range of %zu bytes", (long long)i,
+                   n);
+  b2_chunkbuf *b = scratch();
+  if (!b) return b2_fail(B2_E_NOMEM, "no scratch buffer");
+  size_t len;
+  rc = b2_frame_load_chunk(f, i, b, &len);
+  if (rc == 0) {
+    rc = b2_chunk_decode_range(b->p, len, offset, n, dst);
+    if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
+    else if ((size_t)rc != n)
+      rc = b2_fail(B2_E_FORMAT, "chunk %lld: range decode gave %d bytes, "
+                   "expected %zu", (long long)i, rc, n);
+  }
+  scratch_trim(b);
+  return rc;
+}
