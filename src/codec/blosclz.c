@@ -29,22 +29,30 @@ static int damaged(const char *what, size_t pos) {
 }
 
 /* Copy `len` bytes from `op - dist` to `op`; the ranges may overlap.
- * `room` is the number of writable bytes from op (>= len). */
+ * `room` is the number of writable bytes from op (>= len).  The bulk is
+ * copied 16 bytes at a time, over-writing past the match end while there
+ * is room; the last bytes go one by one. */
 static inline void copy_match(uint8_t *op, size_t dist, size_t len,
                               size_t room) {
   const uint8_t *ref = op - dist;
   if (dist == 1) {
     memset(op, *ref, len);
-  } else if (dist >= 16 && room >= len + 16) {
-    /* Over-copy in 16-byte steps; each step reads bytes already final. */
-    for (size_t i = 0; i < len; i += 16) memcpy(op + i, ref + i, 16);
-  } else if (dist >= 8 && room >= len + 8) {
-    for (size_t i = 0; i < len; i += 8) memcpy(op + i, ref + i, 8);
-  } else if (dist >= len) {
-    memcpy(op, ref, len);
-  } else {
-    for (size_t i = 0; i < len; i++) op[i] = ref[i];
+    return;
   }
+  size_t i = 0;
+  size_t bulk = room >= len + 16 ? len : (len > 16 ? len - 16 : 0);
+  if (dist >= 16) {
+    /* Each 16-byte step reads bytes that are already final. */
+    for (; i < bulk; i += 16) memcpy(op + i, ref + i, 16);
+  } else if (bulk) {
+    /* A short period: the output repeats with any multiple of dist, so
+     * lay down the first span byte by byte, then copy 16 bytes at a time
+     * from span bytes back, span being the first multiple of dist >= 16. */
+    size_t span = dist * ((16 + dist - 1) / dist);
+    for (; i < span && i < bulk; i++) op[i] = ref[i];
+    for (; i < bulk; i += 16) memcpy(op + i, op + i - span, 16);
+  }
+  for (; i < len; i++) op[i] = ref[i];
 }
 
 int b2_blosclz_decompress(const uint8_t *src, size_t srclen, uint8_t *dst,
