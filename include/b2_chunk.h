@@ -21,7 +21,8 @@ extern "C" {
 
 #define B2_CHUNK_HEADER_MIN 16 /* Blosc 1.x header */
 #define B2_CHUNK_HEADER_EXT 32 /* Blosc2 extended header */
-#define B2_CHUNK_MAXSIZE 0x7fffffe0 /* largest nbytes a chunk can hold */
+#define B2_CHUNK_MAXSIZE 0x7fffffdf /* largest nbytes a chunk can hold
+                                      (INT32_MAX - 32, so cbytes fits) */
 
 /* Special chunk kinds (no blocks stored). */
 enum b2_special {
@@ -70,7 +71,9 @@ typedef struct b2_chunk_info {
  * Returns 0 or a negative code with a detail naming the bad field. */
 int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *info);
 
-/* Only peek at the sizes (needs 16 bytes): nbytes, cbytes, blocksize. */
+/* Only peek at the sizes (needs 16 bytes): nbytes, cbytes, blocksize, as
+ * stored (for variable-length blocks the blocksize field holds nblocks).
+ * Any output pointer may be NULL.  Returns 0 or B2_E_TRUNCATED. */
 int b2_chunk_sizes(const void *chunk, size_t avail, int32_t *nbytes,
                    int32_t *cbytes, int32_t *blocksize);
 
@@ -113,6 +116,10 @@ int b2_chunk_encode(const b2_cparams *p, const void *src, size_t n, void *dst,
  * B2_SPECIAL_VALUE, `value` holds typesize bytes).  Returns cbytes. */
 int b2_chunk_make_special(int kind, int32_t nbytes, int typesize,
                           const void *value, void *dst, size_t dstcap);
+
+/* Release this thread's scratch buffers (they are also released when the
+ * thread exits; call this for clean leak checks or to return memory). */
+void b2_chunk_thread_cleanup(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,329 @@
+/* decode.c - decode a whole chunk or only the blocks covering a byte range:
+ * special chunks (zeros, NaN, repeated value, uninitialised), memcpy'd
+ * chunks, and blocks of streams (zero runs, byte runs, raw or codec
+ * streams) followed by the filter pipeline in reverse slot order.
+ * Every offset and size read from the chunk is checked before use. */
+#include "b2_chunk.h"
+#include "b2_codec.h"
+#include "b2_error.h"
+#include "chunk/chunk_internal.h"
+#include "common/util.h"
+
+#include <string.h>
+
+struct dctx {
+  const uint8_t *c;
+  b2_chunk_info in;
+  const uint8_t *dict;
+  size_t dictlen;
+  int64_t data_start;  /* first byte past block starts and dictionary */
+  int nactive;         /* filters that do something on decode */
+  int last_active;     /* lowest slot with such a filter, -1 if none */
+  int has_delta;
+};
+
+static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
+  int rc = b2_chunk_parse(chunk, len, &d->in);
+  if (rc < 0) return rc;
+  d->c = chunk;
+  d->dict = NULL;
+  d->dictlen = 0;
+  d->data_start = d->in.header_len + 4 * (int64_t)d->in.nblocks;
+  if (d->in.dict) {
+    int32_t dsize = (int32_t)b2_le32(d->c + d->data_start);
+    if (d->in.format == B2_FORMAT_ZSTD || d->in.format == B2_FORMAT_LZ4) {
+      d->dict = d->c + d->data_start + 4;
+      d->dictlen = (size_t)dsize;
+    }
+    d->data_start += 4 + (int64_t)dsize;
+  }
+  d->nactive = 0;
+  d->last_active = -1;
+  d->has_delta = 0;
+  for (int i = B2_MAX_FILTERS - 1; i >= 0; i--) {
+    int f = d->in.filters[i];
+    if (b2_filter_is_decode_noop(f)) continue;
+    d->nactive++;
+    d->last_active = i;
+    if (f == B2_FILTER_DELTA) d->has_delta = 1;
+  }
+  return 0;
+}
+
+/* Decode the streams of one block (stored from src_start; streams may run
+ * to src_end) into out[0, bsize). */
+static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
+                          int leftoverblock, int64_t src_start,
+                          int64_t src_end, uint8_t *out) {
+  const uint8_t *c = d->c;
+  const b2_chunk_info *in = &d->in;
+  if (in->vlblocks) {
+    /* [int32 bsize][stream to the next block start] */
+    int64_t p = src_start + 4;
+    int64_t cs = src_end - p;
+    if (cs == bsize) {
+      memcpy(out, c + p, (size_t)bsize);
+      return 0;
+    }
+    int rc = b2_stream_decompress(in->format, c + p, (size_t)cs, out,
+                                  (size_t)bsize, d->dict, d->dictlen);
+    if (rc < 0) return b2_context(rc, "block %d", nb);
+    if (rc != bsize)
+      return b2_fail(B2_E_CODEC, "block %d: stream decodes to %d bytes, "
+                     "expected %d", nb, rc, bsize);
+    return 0;
+  }
+  int32_t nstreams = (in->split && !leftoverblock) ? in->typesize : 1;
+  int32_t neb = bsize / nstreams;
+  if (neb == 0)
+    return b2_fail(B2_E_FORMAT, "block %d: %d bytes cannot hold %d streams",
+                   nb, bsize, nstreams);
+  int64_t p = src_start;
+  for (int32_t j = 0; j < nstreams; j++) {
+    uint8_t *o = out + (size_t)j * (size_t)neb;
+    if (p + 4 > src_end)
+      return b2_fail(B2_E_FORMAT, "block %d: stream %d size past the chunk "
+                     "end", nb, j);
+    int32_t cs = (int32_t)b2_le32(c + p);
+    p += 4;
+    if (cs == 0) {
+      memset(o, 0, (size_t)neb);
+    } else if (cs < 0) {
+      if (p + 1 > src_end)
+        return b2_fail(B2_E_FORMAT, "block %d: stream %d run token past the "
+                       "chunk end", nb, j);
+      uint8_t token = c[p++];
+      if (!(token & 1) || cs < -255)
+        return b2_fail(B2_E_FORMAT, "block %d: stream %d: bad run (size %d, "
+                       "token %d)", nb, j, cs, token);
+      memset(o, (uint8_t)(-cs), (size_t)neb);
+    } else {
+      if (cs > src_end - p)
+        return b2_fail(B2_E_FORMAT, "block %d: stream %d of %d bytes overruns "
+                       "the chunk", nb, j, cs);
+      if (cs == neb) {
+        memcpy(o, c + p, (size_t)neb);
+      } else {
+        int rc = b2_stream_decompress(in->format, c + p, (size_t)cs, o,
+                                      (size_t)neb, d->dict, d->dictlen);
+        if (rc < 0) return b2_context(rc, "block %d stream %d", nb, j);
+        if (rc != neb)
+          return b2_fail(B2_E_CODEC, "block %d stream %d: decodes to %d "
+                         "bytes, expected %d", nb, j, rc, neb);
+      }
+      p += cs;
+    }
+  }
+  /* Bytes past the last whole stream (a block not a multiple of typesize)
+   * are not stored: make them deterministic. */
+  size_t done = (size_t)nstreams * (size_t)neb;
+  if (done < (size_t)bsize) memset(out + done, 0, (size_t)bsize - done);
+  return 0;
+}
+
+/* Decode one block into out[0, bsize), filters included.  ref0 is block 0
+ * decoded (the delta reference) or NULL when decoding block 0 itself. */
+static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
+                        int32_t bsize, int leftoverblock, int64_t src_start,
+                        int64_t src_end, uint8_t *out, const uint8_t *ref0,
+                        int32_t ref0_size) {
+  int rc;
+  if (d->nactive == 0)
+    return decode_streams(d, nb, bsize, leftoverblock, src_start, src_end,
+                          out);
+  uint8_t *a = b2_chunk_scratch(B2_SCR_PIPE_A, (size_t)bsize);
+  if (!a) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
+  rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, a);
+  if (rc < 0) return rc;
+  uint8_t *cur = a;
+  for (int i = B2_MAX_FILTERS - 1; i >= 0; i--) {
+    int f = d->in.filters[i];
+    if (b2_filter_is_decode_noop(f)) continue;
+    if (f == B2_FILTER_DELTA) {
+      if (boff != 0 && (!ref0 || bsize > ref0_size))
+        return b2_fail(B2_E_UNSUPPORTED, "block %d: delta block larger than "
+                       "its reference block", nb);
+      rc = b2_filter_backward(f, d->in.filters_meta[i], d->in.typesize,
+                              d->in.version, (size_t)boff, (size_t)bsize,
+                              boff == 0 ? NULL : ref0, cur, cur);
+    } else {
+      uint8_t *dst;
+      if (i == d->last_active) {
+        dst = out;
+      } else if (cur == a) {
+        dst = b2_chunk_scratch(B2_SCR_PIPE_B, (size_t)bsize);
+        if (!dst) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
+      } else {
+        dst = a;
+      }
+      rc = b2_filter_backward(f, d->in.filters_meta[i], d->in.typesize,
+                              d->in.version, (size_t)boff, (size_t)bsize, NULL,
+                              cur, dst);
+      cur = dst;
+    }
+    if (rc < 0) return b2_context(rc, "block %d", nb);
+  }
+  if (cur != out) memcpy(out, cur, (size_t)bsize);
+  return 0;
+}
+
+/* Repeat the `psize`-byte pattern over dst[0, n) as if dst started at
+ * logical byte `phase` of a buffer filled from offset 0. */
+static void fill_pattern(uint8_t *dst, size_t n, const uint8_t *pat,
+                         size_t psize, size_t phase) {
+  size_t first = n < psize ? n : psize;
+  phase %= psize;
+  for (size_t k = 0; k < first; k++) dst[k] = pat[(phase + k) % psize];
+  size_t done = first;
+  while (done < n) {
+    size_t step = done < n - done ? done : (n - done);
+    memcpy(dst + done, dst, step);
+    done += step;
+  }
+}
+
+static int decode_special(const struct dctx *d, size_t offset, size_t n,
+                          uint8_t *dst) {
+  switch (d->in.special) {
+  case B2_SPECIAL_NAN: {
+    uint8_t pat[8];
+    if (d->in.typesize == 4)
+      b2_put_le32(pat, UINT32_C(0x7fc00000));
+    else
+      b2_put_le64(pat, UINT64_C(0x7ff8000000000000));
+    fill_pattern(dst, n, pat, (size_t)d->in.typesize, offset);
+    return 0;
+  }
+  case B2_SPECIAL_VALUE:
+    fill_pattern(dst, n, d->c + B2_CHUNK_HEADER_EXT,
+                 (size_t)(d->in.cbytes - B2_CHUNK_HEADER_EXT), offset);
+    return 0;
+  default: /* zeros, uninitialised */
+    memset(dst, 0, n);
+    return 0;
+  }
+}
+
+/* Fixed-size blocks: decode blocks [offset/bs, (offset+n-1)/bs]. */
+static int decode_fixed(const struct dctx *d, size_t offset, size_t n,
+                        uint8_t *dst) {
+  const b2_chunk_info *in = &d->in;
+  int32_t bs = in->blocksize;
+  int32_t bfirst = (int32_t)(offset / (size_t)bs);
+  int32_t blast = (int32_t)((offset + n - 1) / (size_t)bs);
+  const uint8_t *ref0 = NULL;
+  int rc;
+
+  for (int32_t b = d->has_delta && bfirst > 0 ? 0 : bfirst; b <= blast;
+       b = (b == 0 && bfirst > 0) ? bfirst : b + 1) {
+    int64_t boff = (int64_t)b * bs;
+    int leftoverblock = (b == in->nblocks - 1 && in->leftover > 0);
+    int32_t bsize = leftoverblock ? in->leftover : bs;
+    int64_t start = (int32_t)b2_le32(d->c + in->header_len + 4 * (size_t)b);
+    if (start < d->data_start || start >= in->cbytes)
+      return b2_fail(B2_E_FORMAT, "block %d: start %lld outside [%lld, %d)", b,
+                     (long long)start, (long long)d->data_start, in->cbytes);
+    size_t lo = B2_MAX(offset, (size_t)boff);
+    size_t hi = B2_MIN(offset + n, (size_t)boff + (size_t)bsize);
+    int inrange = b >= bfirst;
+    int full = inrange && lo == (size_t)boff && hi == (size_t)(boff + bsize);
+    uint8_t *target;
+    if (full) {
+      target = dst + ((size_t)boff - offset);
+    } else {
+      target = b2_chunk_scratch(b == 0 && d->has_delta ? B2_SCR_REF
+                                                       : B2_SCR_BLOCK,
+                                (size_t)bsize);
+      if (!target) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", b);
+    }
+    rc = decode_block(d, b, boff, bsize, leftoverblock, start, in->cbytes,
+                      target, b == 0 ? NULL : ref0, bs);
+    if (rc < 0) return rc;
+    if (b == 0) ref0 = target;
+    if (inrange && !full) memcpy(dst + (lo - offset), target + (lo - boff),
+                                 hi - lo);
+  }
+  return 0;
+}
+
+/* Variable-length blocks: walk the block starts to find the offsets. */
+static int decode_vl(const struct dctx *d, size_t offset, size_t n,
+                     uint8_t *dst) {
+  const b2_chunk_info *in = &d->in;
+  const uint8_t *bst = d->c + in->header_len;
+  const uint8_t *ref0 = NULL;
+  int32_t ref0_size = 0;
+  int64_t boff = 0;
+  for (int32_t b = 0; b < in->nblocks && (size_t)boff < offset + n; b++) {
+    int64_t start = (int32_t)b2_le32(bst + 4 * (size_t)b);
+    int64_t end = b + 1 < in->nblocks
+                      ? (int32_t)b2_le32(bst + 4 * (size_t)(b + 1))
+                      : in->cbytes;
+    /* Spans and sizes were validated by b2_chunk_parse. */
+    int32_t bsize = (int32_t)b2_le32(d->c + start);
+    size_t bend = (size_t)boff + (size_t)bsize;
+    int inrange = bend > offset;
+    if (inrange || (b == 0 && d->has_delta)) {
+      size_t lo = B2_MAX(offset, (size_t)boff);
+      size_t hi = B2_MIN(offset + n, bend);
+      int full = inrange && lo == (size_t)boff && hi == bend;
+      uint8_t *target = full ? dst + ((size_t)boff - offset)
+                             : b2_chunk_scratch(b == 0 && d->has_delta
+                                                    ? B2_SCR_REF
+                                                    : B2_SCR_BLOCK,
+                                                (size_t)bsize);
+      if (!target) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", b);
+      int rc = decode_block(d, b, boff, bsize, 0, start, end, target,
+                            b == 0 ? NULL : ref0, ref0_size);
+      if (rc < 0) return rc;
+      if (b == 0) {
+        ref0 = target;
+        ref0_size = bsize;
+      }
+      if (inrange && !full)
+        memcpy(dst + (lo - offset), target + (lo - (size_t)boff), hi - lo);
+    }
+    boff += bsize;
+  }
+  return 0;
+}
+
+static int decode_range_ctx(const struct dctx *d, size_t offset, size_t n,
+                            uint8_t *dst) {
+  const b2_chunk_info *in = &d->in;
+  if (n == 0) return 0;
+  if (in->special) return decode_special(d, offset, n, dst);
+  if (in->memcpyed) {
+    memcpy(dst, d->c + in->header_len + offset, n);
+    return 0;
+  }
+  return in->vlblocks ? decode_vl(d, offset, n, dst)
+                      : decode_fixed(d, offset, n, dst);
+}
+
+int b2_chunk_decode(const void *chunk, size_t len, void *dst, size_t dstcap) {
+  struct dctx d;
+  int rc = dctx_init(&d, chunk, len);
+  if (rc < 0) return rc;
+  if (dstcap < (size_t)d.in.nbytes)
+    return b2_fail(B2_E_INVAL, "chunk decode: %zu-byte buffer for %d bytes",
+                   dstcap, d.in.nbytes);
+  if (d.in.nbytes > 0 && !dst)
+    return b2_fail(B2_E_INVAL, "chunk decode: no output buffer");
+  rc = decode_range_ctx(&d, 0, (size_t)d.in.nbytes, dst);
+  return rc < 0 ? rc : d.in.nbytes;
+}
+
+int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
+                          size_t n, void *dst) {
+  struct dctx d;
+  int rc = dctx_init(&d, chunk, len);
+  if (rc < 0) return rc;
+  if (offset > (size_t)d.in.nbytes || n > (size_t)d.in.nbytes - offset)
+    return b2_fail(B2_E_RANGE, "chunk range [%zu, +%zu) beyond nbytes %d",
+                   offset, n, d.in.nbytes);
+  if (n > 0 && !dst)
+    return b2_fail(B2_E_INVAL, "chunk decode: no output buffer");
+  rc = decode_range_ctx(&d, offset, n, dst);
+  return rc < 0 ? rc : (int)n;
+}
