@@ -10,6 +10,13 @@
  * An open frame is immutable for readers: every read function below may be
  * called from several threads at once.  Chunks are identified by their
  * logical index 0..nchunks-1 (index order, not file order).
+ *
+ * Index entries that are special values (zeros, NaN, uninitialised) read
+ * as the equivalent special chunk; uninitialised chunks read as zeros.
+ * Frames of variable-length chunks (chunksize 0) take each chunk's size
+ * from its own header at open; a special entry there has no size and is
+ * refused.  In the older layout the trailer's usermeta chunk (when not
+ * empty) is offered as the variable-length metalayer "usermeta".
  */
 #ifndef B2_FRAME_H
 #define B2_FRAME_H
@@ -59,8 +66,9 @@ void b2_frame_close(b2_frame *f);
 const b2_frame_info *b2_frame_get_info(const b2_frame *f);
 const char *b2_frame_path(const b2_frame *f);
 
-/* Logical geometry: byte offset of chunk i in the logical content, its
- * decoded size, and the chunk holding logical byte `offset`. */
+/* Logical geometry: byte offset of chunk i in the logical content (i may
+ * be nchunks: then nbytes), its decoded size, and the chunk holding
+ * logical byte `offset`.  Out of range: B2_E_RANGE. */
 int64_t b2_frame_chunk_start(const b2_frame *f, int64_t i);
 int32_t b2_frame_chunk_nbytes(const b2_frame *f, int64_t i);
 int64_t b2_frame_chunk_at(const b2_frame *f, int64_t offset);

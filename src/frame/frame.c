@@ -60,6 +60,8 @@ static int load_header(b2_frame *f, b2_frame_header *h) {
   int rc = b2_frame_pread(f->fd, pre, n, 0);
   if (rc < 0) return b2_context(rc, "frame header");
   rc = b2_frame_parse_header(pre, n, h);
+  if (rc == B2_E_TRUNCATED && (int64_t)n == f->file_size)
+    return b2_context(rc, "file of %lld bytes", (long long)f->file_size);
   if (rc < 0) return rc;
   if (h->frame_size > (uint64_t)f->file_size)
     return b2_fail(B2_E_TRUNCATED, "frame header: frame_size %llu exceeds "

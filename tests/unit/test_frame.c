@@ -1,0 +1,778 @@
+/*
+ * test_frame.c - layer 3 (frames) and the msgpack reader/writer.
+ *
+ * Every frame of the fixtures' manifests is opened, its chunks decoded in
+ * order and the sha256 of the concatenation compared with the manifest;
+ * range decodes are compared with slices of full decodes; metalayers are
+ * read and parsed; every damaged file in bad/ must fail cleanly (the
+ * details are printed on stderr for a human to judge).
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "b2_chunk.h"
+#include "b2_error.h"
+#include "b2_frame.h"
+#include "common/msgpack.h"
+#include "sha256.h"
+#include "t.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+typedef struct entry {
+  char path[512];
+  long long nbytes;
+  long long nchunks;
+  char sha[65];
+} entry;
+
+/* Read `manifest` (path nbytes nchunks sha256 ...); returns count. */
+static int load_manifest(const char *manifest, entry **out) {
+  FILE *fp = fopen(manifest, "r");
+  *out = NULL;
+  if (!fp) return -1;
+  int n = 0, cap = 0;
+  entry *v = NULL;
+  char line[2048];
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    entry e;
+    if (sscanf(line, "%511s %lld %lld %64s", e.path, &e.nbytes, &e.nchunks,
+               e.sha) != 4)
+      continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      v = realloc(v, (size_t)cap * sizeof *v);
+    }
+    v[n++] = e;
+  }
+  fclose(fp);
+  *out = v;
+  return n;
+}
+
+static int exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Decode every chunk of f in order into a sha256; returns 0 or the first
+ * error. */
+static int hash_frame(b2_frame *f, char hex[65], long long *total) {
+  const b2_frame_info *in = b2_frame_get_info(f);
+  t_sha256 s;
+  t_sha256_init(&s);
+  size_t cap = 0;
+  uint8_t *buf = NULL;
+  *total = 0;
+  int rc = 0;
+  for (int64_t i = 0; i < in->nchunks; i++) {
+    int32_t nb = b2_frame_chunk_nbytes(f, i);
+    if (nb < 0) return nb;
+    if ((size_t)nb > cap) {
+      cap = (size_t)nb;
+      buf = realloc(buf, cap);
+    }
+    rc = b2_frame_decode_chunk(f, i, buf, cap);
+    if (rc < 0) break;
+    if (rc != nb) {
+      rc = -1;
+      break;
+    }
+    t_sha256_update(&s, buf, (size_t)nb);
+    *total += nb;
+  }
+  free(buf);
+  t_sha256_hex(&s, hex);
+  return rc < 0 ? rc : 0;
+}
+
+static void check_manifest(const char *name, int (*skip)(const entry *)) {
+  char mpath[1024];
+  snprintf(mpath, sizeof mpath, "%s/%s", t_fixtures(), name);
+  entry *v;
+  int n = load_manifest(mpath, &v);
+  if (n < 0) T_SKIP("no %s", mpath);
+  CHECK(n > 0);
+  int done = 0;
+  for (int k = 0; k < n; k++) {
+    if (skip && skip(&v[k])) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", t_fixtures(), v[k].path);
+    b2_frame *f;
+    int rc = b2_frame_open(path, &f);
+    if (rc < 0) {
+      fprintf(stderr, "  %s: open failed: %s\n", v[k].path, b2_last_detail());
+      CHECK_EQ(rc, 0);
+      continue;
+    }
+    const b2_frame_info *in = b2_frame_get_info(f);
+    if (in->nchunks != v[k].nchunks || in->nbytes != v[k].nbytes)
+      fprintf(stderr, "  %s: nchunks %lld nbytes %lld\n", v[k].path,
+              (long long)in->nchunks, (long long)in->nbytes);
+    CHECK_EQ(in->nchunks, v[k].nchunks);
+    CHECK_EQ(in->nbytes, v[k].nbytes);
+    char hex[65];
+    long long total;
+    rc = hash_frame(f, hex, &total);
+    if (rc < 0 || strcmp(hex, v[k].sha) != 0)
+      fprintf(stderr, "  %s: rc %d (%s), sha %s\n", v[k].path, rc,
+              rc < 0 ? b2_last_detail() : "", hex);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(total, v[k].nbytes);
+    CHECK(strcmp(hex, v[k].sha) == 0);
+    b2_frame_close(f);
+    done++;
+  }
+  CHECK(done > 0);
+  free(v);
+}
+
+static const char *const BIG = "cframe/zstd-6gib-sparse.b2frame";
+
+static int skip_big(const entry *e) { return strcmp(e->path, BIG) == 0; }
+
+/* ---- msgpack ------------------------------------------------------------- */
+
+static void test_msgpack_roundtrip(void) {
+  b2_mp_writer w;
+  b2_mp_writer_init(&w, NULL, 0);
+  const int64_t ints[] = {0, 1, 127, 128, 255, 256, 65535, 65536,
+                          4294967295LL, 4294967296LL, INT64_MAX, -1, -32,
+                          -33, -128, -129, -32768, -32769, INT32_MIN,
+                          (int64_t)INT32_MIN - 1, INT64_MIN};
+  const size_t nints = sizeof ints / sizeof ints[0];
+  b2_mp_put_array(&w, (uint32_t)(nints + 12));
+  for (size_t k = 0; k < nints; k++) b2_mp_put_int(&w, ints[k]);
+  b2_mp_put_uint(&w, UINT64_MAX);
+  b2_mp_put_nil(&w);
+  b2_mp_put_bool(&w, 1);
+  b2_mp_put_float64(&w, 1.5);
+  b2_mp_put_str(&w, "b2frame", 8);
+  char big[300];
+  memset(big, 'x', sizeof big);
+  b2_mp_put_str(&w, big, sizeof big);
+  b2_mp_put_bin(&w, big, 40);
+  b2_mp_put_bin32(&w, big, 3);
+  b2_mp_put_ext(&w, 6, big, 16);
+  b2_mp_put_map16(&w, 1);
+  b2_mp_put_str(&w, "k", 1);
+  b2_mp_put_i32(&w, -7);
+  b2_mp_put_u64(&w, 5);
+  b2_mp_put_array16(&w, 0);
+  CHECK_EQ(w.err, 0);
+
+  b2_mp_reader r;
+  b2_mp_reader_init(&r, w.buf, w.len);
+  uint32_t n;
+  CHECK_EQ(b2_mp_read_array(&r, &n), 0);
+  CHECK_EQ(n, nints + 12);
+  for (size_t k = 0; k < nints; k++) {
+    int64_t v = 0;
+    CHECK_EQ(b2_mp_read_int(&r, &v), 0);
+    CHECK(v == ints[k]);
+  }
+  uint64_t u;
+  int64_t iv;
+  CHECK_EQ(b2_mp_read_int(&r, &iv), B2_E_FORMAT); /* > INT64_MAX */
+  CHECK_EQ(b2_mp_read_uint(&r, &u), 0);
+  CHECK(u == UINT64_MAX);
+  b2_mp_item it;
+  CHECK_EQ(b2_mp_next(&r, &it), 0);
+  CHECK_EQ(it.kind, B2_MP_NIL);
+  int b = 0;
+  CHECK_EQ(b2_mp_read_bool(&r, &b), 0);
+  CHECK_EQ(b, 1);
+  CHECK_EQ(b2_mp_next(&r, &it), 0);
+  CHECK(it.kind == B2_MP_FLOAT && it.f == 1.5);
+  const uint8_t *s;
+  CHECK_EQ(b2_mp_read_str(&r, &s, &n), 0);
+  CHECK(n == 8 && memcmp(s, "b2frame", 8) == 0);
+  CHECK_EQ(b2_mp_read_str(&r, &s, &n), 0);
+  CHECK_EQ(n, 300);
+  CHECK_EQ(b2_mp_read_bin(&r, &s, &n), 0);
+  CHECK_EQ(n, 40);
+  CHECK_EQ(b2_mp_next(&r, &it), 0);
+  CHECK(it.kind == B2_MP_BIN && it.marker == 0xc6 && it.len == 3);
+  int8_t et;
+  CHECK_EQ(b2_mp_read_ext(&r, &et, &s, &n), 0);
+  CHECK(et == 6 && n == 16);
+  size_t at = r.pos;
+  CHECK_EQ(b2_mp_skip(&r), 0); /* the map, nested items included */
+  CHECK_EQ(r.pos - at, 3 + 2 + 5);
+  CHECK_EQ(b2_mp_read_uint(&r, &u), 0);
+  CHECK(u == 5);
+  CHECK_EQ(b2_mp_read_array(&r, &n), 0);
+  CHECK_EQ(n, 0);
+  CHECK_EQ(r.pos, w.len);
+  CHECK_EQ(b2_mp_next(&r, &it), B2_E_TRUNCATED);
+
+  /* Every truncation of the buffer reads without overrunning it. */
+  for (size_t cut = 0; cut < w.len; cut++) {
+    uint8_t *copy = malloc(cut ? cut : 1);
+    memcpy(copy, w.buf, cut);
+    b2_mp_reader_init(&r, copy, cut);
+    CHECK(b2_mp_skip(&r) < 0);
+    free(copy);
+  }
+  b2_mp_writer_free(&w);
+
+  /* A fixed buffer reports a full buffer and keeps the error. */
+  uint8_t small[4];
+  b2_mp_writer_init(&w, small, sizeof small);
+  CHECK_EQ(b2_mp_put_i32(&w, 1), B2_E_NOSPC);
+  CHECK_EQ(b2_mp_put_nil(&w), B2_E_NOSPC);
+
+  /* Huge declared sizes and counts fail without reading past the end. */
+  const uint8_t lies[][6] = {{0xdb, 0xff, 0xff, 0xff, 0xff, 0},
+                             {0xdd, 0xff, 0xff, 0xff, 0xff, 0},
+                             {0xc9, 0x7f, 0xff, 0xff, 0xff, 1},
+                             {0xc1, 0, 0, 0, 0, 0}};
+  for (size_t k = 0; k < 4; k++) {
+    b2_mp_reader_init(&r, lies[k], sizeof lies[k]);
+    CHECK(b2_mp_skip(&r) < 0);
+    CHECK_EQ(r.pos, 0);
+  }
+}
+
+/* ---- fixtures ------------------------------------------------------------ */
+
+static void test_manifest_frames(void) { check_manifest("manifest.tsv", skip_big); }
+
+static void test_legacy_frames(void) {
+  check_manifest("legacy/manifest.tsv", NULL);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/legacy/legacy-zstd-shuffle-odd.b2frame",
+           t_fixtures());
+  b2_frame *f;
+  if (b2_frame_open(path, &f) < 0) return;
+  const b2_frame_info *in = b2_frame_get_info(f);
+  CHECK_EQ(in->legacy, 1);
+  CHECK_EQ(in->codec, B2_CODEC_ZSTD);
+  CHECK_EQ(in->chunksize, 300000);
+  CHECK_EQ(in->filters[0], B2_FILTER_SHUFFLE);
+  /* The metalayer "legacy" holds [1, 2, 3]; the usermeta chunk "hello". */
+  const uint8_t *d;
+  size_t len;
+  CHECK_EQ(b2_frame_meta_get(f, "legacy", &d, &len), 0);
+  CHECK(len == 4 && memcmp(d, "\x93\x01\x02\x03", 4) == 0);
+  uint8_t *um;
+  CHECK_EQ(in->nvlmeta, 1);
+  CHECK_EQ(b2_frame_vlmeta_get(f, "usermeta", &um, &len), 0);
+  if (len == 6) CHECK_MEM(um, "\xa5hello", 6);
+  CHECK_EQ(len, 6);
+  free(um);
+  b2_frame_close(f);
+}
+
+/* Stream the 6 GiB frame's decode into `openssl dgst -sha256` (SHA-NI
+ * makes that ~10x faster than hashing in this ASan build). */
+static void test_6gib_frame_full_sha(void) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", t_fixtures(), BIG);
+  if (!exists(path)) T_SKIP("no %s", path);
+  FILE *probe = popen("openssl version >/dev/null 2>&1 && echo y", "r");
+  char yes[8] = "";
+  if (probe) {
+    if (!fgets(yes, sizeof yes, probe)) yes[0] = 0;
+    pclose(probe);
+  }
+  if (yes[0] != 'y') T_SKIP("openssl not available to hash 6 GiB quickly");
+  entry *v;
+  char mpath[1024];
+  snprintf(mpath, sizeof mpath, "%s/manifest.tsv", t_fixtures());
+  int n = load_manifest(mpath, &v);
+  const entry *e = NULL;
+  for (int k = 0; k < n; k++)
+    if (strcmp(v[k].path, BIG) == 0) e = &v[k];
+  CHECK(e != NULL);
+  if (!e) return;
+  b2_frame *f;
+  int rc = b2_frame_open(path, &f);
+  CHECK_EQ(rc, 0);
+  if (rc < 0) {
+    fprintf(stderr, "  %s\n", b2_last_detail());
+    free(v);
+    return;
+  }
+  const b2_frame_info *in = b2_frame_get_info(f);
+  CHECK_EQ(in->nchunks, e->nchunks);
+  CHECK_EQ(in->nbytes, e->nbytes);
+  CHECK(in->nbytes > ((int64_t)4 << 30));
+  char tmp[] = "/tmp/test_frame_sha.XXXXXX";
+  int tfd = mkstemp(tmp);
+  CHECK(tfd >= 0);
+  char cmd[1100];
+  snprintf(cmd, sizeof cmd, "openssl dgst -sha256 -r > %s", tmp);
+  FILE *p = popen(cmd, "w");
+  CHECK(p != NULL);
+  uint8_t *buf = malloc((size_t)in->chunksize);
+  long long total = 0;
+  for (int64_t i = 0; p && i < in->nchunks; i++) {
+    int32_t nb = b2_frame_chunk_nbytes(f, i);
+    rc = b2_frame_decode_chunk(f, i, buf, (size_t)in->chunksize);
+    if (rc != nb) {
+      fprintf(stderr, "  chunk %lld: %d %s\n", (long long)i, rc,
+              b2_last_detail());
+      CHECK_EQ(rc, nb);
+      break;
+    }
+    CHECK_EQ(fwrite(buf, 1, (size_t)nb, p), nb);
+    total += nb;
+  }
+  if (p) pclose(p);
+  CHECK_EQ(total, e->nbytes);
+  char hex[65] = "";
+  FILE *r = fopen(tmp, "r");
+  if (r) {
+    if (fscanf(r, "%64s", hex) != 1) hex[0] = 0;
+    fclose(r);
+  }
+  unlink(tmp);
+  if (tfd >= 0) close(tfd);
+  if (strcmp(hex, e->sha) != 0) fprintf(stderr, "  sha %s\n", hex);
+  CHECK(strcmp(hex, e->sha) == 0);
+  /* Geometry past 4 GiB: the chunk holding a byte beyond 2^32. */
+  int64_t off = ((int64_t)5 << 30) + 12345;
+  int64_t c = b2_frame_chunk_at(f, off);
+  CHECK(c >= 0 && b2_frame_chunk_start(f, c) <= off &&
+        off < b2_frame_chunk_start(f, c) + b2_frame_chunk_nbytes(f, c));
+  CHECK_EQ(b2_frame_chunk_start(f, in->nchunks), in->nbytes);
+  free(buf);
+  free(v);
+  b2_frame_close(f);
+}
+
+/* Range decodes at odd offsets equal slices of full decodes. */
+static void test_range_decodes(void) {
+  static const char *const frames[] = {
+      "cframe/zstd-shuffle-f64.b2frame", "cframe/lz4-shuffle-typesize3.b2frame",
+      "cframe/zstd-delta-shuffle-i32.b2frame",
+      "cframe/zstd-special-chunks-f64.b2frame",
+      "cframe/lz4-edited-i32.b2frame", "sframe/lz4-edited-i32.b2frame",
+      "reference/varchunks-lz4-3.0.0.b2frame", "legacy/legacy-zstd-shuffle-odd.b2frame",
+      "cframe/f32-nan-run.b2frame"};
+  int done = 0;
+  uint32_t seed = 12345;
+  for (size_t k = 0; k < sizeof frames / sizeof frames[0]; k++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", t_fixtures(), frames[k]);
+    b2_frame *f;
+    if (!exists(path)) continue;
+    int rc = b2_frame_open(path, &f);
+    CHECK_EQ(rc, 0);
+    if (rc < 0) continue;
+    const b2_frame_info *in = b2_frame_get_info(f);
+    for (int64_t i = 0; i < in->nchunks; i++) {
+      int32_t nb = b2_frame_chunk_nbytes(f, i);
+      uint8_t *full = malloc((size_t)nb + 1);
+      uint8_t *part = malloc((size_t)nb + 1);
+      CHECK_EQ(b2_frame_decode_chunk(f, i, full, (size_t)nb), nb);
+      for (int t = 0; t < 6; t++) {
+        seed = seed * 1103515245u + 12345u;
+        size_t off = nb ? (seed >> 8) % (size_t)nb : 0;
+        seed = seed * 1103515245u + 12345u;
+        size_t n = nb ? (seed >> 8) % ((size_t)nb - off + 1) : 0;
+        if (t == 0) off = 1, n = nb > 2 ? (size_t)nb - 2 : 0;
+        if (t == 1) off = (size_t)nb > 7 ? (size_t)nb - 7 : 0,
+            n = (size_t)nb - off;
+        rc = b2_frame_decode_range(f, i, off, n, part);
+        if (rc != (int)n)
+          fprintf(stderr, "  %s chunk %lld [%zu,+%zu): %d %s\n", frames[k],
+                  (long long)i, off, n, rc, b2_last_detail());
+        CHECK_EQ(rc, n);
+        CHECK_MEM(part, full + off, n);
+      }
+      /* Past the end: a range error, nothing written. */
+      CHECK_EQ(b2_frame_decode_range(f, i, (size_t)nb, 1, part), B2_E_RANGE);
+      free(full);
+      free(part);
+    }
+    b2_frame_close(f);
+    done++;
+  }
+  if (!done) T_SKIP("no fixtures");
+}
+
+/* Chunk geometry and the chunk-level accessors agree with each other. */
+static void test_geometry_and_read_chunk(void) {
+  static const char *const frames[] = {
+      "cframe/zlib-shuffle-odd-tail.b2frame",
+      "reference/varchunks-lz4-3.0.0.b2frame",
+      "cframe/zstd-special-chunks-f64.b2frame",
+      "cframe/lz4-fill-special-zeros-nan.b2frame",
+      "sframe/lz4-edited-i32.b2frame", "b2nd/empty-0x10.b2nd"};
+  int done = 0;
+  for (size_t k = 0; k < sizeof frames / sizeof frames[0]; k++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", t_fixtures(), frames[k]);
+    if (!exists(path)) continue;
+    b2_frame *f;
+    int rc = b2_frame_open(path, &f);
+    CHECK_EQ(rc, 0);
+    if (rc < 0) continue;
+    const b2_frame_info *in = b2_frame_get_info(f);
+    int64_t sum = 0;
+    for (int64_t i = 0; i < in->nchunks; i++) {
+      int32_t nb = b2_frame_chunk_nbytes(f, i);
+      CHECK_EQ(b2_frame_chunk_start(f, i), sum);
+      if (nb > 0) {
+        CHECK_EQ(b2_frame_chunk_at(f, sum), i);
+        CHECK_EQ(b2_frame_chunk_at(f, sum + nb - 1), i);
+      }
+      sum += nb;
+      /* read_chunk gives a chunk that decodes like decode_chunk. */
+      uint8_t *c;
+      size_t clen;
+      rc = b2_frame_read_chunk(f, i, &c, &clen);
+      CHECK_EQ(rc, 0);
+      int sp = b2_frame_chunk_special(f, i);
+      int64_t cb = b2_frame_chunk_cbytes(f, i);
+      if (sp == B2_SPECIAL_NONE) CHECK_EQ(cb, (int64_t)clen);
+      else CHECK_EQ(cb, 0);
+      if (rc == 0) {
+        uint8_t *a = malloc((size_t)nb + 1), *b = malloc((size_t)nb + 1);
+        CHECK_EQ(b2_chunk_decode(c, clen, a, (size_t)nb), nb);
+        CHECK_EQ(b2_frame_decode_chunk(f, i, b, (size_t)nb), nb);
+        CHECK_MEM(a, b, (size_t)nb);
+        free(a);
+        free(b);
+        free(c);
+      }
+    }
+    CHECK_EQ(sum, in->nbytes);
+    CHECK_EQ(b2_frame_chunk_start(f, in->nchunks), in->nbytes);
+    CHECK_EQ(b2_frame_chunk_nbytes(f, in->nchunks), B2_E_RANGE);
+    CHECK_EQ(b2_frame_chunk_nbytes(f, -1), B2_E_RANGE);
+    CHECK_EQ(b2_frame_chunk_at(f, in->nbytes), B2_E_RANGE);
+    CHECK_EQ(b2_frame_chunk_special(f, in->nchunks), B2_E_RANGE);
+    uint8_t one;
+    CHECK_EQ(b2_frame_decode_chunk(f, in->nchunks, &one, 1), B2_E_RANGE);
+    b2_frame_close(f);
+    done++;
+  }
+  if (!done) T_SKIP("no fixtures");
+}
+
+/* Special chunks: the fixture names say which kinds the index holds. */
+static void test_special_entries(void) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/cframe/f32-nan-run.b2frame", t_fixtures());
+  if (!exists(path)) T_SKIP("no fixtures");
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open(path, &f), 0);
+  if (!f) return;
+  const b2_frame_info *in = b2_frame_get_info(f);
+  CHECK_EQ(in->nchunks, 8);
+  for (int64_t i = 0; i < in->nchunks; i++) {
+    CHECK_EQ(b2_frame_chunk_special(f, i), B2_SPECIAL_NAN);
+    float v[4];
+    CHECK_EQ(b2_frame_decode_range(f, i, 4, sizeof v, v), (int)sizeof v);
+    for (int k = 0; k < 4; k++) CHECK(v[k] != v[k]); /* NaN */
+  }
+  b2_frame_close(f);
+}
+
+static void test_metalayers(void) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/cframe/zstd-metalayers.b2frame",
+           t_fixtures());
+  if (!exists(path)) T_SKIP("no fixtures");
+  b2_frame *f;
+  int rc = b2_frame_open(path, &f);
+  CHECK_EQ(rc, 0);
+  if (rc < 0) return;
+  const b2_frame_info *in = b2_frame_get_info(f);
+  CHECK_EQ(in->nmeta, 2);
+  CHECK_EQ(in->nvlmeta, 2);
+  CHECK(b2_frame_meta_name(f, 0) && !strcmp(b2_frame_meta_name(f, 0), "units"));
+  CHECK(b2_frame_meta_name(f, 1) && !strcmp(b2_frame_meta_name(f, 1), "calib"));
+  CHECK(b2_frame_meta_name(f, 2) == NULL);
+  CHECK(b2_frame_vlmeta_name(f, 0) &&
+        !strcmp(b2_frame_vlmeta_name(f, 0), "author"));
+  CHECK(b2_frame_vlmeta_name(f, 1) &&
+        !strcmp(b2_frame_vlmeta_name(f, 1), "attrs"));
+  const uint8_t *d;
+  size_t len;
+  b2_mp_reader r;
+  /* units: the msgpack str "kelvins"; calib: [1, 2, 1.5]. */
+  CHECK_EQ(b2_frame_meta_get(f, "units", &d, &len), 0);
+  const uint8_t *s;
+  uint32_t n;
+  b2_mp_reader_init(&r, d, len);
+  CHECK_EQ(b2_mp_read_str(&r, &s, &n), 0);
+  CHECK(n == 7 && memcmp(s, "kelvins", 7) == 0);
+  CHECK_EQ(r.pos, len);
+  CHECK_EQ(b2_frame_meta_get(f, "calib", &d, &len), 0);
+  b2_mp_reader_init(&r, d, len);
+  CHECK_EQ(b2_mp_read_array(&r, &n), 0);
+  CHECK_EQ(n, 3);
+  CHECK_EQ(b2_mp_skip(&r), 0);
+  CHECK_EQ(b2_mp_skip(&r), 0);
+  b2_mp_item it;
+  CHECK_EQ(b2_mp_next(&r, &it), 0);
+  CHECK(it.kind == B2_MP_FLOAT && it.f == 1.5);
+  CHECK_EQ(b2_frame_meta_get(f, "nope", &d, &len), B2_E_NOENT);
+  /* vlmetalayers are compressed chunks holding msgpack. */
+  uint8_t *vd;
+  CHECK_EQ(b2_frame_vlmeta_get(f, "author", &vd, &len), 0);
+  b2_mp_reader_init(&r, vd, len);
+  CHECK_EQ(b2_mp_read_str(&r, &s, &n), 0);
+  CHECK(n == 14 && memcmp(s, "Ada Lovelace 1", 14) == 0);
+  CHECK_EQ(r.pos, len);
+  free(vd);
+  CHECK_EQ(b2_frame_vlmeta_get(f, "attrs", &vd, &len), 0);
+  b2_mp_reader_init(&r, vd, len);
+  CHECK_EQ(b2_mp_read_str(&r, &s, &n), 0);
+  CHECK(n > 0 && s[0] == '{');
+  free(vd);
+  CHECK_EQ(b2_frame_vlmeta_get(f, "nope", &vd, &len), B2_E_NOENT);
+  b2_frame_close(f);
+
+  /* Every b2nd array carries a "b2nd" metalayer that is one msgpack
+   * array; vlmetalayers (if any) decompress. */
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/b2nd", t_fixtures());
+  DIR *dp = opendir(dir);
+  CHECK(dp != NULL);
+  struct dirent *de;
+  int arrays = 0;
+  while (dp && (de = readdir(dp)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >=
+        (int)sizeof path)
+      continue;
+    rc = b2_frame_open(path, &f);
+    CHECK_EQ(rc, 0);
+    if (rc < 0) {
+      fprintf(stderr, "  %s: %s\n", de->d_name, b2_last_detail());
+      continue;
+    }
+    CHECK_EQ(b2_frame_meta_get(f, "b2nd", &d, &len), 0);
+    b2_mp_reader_init(&r, d, len);
+    CHECK_EQ(b2_mp_read_array(&r, &n), 0);
+    CHECK(n >= 7);
+    b2_mp_reader_init(&r, d, len);
+    CHECK_EQ(b2_mp_skip(&r), 0);
+    CHECK_EQ(r.pos, len);
+    for (int k = 0; k < b2_frame_get_info(f)->nvlmeta; k++) {
+      CHECK_EQ(b2_frame_vlmeta_get(f, b2_frame_vlmeta_name(f, k), &vd, &len),
+               0);
+      if (len) free(vd);
+      else free(vd);
+    }
+    b2_frame_close(f);
+    arrays++;
+  }
+  if (dp) closedir(dp);
+  CHECK(arrays >= 9);
+}
+
+/* Every damaged file fails with a detail or reads without a crash. */
+static void bad_one(const char *dir, const char *name) {
+  char path[1024];
+  if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+    return;
+  b2_frame *f;
+  int rc = b2_frame_open(path, &f);
+  if (rc < 0) {
+    fprintf(stderr, "  bad/%s: open: %s: %s\n", name, b2_strerror(rc),
+            b2_last_detail());
+    CHECK(rc < 0 && b2_last_detail()[0] != '\0');
+    return;
+  }
+  const b2_frame_info *in = b2_frame_get_info(f);
+  int ok = 0, failed = 0;
+  uint8_t *buf = NULL;
+  for (int64_t i = 0; i < in->nchunks; i++) {
+    int32_t nb = b2_frame_chunk_nbytes(f, i);
+    CHECK(nb >= 0);
+    buf = realloc(buf, (size_t)nb + 1);
+    rc = b2_frame_decode_chunk(f, i, buf, (size_t)nb);
+    if (rc == nb) {
+      ok++;
+    } else {
+      CHECK(rc < 0);
+      CHECK(b2_last_detail()[0] != '\0');
+      if (failed++ < 3)
+        fprintf(stderr, "  bad/%s: chunk %lld: %s: %s\n", name, (long long)i,
+                b2_strerror(rc), b2_last_detail());
+    }
+    uint8_t tiny[3];
+    rc = b2_frame_decode_range(f, i, nb > 5 ? (size_t)nb - 5 : 0,
+                               nb > 3 ? 3 : 0, tiny);
+    CHECK(rc >= 0 || b2_last_detail()[0] != '\0');
+  }
+  free(buf);
+  fprintf(stderr, "  bad/%s: opened; %d chunks decoded, %d failed\n", name,
+          ok, failed);
+  b2_frame_close(f);
+}
+
+static void test_bad_fixtures(void) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/bad", t_fixtures());
+  DIR *dp = opendir(dir);
+  if (!dp) T_SKIP("no %s", dir);
+  struct dirent *de;
+  int n = 0;
+  while ((de = readdir(dp)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    bad_one(dir, de->d_name);
+    n++;
+  }
+  closedir(dp);
+  CHECK(n >= 30);
+  /* The files that cannot be read at all must not open. */
+  static const char *const refused[] = {
+      "bad-magic.b2frame",          "empty.b2frame",
+      "not-a-frame.b2frame",        "truncated-header.b2frame",
+      "truncated-half.b2frame",     "truncated-trailer.b2frame",
+      "header-size-negative.b2frame", "header-size-past-end.b2frame",
+      "frame-size-huge.b2frame",    "sframe-index-truncated.b2frame"};
+  for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+    char path[1024];
+    if (snprintf(path, sizeof path, "%s/%s", dir, refused[k]) >=
+        (int)sizeof path)
+      continue;
+    b2_frame *f = NULL;
+    int rc = b2_frame_open(path, &f);
+    if (rc >= 0) fprintf(stderr, "  %s opened\n", refused[k]);
+    CHECK(rc < 0);
+    b2_frame_close(f);
+  }
+}
+
+/* Damage a good frame in memory-chosen places and reopen it: no crash,
+ * and each failure names what is wrong. */
+static void test_synthetic_damage(void) {
+  char src[1024];
+  snprintf(src, sizeof src, "%s/cframe/zstd-metalayers.b2frame", t_fixtures());
+  size_t len;
+  uint8_t *orig = t_read_file(src, &len);
+  if (!orig) T_SKIP("no fixtures");
+  char tmp[] = "/tmp/test_frame_dmg.XXXXXX";
+  int fd = mkstemp(tmp);
+  CHECK(fd >= 0);
+  close(fd);
+  uint8_t *buf = malloc(len);
+  uint32_t seed = 99;
+  int opened = 0, refused = 0;
+  for (int trial = 0; trial < 300; trial++) {
+    memcpy(buf, orig, len);
+    size_t flen = len;
+    seed = seed * 1664525u + 1013904223u;
+    int mode = trial % 3;
+    if (mode == 0) { /* corrupt a header/trailer/index byte */
+      size_t where[] = {seed % 160, len - 1 - seed % 260};
+      size_t p = where[(seed >> 16) & 1];
+      buf[p] = (uint8_t)(seed >> 8);
+    } else if (mode == 1) { /* truncate */
+      flen = seed % len;
+    } else { /* random bytes into a metalayer offset field */
+      size_t p = 0x68 + (seed % 4);
+      buf[p] = (uint8_t)(seed >> 12);
+    }
+    FILE *fp = fopen(tmp, "wb");
+    fwrite(buf, 1, flen, fp);
+    fclose(fp);
+    b2_frame *f;
+    int rc = b2_frame_open(tmp, &f);
+    if (rc < 0) {
+      CHECK(b2_last_detail()[0] != '\0');
+      refused++;
+      continue;
+    }
+    opened++;
+    const b2_frame_info *in = b2_frame_get_info(f);
+    uint8_t *out = malloc((size_t)in->chunksize + 1);
+    for (int64_t i = 0; i < in->nchunks; i++)
+      (void)b2_frame_decode_chunk(f, i, out, (size_t)in->chunksize);
+    for (int k = 0; k < in->nvlmeta; k++) {
+      uint8_t *vd;
+      size_t vl;
+      if (b2_frame_vlmeta_get(f, b2_frame_vlmeta_name(f, k), &vd, &vl) == 0)
+        free(vd);
+    }
+    free(out);
+    b2_frame_close(f);
+  }
+  unlink(tmp);
+  CHECK(opened > 0 && refused > 0);
+  free(buf);
+  free(orig);
+}
+
+/* Several threads decode the same frame at once and agree. */
+typedef struct mt_arg {
+  b2_frame *f;
+  char hex[65];
+  int rc;
+} mt_arg;
+
+static void *mt_worker(void *p) {
+  mt_arg *a = p;
+  long long total;
+  a->rc = hash_frame(a->f, a->hex, &total);
+  return NULL;
+}
+
+static void test_threads(void) {
+  static const char *const frames[] = {"cframe/zstd-shuffle-f64.b2frame",
+                                       "sframe/lz4-edited-i32.b2frame"};
+  int done = 0;
+  for (size_t k = 0; k < 2; k++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", t_fixtures(), frames[k]);
+    if (!exists(path)) continue;
+    b2_frame *f;
+    CHECK_EQ(b2_frame_open(path, &f), 0);
+    if (!f) continue;
+    mt_arg a[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+      a[t].f = f;
+      pthread_create(&th[t], NULL, mt_worker, &a[t]);
+    }
+    for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < 4; t++) {
+      CHECK_EQ(a[t].rc, 0);
+      CHECK(strcmp(a[t].hex, a[0].hex) == 0);
+    }
+    b2_frame_close(f);
+    done++;
+  }
+  if (!done) T_SKIP("no fixtures");
+}
+
+static void test_open_errors(void) {
+  b2_frame *f = (b2_frame *)1;
+  CHECK_EQ(b2_frame_open("/nonexistent/frame.b2frame", &f), B2_E_NOENT);
+  CHECK(f == NULL);
+  CHECK(strstr(b2_last_detail(), "open") != NULL);
+  CHECK_EQ(b2_frame_open("/tmp", &f), B2_E_NOENT); /* no chunks.b2frame */
+  CHECK_EQ(b2_frame_open(NULL, &f), B2_E_INVAL);
+  b2_frame_close(NULL);
+}
+
+int main(void) {
+  T_RUN(test_msgpack_roundtrip);
+  T_RUN(test_open_errors);
+  T_RUN(test_manifest_frames);
+  T_RUN(test_legacy_frames);
+  T_RUN(test_range_decodes);
+  T_RUN(test_geometry_and_read_chunk);
+  T_RUN(test_special_entries);
+  T_RUN(test_metalayers);
+  T_RUN(test_bad_fixtures);
+  T_RUN(test_synthetic_damage);
+  T_RUN(test_threads);
+  T_RUN(test_6gib_frame_full_sha);
+  T_END();
+}
