@@ -32,15 +32,6 @@ void b2_shuffle_generic_tail(size_t typesize, size_t first, size_t nelem,
 void b2_unshuffle_generic_tail(size_t typesize, size_t first, size_t nelem,
                                const uint8_t *src, uint8_t *dst);
 
-void b2_shuffle_sse2(size_t typesize, size_t nbytes, const uint8_t *src,
-                     uint8_t *dst);
-void b2_unshuffle_sse2(size_t typesize, size_t nbytes, const uint8_t *src,
-                       uint8_t *dst);
-void b2_shuffle_avx2(size_t typesize, size_t nbytes, const uint8_t *src,
-                     uint8_t *dst);
-void b2_unshuffle_avx2(size_t typesize, size_t nbytes, const uint8_t *src,
-                       uint8_t *dst);
-
 /* Bit transposes over `nelem` elements (nelem a multiple of 8); the caller
  * copies the elements past the last group of 8 and the trailing bytes.
  * Return 0 or B2_E_NOMEM (the SIMD versions use per-thread scratch). */
@@ -50,15 +41,6 @@ int b2_bitshuffle_generic(size_t typesize, size_t nelem, const uint8_t *src,
                           uint8_t *dst);
 int b2_bitunshuffle_generic(size_t typesize, size_t nelem, const uint8_t *src,
                             uint8_t *dst);
-int b2_bitshuffle_sse2(size_t typesize, size_t nelem, const uint8_t *src,
-                       uint8_t *dst);
-int b2_bitunshuffle_sse2(size_t typesize, size_t nelem, const uint8_t *src,
-                         uint8_t *dst);
-int b2_bitshuffle_avx2(size_t typesize, size_t nelem, const uint8_t *src,
-                       uint8_t *dst);
-int b2_bitunshuffle_avx2(size_t typesize, size_t nelem, const uint8_t *src,
-                         uint8_t *dst);
-
 /* Transpose the 8x8 bit matrix held in x, where byte r bit c is entry
  * (r, c): afterwards byte c bit r holds it.  Its own inverse. */
 static inline uint64_t b2_transpose8x8(uint64_t x) {
@@ -83,5 +65,9 @@ struct b2_simd_kernels {
   b2_bitshuffle_fn bitshuffle, bitunshuffle; /* nelem-based, see above */
 };
 const struct b2_simd_kernels *b2_simd(void);
+/* simd_sse2.c / simd_avx2.c: their kernels, or NULL when the compiler did
+ * not target that instruction set. */
+const struct b2_simd_kernels *b2_simd_sse2_kernels(void);
+const struct b2_simd_kernels *b2_simd_avx2_kernels(void);
 
 #endif /* B2_CODEC_INTERNAL_H */
