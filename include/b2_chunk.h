@@ -106,14 +106,20 @@ size_t b2_chunk_bound(size_t nbytes);
 /* Block size the encoder will use for `nbytes` with parameters `p`. */
 int32_t b2_chunk_blocksize(const b2_cparams *p, size_t nbytes);
 
-/* Encode src into dst (dstcap >= b2_chunk_bound(n)).  All-zero input
- * gives a special zero chunk; incompressible input a memcpy'd chunk.
- * Returns the chunk size (cbytes). */
+/* Encode src into dst (dstcap >= b2_chunk_bound(n)), byte for byte as the
+ * reference library lays chunks out: input of fewer than 32 bytes or
+ * clevel 0 is stored memcpy'd; so is input whose encoding would exceed
+ * n + 32 bytes.  Input whose every stream is zeros (after the filters)
+ * gives a special zero chunk.  Returns the chunk size (cbytes). */
 int b2_chunk_encode(const b2_cparams *p, const void *src, size_t n, void *dst,
                     size_t dstcap);
 
 /* Build a special chunk of `kind` for `nbytes` logical bytes (for
- * B2_SPECIAL_VALUE, `value` holds typesize bytes).  Returns cbytes. */
+ * B2_SPECIAL_VALUE, `value` holds typesize bytes).  nbytes must be a
+ * multiple of typesize except for zeros; NaN needs typesize 4 or 8.  The
+ * header's blocksize is what b2_cparams_default() parameters would pick
+ * (no blocks are stored; a caller may overwrite bytes 8-11).
+ * Returns cbytes (32, or 32 + typesize for a repeated value). */
 int b2_chunk_make_special(int kind, int32_t nbytes, int typesize,
                           const void *value, void *dst, size_t dstcap);
 
