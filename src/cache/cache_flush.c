@@ -2,13 +2,13 @@
  * the dirty list and its byte bound, claiming and flushing entries, and
  * flush by file, by entry, of idle entries.
  *
- * Writes are stamped from one counter (c->wclock).  A flush reads the
- * entry's stamp when it starts (under the entry's read lock, so the data it
- * stores contains exactly the writes up to that stamp); if writes land
- * while it runs, the entry stays dirty with dirty_stamp set to the first of
- * them.  "Flush what was written before this call" is then "flush entries
- * whose dirty_stamp is at most the counter read at the start", which ends
- * even while writers keep writing. */
+ * Writes are stamped from one counter (c->wclock); an entry's dirty_stamp
+ * is the stamp of the write that made it dirty.  A flush holds the entry's
+ * read lock from before it reads the data until the entry is marked clean,
+ * so a successful flush always stores every write made so far.  "Flush
+ * what was written before this call" is then "flush entries whose
+ * dirty_stamp is at most the counter read at the start", which ends even
+ * while writers keep dirtying entries again. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,24 +72,21 @@ b2_cache_entry *b2_cache_claim_locked(b2_cache *c, const b2_cache_filter *f,
 }
 
 int b2_cache_flush_one(b2_cache *c, b2_cache_entry *e, int evict) {
+  /* The read lock is held until the outcome is recorded: no write can slip
+   * in between the data stored and the entry turning clean. */
   pthread_rwlock_rdlock(&e->lock);
   pthread_mutex_lock(&c->dmu);
-  uint64_t snap = e->wstamp;
-  e->snap_taken = 1;
-  e->redirty_stamp = 0;
   void *owner = e->owner;
   b2_cache_flush_fn fn = e->flush;
   pthread_mutex_unlock(&c->dmu);
 
   int rc = fn(owner, e->chunk, e->data, e->len);
   if (rc > 0) rc = 0;
-  pthread_rwlock_unlock(&e->lock);
 
   b2_cache_shard *s = b2_cache_shard_at(c, e->shard);
   pthread_mutex_lock(&s->mu);
   pthread_mutex_lock(&c->dmu);
   e->flushing = 0;
-  e->snap_taken = 0;
   c->flushes++;
   if (rc < 0) {
     c->flush_errors++;
@@ -99,17 +96,14 @@ int b2_cache_flush_one(b2_cache *c, b2_cache_entry *e, int evict) {
       e->ferr_ns = b2_cache_now_ns();
     }
   } else if (e->dirty) {
-    e->ferr = 0;
-    if (e->wstamp == snap)
-      b2_cache_dirty_remove(c, e);
-    else /* written meanwhile: the newer writes are still to be stored */
-      e->dirty_stamp = e->redirty_stamp;
+    b2_cache_dirty_remove(c, e);
   }
   int drop_ref = !e->dirty; /* write-back ref held while dirty||flushing */
   pthread_cond_broadcast(&c->dcv);
   pthread_mutex_unlock(&c->dmu);
   b2_cache_entry *dead = drop_ref ? b2_cache_unpin_locked(c, s, e, evict) : NULL;
   pthread_mutex_unlock(&s->mu);
+  pthread_rwlock_unlock(&e->lock);
   if (dead) b2_cache_free_entry(c, dead);
   return rc;
 }
@@ -203,7 +197,6 @@ void b2_cache_write_end(b2_cache *c, b2_cache_entry *e, int modified) {
       e->dirty_stamp = c->wclock + 1;
     }
     e->wstamp = ++c->wclock;
-    if (e->snap_taken && !e->redirty_stamp) e->redirty_stamp = e->wstamp;
     c->dirty_bytes = c->dirty_bytes - e->dirty_len + e->len;
     e->dirty_len = e->len;
     e->last_write_ns = b2_cache_now_ns();

@@ -9,8 +9,9 @@
  *   c->dmu      the dirty list and dirty byte count, and per entry every
  *               field below "dirty state";
  *   e->lock     (rwlock) the entry's data and len once loaded.
- * Order: e->lock before shard->mu before c->dmu.  Nobody takes an entry
- * lock while holding a shard lock or dmu.
+ * Order: e->lock before shard->mu before c->dmu (write_end and a finishing
+ * flush hold all three).  Nobody takes an entry lock while holding a shard
+ * lock or dmu, or while holding another entry's lock.
  *
  * References: each user pin is one ref; in addition an entry holds one
  * "write-back ref" while (dirty || flushing), so dirty entries are never on
@@ -58,13 +59,12 @@ struct b2_cache_entry {
   b2_cache_entry *dprev, *dnext; /* dirty list, oldest first */
   void *owner;
   b2_cache_flush_fn flush;
-  uint8_t dirty, flushing, snap_taken;
+  uint8_t dirty, flushing;
   int ferr;                     /* last flush error, 0 if none */
   uint64_t ferr_seq;            /* c->fail_clock at that failure */
   uint64_t ferr_ns;             /* monotonic time of that failure */
   uint64_t wstamp;              /* c->wclock at the last write */
-  uint64_t dirty_stamp;         /* lowest stamp of an unflushed write */
-  uint64_t redirty_stamp;       /* first write after a flush's snapshot */
+  uint64_t dirty_stamp;         /* stamp of the write that dirtied it */
   uint64_t last_write_ns;
   size_t dirty_len;             /* bytes counted in c->dirty_bytes */
 };
