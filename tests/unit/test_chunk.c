@@ -33,10 +33,12 @@ static uint32_t le32(const uint8_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
          ((uint32_t)p[3] << 24);
 }
-static inline void put_le32(uint8_t *p, uint32_t v) {
+static void put_le32(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8);
   p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
 }
+
+#define B2MIN(a, b) ((a) < (b) ? (a) : (b))
 
 /* Range decodes at awkward offsets must equal slices of the full decode.
  * Returns the number of mismatches. */
@@ -541,12 +543,241 @@ static void test_special_chunks(void) {
            B2_E_INVAL);
 }
 
+/* ---- damaged chunks ----------------------------------------------------- */
+
+/* Decode a (possibly damaged) chunk every way; must fail cleanly or give
+ * the declared sizes.  Returns 1 when some call succeeded. */
+static int try_decode(const uint8_t *c, size_t len, uint8_t *out, size_t cap) {
+  int any = 0;
+  b2_chunk_info in;
+  if (b2_chunk_parse(c, len, &in) < 0) {
+    CHECK(b2_last_detail()[0] != 0);
+    CHECK(b2_chunk_decode(c, len, out, cap) < 0);
+    return 0;
+  }
+  int rc = b2_chunk_decode(c, len, out, cap);
+  if (rc >= 0) {
+    CHECK_EQ(rc, in.nbytes);
+    any = 1;
+  } else {
+    CHECK(b2_last_detail()[0] != 0);
+  }
+  size_t nb = (size_t)in.nbytes;
+  if (nb > 0) {
+    size_t offs[3] = {0, nb / 2, nb - 1};
+    for (int k = 0; k < 3; k++) {
+      size_t n = B2MIN(nb - offs[k], cap < 5000 ? cap : 5000);
+      rc = b2_chunk_decode_range(c, len, offs[k], n, out);
+      CHECK(rc < 0 || rc == (int)n);
+      any |= rc >= 0;
+    }
+  }
+  return any;
+}
+
+/* Damage one chunk in many ways: truncation, header fields, block starts,
+ * stream sizes, random flips. */
+static void damage_chunk(const char *what, const uint8_t *good, size_t len,
+                         int full_flips) {
+  b2_chunk_info in;
+  CHECK_EQ(b2_chunk_parse(good, len, &in), 0);
+  size_t cap = (size_t)in.nbytes + 64;
+  uint8_t *out = malloc(cap);
+  uint8_t *c = malloc(len + 64);
+  size_t cb = (size_t)in.cbytes;
+
+  /* every truncation is refused */
+  for (size_t l = 0; l < cb; l++) {
+    memcpy(c, good, l);
+    int rc = b2_chunk_parse(c, l, &in);
+    if (rc != B2_E_TRUNCATED) {
+      fprintf(stderr, "  %s truncated to %zu: rc %d\n", what, l, rc);
+      t_failed_ = 1;
+      break;
+    }
+    CHECK(b2_chunk_decode(c, l, out, cap) < 0);
+  }
+  /* header bytes: several values each */
+  static const uint8_t xors[] = {0x01, 0x02, 0x10, 0x80, 0xff, 0x40};
+  size_t hl = (size_t)(good[2] & 5) == 5 ? 32 : 16;
+  for (size_t i = 0; i < hl; i++)
+    for (size_t x = 0; x < sizeof xors; x++) {
+      memcpy(c, good, len);
+      c[i] ^= xors[x];
+      try_decode(c, len, out, cap);
+    }
+  /* lying fields refused with the right code */
+  struct { int off; uint32_t v; int code; } lies[] = {
+      {12, (uint32_t)len + 1, B2_E_TRUNCATED}, {12, 15, B2_E_FORMAT},
+      {4, 0x7fffffffu, B2_E_FORMAT}, {4, 0xffffffffu, B2_E_FORMAT},
+      {8, 0, B2_E_FORMAT}, {8, (uint32_t)-5, B2_E_FORMAT},
+      {8, 1, B2_E_FORMAT}, {8, 0x40000000u, B2_E_FORMAT},
+  };
+  for (size_t k = 0; k < sizeof lies / sizeof lies[0]; k++) {
+    if (in.memcpyed && lies[k].off == 8) continue;
+    if (in.vlblocks && lies[k].off == 8) continue;
+    memcpy(c, good, len);
+    put_le32(c + lies[k].off, lies[k].v);
+    int rc = b2_chunk_parse(c, len, &in);
+    if (rc != lies[k].code) {
+      fprintf(stderr, "  %s: field @%d = %u: rc %d, expected %d\n", what,
+              lies[k].off, lies[k].v, rc, lies[k].code);
+      t_failed_ = 1;
+    }
+    try_decode(c, len, out, cap);
+  }
+  b2_chunk_parse(good, len, &in);
+  /* block starts */
+  if (!in.memcpyed && !in.special) {
+    int64_t vals[] = {0, 1, 15, (int64_t)cb - 1, (int64_t)cb, (int64_t)cb + 7,
+                      -1, 0x7fffffff, in.header_len + 4 * (int64_t)in.nblocks - 1};
+    for (int32_t b = 0; b < in.nblocks && b < 4; b++)
+      for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+        memcpy(c, good, len);
+        put_le32(c + in.header_len + 4 * b, (uint32_t)vals[k]);
+        try_decode(c, len, out, cap);
+        /* and a block start pointing at another block */
+        memcpy(c, good, len);
+        memcpy(c + in.header_len + 4 * b,
+               good + in.header_len + 4 * ((b + 1) % in.nblocks), 4);
+        try_decode(c, len, out, cap);
+      }
+    /* stream sizes at each block's start */
+    int32_t svals[] = {0, 1, -1, -255, -256, (int32_t)0x80000000, 0x7fffffff,
+                       in.blocksize, in.blocksize - 1, in.blocksize + 1};
+    for (int32_t b = 0; b < in.nblocks && b < 3; b++) {
+      uint32_t st = le32(good + in.header_len + 4 * b);
+      if (st + 4 > cb) continue;
+      for (size_t k = 0; k < sizeof svals / sizeof svals[0]; k++) {
+        memcpy(c, good, len);
+        put_le32(c + st, (uint32_t)svals[k]);
+        try_decode(c, len, out, cap);
+      }
+    }
+  }
+  /* random flips anywhere */
+  for (int it = 0; it < full_flips; it++) {
+    memcpy(c, good, len);
+    int nflip = 1 + (int)(rnd() % 4);
+    for (int f = 0; f < nflip; f++) c[rnd() % cb] ^= (uint8_t)(1 + rnd() % 255);
+    try_decode(c, len, out, cap);
+  }
+  free(out);
+  free(c);
+}
+
+static void test_damaged_chunks(void) {
+  /* our own chunks: several codecs and filters, several blocks each */
+  static const uint8_t sets[][B2_MAX_FILTERS] = {
+      {0, 0, 0, 0, B2_FILTER_DELTA, B2_FILTER_SHUFFLE},
+      {0, 0, 0, 0, 0, B2_FILTER_BITSHUFFLE},
+      {0, 0, 0, 0, B2_FILTER_SHUFFLE, B2_FILTER_BYTEDELTA},
+      {0, 0, 0, 0, 0, 0},
+  };
+  static const int codecs[] = {B2_CODEC_ZSTD, B2_CODEC_LZ4, B2_CODEC_BLOSCLZ,
+                               B2_CODEC_ZLIB};
+  size_t n = 40000;
+  uint8_t *src = malloc(n), *c = malloc(b2_chunk_bound(n));
+  for (int k = 0; k < 4; k++) {
+    b2_cparams p;
+    b2_cparams_default(&p);
+    p.codec = codecs[k];
+    p.clevel = 5;
+    p.typesize = k == 1 ? 8 : 4;
+    p.blocksize = 4096;
+    p.splitmode = k % 2 ? B2_SPLIT_NEVER : B2_SPLIT_ALWAYS;
+    memcpy(p.filters, sets[k], B2_MAX_FILTERS);
+    fill_data(src, n, k == 3 ? D_RUNS : D_SMOOTH);
+    int cb = b2_chunk_encode(&p, src, n, c, b2_chunk_bound(n));
+    CHECK(cb > 32);
+    if (cb <= 32) continue;
+    char what[64];
+    snprintf(what, sizeof what, "encoded chunk %d", k);
+    damage_chunk(what, c, (size_t)cb, 300);
+  }
+  /* a memcpy'd chunk */
+  fill_data(src, 1000, D_RANDOM);
+  b2_cparams p;
+  b2_cparams_default(&p);
+  int cb = b2_chunk_encode(&p, src, 1000, c, b2_chunk_bound(1000));
+  damage_chunk("memcpy'd chunk", c, (size_t)cb, 100);
+  free(src);
+  free(c);
+
+  /* chunks written by the reference: Blosc 1.x, a dictionary, vlblocks */
+  const char *files[] = {"chunks/blosc-1.14.0-zstd.cdata",
+                         "chunks/blosc-1.7.0-lz4hc.cdata",
+                         "cframe/zstd-dict-text.b2frame",
+                         "cframe/lz4-dict-text.b2frame",
+                         "reference/vlblocks-lz4-variable-3.0.0.b2frame"};
+  int found = 0;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char path[8192];
+    size_t len;
+    snprintf(path, sizeof path, "%s/%s", t_fixtures(), files[i]);
+    uint8_t *f = t_read_file(path, &len);
+    if (!f) continue;
+    found++;
+    size_t off = 0;
+    if (strstr(files[i], ".b2frame")) off = be32(f + 0x0B); /* chunk 0 */
+    b2_chunk_info in;
+    CHECK_EQ(b2_chunk_parse(f + off, len - off, &in), 0);
+    if (strstr(files[i], "dict")) CHECK(in.dict);
+    if (strstr(files[i], "vlblocks")) CHECK(in.vlblocks);
+    damage_chunk(files[i], f + off, (size_t)in.cbytes, 40);
+    free(f);
+  }
+  if (!found) fprintf(stderr, "  (no fixtures: reference chunks skipped)\n");
+}
+
+/* Unsupported ids are reported with the id in the detail. */
+static void test_unsupported_ids(void) {
+  size_t n = 4096;
+  uint8_t *src = malloc(n), *c = malloc(b2_chunk_bound(n));
+  fill_data(src, n, D_SMOOTH);
+  b2_cparams p;
+  b2_cparams_default(&p);
+  int cb = b2_chunk_encode(&p, src, n, c, b2_chunk_bound(n));
+  CHECK(cb > 32 && !(c[2] & 2));
+  b2_chunk_info in;
+  c[16 + 2] = 77; /* filter slot 2 */
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), B2_E_UNSUPPORTED);
+  CHECK(strstr(b2_last_detail(), "77") != NULL);
+  c[16 + 2] = 0;
+  c[2] = (uint8_t)((c[2] & 0x1f) | (2 << 5)); /* snappy */
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), B2_E_UNSUPPORTED);
+  c[2] = (uint8_t)((c[2] & 0x1f) | (6 << 5)); /* user codec 32 */
+  c[22] = 32;
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), B2_E_UNSUPPORTED);
+  CHECK(strstr(b2_last_detail(), "32") != NULL);
+  c[2] = (uint8_t)((c[2] & 0x1f) | (B2_FORMAT_ZSTD << 5));
+  c[22] = B2_CODEC_ZSTD;
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), 0);
+  c[0] = 7;
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), B2_E_UNSUPPORTED);
+  c[0] = 5;
+  c[31] = 0x08; /* lazy */
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), B2_E_UNSUPPORTED);
+  c[31] = 0x50; /* special kind 5 */
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), B2_E_FORMAT);
+  c[31] = 0;
+  CHECK_EQ(b2_chunk_decode(c, (size_t)cb, src, n), (int)n);
+  CHECK_EQ(b2_chunk_decode(c, (size_t)cb, src, n - 1), B2_E_INVAL);
+  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n - 10, 11, src), B2_E_RANGE);
+  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n + 1, 0, src), B2_E_RANGE);
+  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n, 0, src), 0);
+  free(src);
+  free(c);
+}
+
 int main(void) {
   T_RUN(test_fixture_chunks);
   T_RUN(test_fixture_frames);
   T_RUN(test_blocksize_rules);
   T_RUN(test_encode_shapes);
   T_RUN(test_special_chunks);
+  T_RUN(test_unsupported_ids);
+  T_RUN(test_damaged_chunks);
   T_RUN(test_roundtrip_matrix);
   T_RUN(test_roundtrip_big);
   b2_chunk_thread_cleanup();
