@@ -32,8 +32,9 @@
 #define B2_FRAME_MAX_VLMETA 8192          /* trailer metalayers */
 #define B2_FRAME_META_NAME_MAX 31
 #define B2_FRAME_SPARSE_INDEX "chunks.b2frame"
-/* Offsets kept in memory at most (256 MiB of int64); a larger index is
- * refused with B2_E_LIMIT rather than allocated from a header field. */
+/* Index entries (or chunk starts) kept in memory at most (256 MiB of
+ * int64); a larger table is refused with B2_E_LIMIT rather than allocated
+ * from a size field.  A special index chunk needs no table. */
 #define B2_FRAME_MAX_CHUNKS ((int64_t)1 << 25)
 /* Largest decompressed vlmetalayer handed out. */
 #define B2_FRAME_MAX_VLMETA_BYTES ((size_t)256 << 20)

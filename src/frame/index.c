@@ -156,7 +156,10 @@ int b2_frame_load_index(b2_frame *f) {
                  (long long)in->nbytes);
     goto out;
   }
-  if (nidx > B2_FRAME_MAX_CHUNKS) {
+  /* A special index chunk needs no table of entries; otherwise the tables
+   * kept in memory are bounded. */
+  if ((ci.special == B2_SPECIAL_NONE || in->varlen_chunks) &&
+      nidx > B2_FRAME_MAX_CHUNKS) {
     rc = b2_fail(B2_E_LIMIT, "index chunk: %lld chunks exceed the limit of "
                  "%lld", (long long)nidx, (long long)B2_FRAME_MAX_CHUNKS);
     goto out;

@@ -45,11 +45,13 @@ int b2_frame_parse_metalayers(const uint8_t *region, size_t len,
       rc = b2_context(rc, "metalayer %u: name", (unsigned)k);
       goto fail;
     }
-    if (nlen == 0 || nlen > B2_FRAME_META_NAME_MAX ||
-        memchr(name, 0, nlen) != NULL) {
-      rc = b2_fail(B2_E_FORMAT, "metalayer %u: name of %u bytes is empty, "
-                   "longer than %d or holds a NUL", (unsigned)k,
-                   (unsigned)nlen, B2_FRAME_META_NAME_MAX);
+    const char *bad = nlen == 0 ? "is empty"
+                      : nlen > B2_FRAME_META_NAME_MAX ? "is too long"
+                      : memchr(name, 0, nlen) ? "holds a NUL byte" : NULL;
+    if (bad) {
+      rc = b2_fail(B2_E_FORMAT, "metalayer %u: name of %u bytes %s (at most "
+                   "%d bytes, no NUL)", (unsigned)k, (unsigned)nlen, bad,
+                   B2_FRAME_META_NAME_MAX);
       goto fail;
     }
     memcpy(m[k].name, name, nlen);

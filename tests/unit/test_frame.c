@@ -709,6 +709,178 @@ static void test_synthetic_damage(void) {
   free(orig);
 }
 
+/* ---- hand-made damage at known places ---------------------------------- */
+
+static void put_be64(uint8_t *p, uint64_t v) {
+  for (int k = 0; k < 8; k++) p[k] = (uint8_t)(v >> (56 - 8 * k));
+}
+static void put_le64(uint8_t *p, uint64_t v) {
+  for (int k = 0; k < 8; k++) p[k] = (uint8_t)(v >> (8 * k));
+}
+static void put_le32(uint8_t *p, uint32_t v) {
+  for (int k = 0; k < 4; k++) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* Write buf to a temporary file and open it; returns the open code and
+ * leaves the detail of a failure in `why`. */
+static int open_bytes(const uint8_t *buf, size_t len, b2_frame **f,
+                      char why[512]) {
+  char tmp[] = "/tmp/test_frame_craft.XXXXXX";
+  int fd = mkstemp(tmp);
+  if (fd < 0) return -100;
+  int ok = write(fd, buf, len) == (ssize_t)len;
+  close(fd);
+  int rc = ok ? b2_frame_open(tmp, f) : -100;
+  snprintf(why, 512, "%s", rc < 0 ? b2_last_detail() : "");
+  unlink(tmp); /* the open descriptor keeps the file readable */
+  if (rc < 0) fprintf(stderr, "  crafted: %s\n", why);
+  return rc;
+}
+
+static uint8_t *fixture(const char *rel, size_t *len) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", t_fixtures(), rel);
+  return t_read_file(path, len);
+}
+
+/* Reference-written frames: header_size 97 (no metalayers), nbytes at
+ * byte 30, the index chunk right before the 35-byte trailer. */
+static void test_crafted_frames(void) {
+  size_t len;
+  uint8_t *orig = fixture("cframe/zstd-shuffle-f64.b2frame", &len);
+  if (!orig) T_SKIP("no fixtures");
+  uint8_t *b = malloc(len + 1000);
+  const size_t idx = len - 35 - 64; /* memcpy'd index: 32-byte header */
+  b2_frame *f;
+  char why[512];
+
+  /* Bytes past frame_size are ignored. */
+  memcpy(b, orig, len);
+  memset(b + len, 0xa5, 1000);
+  CHECK_EQ(open_bytes(b, len + 1000, &f, why), 0);
+  if (f) {
+    char hex[65];
+    long long total;
+    CHECK_EQ(hash_frame(f, hex, &total), 0);
+    CHECK(strcmp(hex, "d613b3aa24b670e48eca6b0c49745985c4acf93e7bbf9eb46d2a"
+                      "7084dfba5c13") == 0);
+    b2_frame_close(f);
+  }
+
+  /* nbytes that implies 3 chunks against an index of 4 entries. */
+  memcpy(b, orig, len);
+  put_be64(b + 30, 3 * 262144);
+  CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+  CHECK(strstr(why, "index chunk: nbytes 32 is not nchunks*8 = 24") != NULL);
+
+  /* Special entries: zeros read as zeros; an unknown kind is refused. */
+  memcpy(b, orig, len);
+  CHECK(b[idx + 2] == 0x17);
+  put_le64(b + idx + 32 + 8, 0x8100000000000000ULL);
+  CHECK_EQ(open_bytes(b, len, &f, why), 0);
+  if (f) {
+    CHECK_EQ(b2_frame_chunk_special(f, 1), B2_SPECIAL_ZERO);
+    CHECK_EQ(b2_frame_chunk_cbytes(f, 1), 0);
+    uint8_t *out = malloc(262144), *zero = calloc(1, 262144);
+    memset(out, 1, 262144);
+    CHECK_EQ(b2_frame_decode_chunk(f, 1, out, 262144), 262144);
+    CHECK_MEM(out, zero, 262144);
+    free(out);
+    free(zero);
+    b2_frame_close(f);
+  }
+  put_le64(b + idx + 32 + 16, 0x8300000000000000ULL);
+  CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+  CHECK(strstr(why, "index entry 2") != NULL);
+
+  /* An offset past the chunks section. */
+  memcpy(b, orig, len);
+  put_le64(b + idx + 32 + 24, (uint64_t)(idx - 97 - 8));
+  CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+  CHECK(strstr(why, "index entry 3") != NULL);
+  /* ...and one inside it that lands mid-chunk: the chunk fails alone. */
+  memcpy(b, orig, len);
+  put_le64(b + idx + 32 + 24, 1000);
+  CHECK_EQ(open_bytes(b, len, &f, why), 0);
+  if (f) {
+    uint8_t *out = malloc(262144);
+    CHECK_EQ(b2_frame_decode_chunk(f, 0, out, 262144), 262144);
+    CHECK(b2_frame_decode_chunk(f, 3, out, 262144) < 0);
+    fprintf(stderr, "  crafted mid-chunk offset: %s\n", b2_last_detail());
+    free(out);
+    b2_frame_close(f);
+  }
+
+  /* compressed_size pointing past the trailer. */
+  memcpy(b, orig, len);
+  put_be64(b + 39, len);
+  CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+  CHECK(strstr(why, "compressed_size") != NULL);
+
+  /* A trailer length larger than the frame. */
+  memcpy(b, orig, len);
+  b[len - 22] = 0x7f;
+  CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+  CHECK(strstr(why, "trailer: length") != NULL);
+  free(orig);
+
+  /* Metalayer offset outside the header. */
+  orig = fixture("cframe/zstd-metalayers.b2frame", &len);
+  if (orig) {
+    b = realloc(b, len);
+    memcpy(b, orig, len);
+    CHECK(memcmp(b + 0x5e, "\xa5units\xd2", 7) == 0);
+    put_be64(b + 0x61, 0); /* "ts" of units -> NULs: name holds a NUL */
+    CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+    memcpy(b, orig, len);
+    b[0x65] = 0x7f;
+    CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+    CHECK(strstr(why, "metalayer \"units\": offset") != NULL);
+    free(orig);
+  }
+
+  /* Variable-length chunks: a special entry has no size. */
+  orig = fixture("reference/varchunks-lz4-3.0.0.b2frame", &len);
+  if (orig) {
+    b = realloc(b, len);
+    memcpy(b, orig, len);
+    size_t vidx = len - 35 - 72;
+    CHECK(b[vidx + 2] == 0x17);
+    put_le64(b + vidx + 32, 0x8100000000000000ULL);
+    CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+    CHECK(strstr(why, "variable-length") != NULL);
+    /* A chunk size that disagrees with the header's nbytes. */
+    memcpy(b, orig, len);
+    put_be64(b + 30, 4320);
+    CHECK_EQ(open_bytes(b, len, &f, why), B2_E_FORMAT);
+    CHECK(strstr(why, "4321") != NULL);
+    free(orig);
+  }
+
+  /* 2^26 NaN chunks (2^46 bytes) through a special index chunk: no table
+   * is allocated and the last chunk reads. */
+  orig = fixture("cframe/f32-nan-run.b2frame", &len);
+  if (orig) {
+    b = realloc(b, len);
+    memcpy(b, orig, len);
+    put_be64(b + 30, (uint64_t)1 << 46);
+    put_le32(b + 97 + 4, 1u << 29);
+    CHECK_EQ(open_bytes(b, len, &f, why), 0);
+    if (f) {
+      const b2_frame_info *in = b2_frame_get_info(f);
+      CHECK_EQ(in->nchunks, (int64_t)1 << 26);
+      int64_t last = in->nchunks - 1;
+      CHECK_EQ(b2_frame_chunk_at(f, ((int64_t)1 << 46) - 1), last);
+      float v[3];
+      CHECK_EQ(b2_frame_decode_range(f, last, 1048576 - 12, 12, v), 12);
+      CHECK(v[0] != v[0] && v[2] != v[2]);
+      b2_frame_close(f);
+    }
+    free(orig);
+  }
+  free(b);
+}
+
 /* Several threads decode the same frame at once and agree. */
 typedef struct mt_arg {
   b2_frame *f;
@@ -759,6 +931,17 @@ static void test_open_errors(void) {
   CHECK_EQ(b2_frame_open("/tmp", &f), B2_E_NOENT); /* no chunks.b2frame */
   CHECK_EQ(b2_frame_open(NULL, &f), B2_E_INVAL);
   b2_frame_close(NULL);
+  /* A FIFO neither blocks the open nor passes for a frame. */
+  char fifo[] = "/tmp/test_frame_fifo.XXXXXX";
+  int fd = mkstemp(fifo);
+  CHECK(fd >= 0);
+  if (fd >= 0) {
+    close(fd);
+    unlink(fifo);
+    CHECK_EQ(mkfifo(fifo, 0600), 0);
+    CHECK_EQ(b2_frame_open(fifo, &f), B2_E_FORMAT);
+    unlink(fifo);
+  }
 }
 
 int main(void) {
@@ -772,6 +955,7 @@ int main(void) {
   T_RUN(test_metalayers);
   T_RUN(test_bad_fixtures);
   T_RUN(test_synthetic_damage);
+  T_RUN(test_crafted_frames);
   T_RUN(test_threads);
   T_RUN(test_6gib_frame_full_sha);
   T_END();
