@@ -74,11 +74,17 @@ int b2_b2nd_read(const b2_b2nd *a, uint64_t off, size_t len, void *dst,
 
 /* The .npy header (format 1.0, or 2.0 if needed; padded as NumPy pads it
  * so that header length is a multiple of 64).  Returns its length, or the
- * needed length if `cap` is too small (nothing written then). */
+ * needed length if `cap` is too small (nothing written then).  descr is the
+ * metalayer's dtype, except "|V<itemsize>" when that is not a NumPy dtype
+ * or names another item size (the reference library's default "|u1" on
+ * wider items).  3.0 is used when field names need UTF-8. */
 int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap);
 
 /* Parse a .npy header: its length, dtype descr (copied into descr, NUL
- * terminated), fortran order and shape.  Untrusted input. */
+ * terminated, UTF-8; a structured descr as its list text), fortran order
+ * and shape (at most B2_B2ND_MAXDIM dimensions, product within int64).
+ * Untrusted input: B2_E_TRUNCATED if `len` ends inside the header,
+ * B2_E_LIMIT if descr does not fit descr_cap. */
 int b2_npy_parse(const void *buf, size_t len, size_t *header_len,
                  char *descr, size_t descr_cap, int *fortran, int *ndim,
                  int64_t shape[B2_B2ND_MAXDIM]);

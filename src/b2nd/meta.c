@@ -13,125 +13,35 @@
 
 #include "b2_b2nd.h"
 #include "b2_error.h"
+#include "common/msgpack.h"
 #include "common/util.h"
 
-/* ---- a bounds-checked msgpack cursor (just what the metalayer uses) ---- */
+/* ---- metalayer fields (through the shared msgpack reader) ---------------- */
 
-typedef struct cursor {
-  const uint8_t *p;
-  size_t left;
-} cursor;
-
-static int need(cursor *c, size_t n, const char *what) {
-  if (c->left < n)
-    return b2_fail(B2_E_TRUNCATED, "b2nd: metalayer ends inside %s", what);
-  return 0;
-}
-
-static void skip(cursor *c, size_t n) {
-  c->p += n;
-  c->left -= n;
-}
-
-/* Any msgpack integer encoding; values above INT64_MAX are refused. */
-static int get_int(cursor *c, const char *what, int64_t *v) {
-  int rc = need(c, 1, what);
-  if (rc < 0) return rc;
-  uint8_t m = c->p[0];
-  size_t w;
-  int sign;
-  if (m <= 0x7f) { *v = m; skip(c, 1); return 0; }
-  if (m >= 0xe0) { *v = (int64_t)m - 256; skip(c, 1); return 0; }
-  switch (m) {
-    case 0xcc: w = 1; sign = 0; break;
-    case 0xcd: w = 2; sign = 0; break;
-    case 0xce: w = 4; sign = 0; break;
-    case 0xcf: w = 8; sign = 0; break;
-    case 0xd0: w = 1; sign = 1; break;
-    case 0xd1: w = 2; sign = 1; break;
-    case 0xd2: w = 4; sign = 1; break;
-    case 0xd3: w = 8; sign = 1; break;
-    default:
-      return b2_fail(B2_E_FORMAT, "b2nd: %s is not an integer (msgpack 0x%02x)",
-                     what, m);
-  }
-  if ((rc = need(c, 1 + w, what)) < 0) return rc;
-  const uint8_t *b = c->p + 1;
-  uint64_t u = w == 1 ? b[0] : w == 2 ? b2_be16(b) : w == 4 ? b2_be32(b) : b2_be64(b);
-  skip(c, 1 + w);
-  if (sign) {
-    /* sign-extend from w bytes */
-    if (w < 8 && (u >> (8 * w - 1)) & 1) u |= ~(uint64_t)0 << (8 * w);
-    *v = (int64_t)u;
-    return 0;
-  }
-  if (u > (uint64_t)INT64_MAX)
-    return b2_fail(B2_E_FORMAT, "b2nd: %s %llu is out of range", what,
-                   (unsigned long long)u);
-  *v = (int64_t)u;
-  return 0;
+static int get_int(b2_mp_reader *r, const char *what, int64_t *v) {
+  int rc = b2_mp_read_int(r, v);
+  return rc < 0 ? b2_context(rc, "b2nd: %s", what) : 0;
 }
 
 /* An array header holding exactly `ndim` entries.  The reference library
- * writes the marker as 0x90 + ndim even for ndim 16 (giving 0xa0), so that
- * byte is taken as an array of 16 as well. */
-static int get_dims_header(cursor *c, const char *what, int ndim) {
-  int rc = need(c, 1, what);
-  if (rc < 0) return rc;
-  uint8_t m = c->p[0];
-  int64_t n = -1;
-  size_t w = 1;
-  if (m >= 0x90 && m <= 0x9f) {
-    n = m & 0x0f;
-  } else if (m == 0xdc || m == 0xdd) {
-    w = m == 0xdc ? 3 : 5;
-    if ((rc = need(c, w, what)) < 0) return rc;
-    n = m == 0xdc ? b2_be16(c->p + 1) : b2_be32(c->p + 1);
-  } else if (ndim == 16 && m == 0xa0) {
-    n = 16;
-  } else {
-    return b2_fail(B2_E_FORMAT, "b2nd: %s is not an array (msgpack 0x%02x)",
-                   what, m);
+ * writes the marker as 0x90 + ndim even for ndim 16 (giving 0xa0, a fixstr
+ * byte), so that byte is taken as an array of 16 as well. */
+static int get_dims_header(b2_mp_reader *r, const char *what, int ndim) {
+  if (ndim == 16 && r->pos < r->len && r->buf[r->pos] == 0xa0) {
+    r->pos++;
+    return 0;
   }
-  if (n != ndim)
-    return b2_fail(B2_E_FORMAT, "b2nd: %s has %lld entries, ndim is %d", what,
-                   (long long)n, ndim);
-  skip(c, w);
-  return 0;
-}
-
-/* A msgpack string; returns its bytes in place. */
-static int get_str(cursor *c, const char *what, const uint8_t **s, size_t *n) {
-  int rc = need(c, 1, what);
-  if (rc < 0) return rc;
-  uint8_t m = c->p[0];
-  size_t w;
-  uint64_t len;
-  if (m >= 0xa0 && m <= 0xbf) {
-    w = 1;
-    len = m & 0x1f;
-  } else if (m == 0xd9 || m == 0xda || m == 0xdb) {
-    w = m == 0xd9 ? 2 : m == 0xda ? 3 : 5;
-    if ((rc = need(c, w, what)) < 0) return rc;
-    len = m == 0xd9 ? c->p[1] : m == 0xda ? b2_be16(c->p + 1) : b2_be32(c->p + 1);
-  } else {
-    return b2_fail(B2_E_FORMAT, "b2nd: %s is not a string (msgpack 0x%02x)",
-                   what, m);
-  }
-  if (len > B2_B2ND_MAXDTYPE)
-    return b2_fail(B2_E_LIMIT, "b2nd: %s of %llu bytes is too long", what,
-                   (unsigned long long)len);
-  skip(c, w);
-  if ((rc = need(c, (size_t)len, what)) < 0) return rc;
-  *s = c->p;
-  *n = (size_t)len;
-  skip(c, (size_t)len);
+  uint32_t n;
+  int rc = b2_mp_read_array(r, &n);
+  if (rc < 0) return b2_context(rc, "b2nd: %s", what);
+  if (n != (uint32_t)ndim)
+    return b2_fail(B2_E_FORMAT, "b2nd: %s has %u entries, ndim is %d", what, n, ndim);
   return 0;
 }
 
 /* ---- geometry ---------------------------------------------------------- */
 
-static int get_shape(cursor *c, b2_b2nd *a) {
+static int get_shape(b2_mp_reader *c, b2_b2nd *a) {
   int rc = get_dims_header(c, "shape", a->ndim);
   for (int i = 0; rc == 0 && i < a->ndim; i++) {
     char what[32];
@@ -144,7 +54,7 @@ static int get_shape(cursor *c, b2_b2nd *a) {
   return rc;
 }
 
-static int get_shape32(cursor *c, const char *name, int ndim, int32_t *out) {
+static int get_shape32(b2_mp_reader *c, const char *name, int ndim, int32_t *out) {
   int rc = get_dims_header(c, name, ndim);
   for (int i = 0; rc == 0 && i < ndim; i++) {
     char what[32];
@@ -212,14 +122,13 @@ static int set_dtype(b2_b2nd *a, const uint8_t *s, size_t n) {
 }
 
 static int parse(const uint8_t *meta, size_t len, b2_b2nd *a) {
-  cursor c = {meta, len};
-  int rc = need(&c, 1, "the header");
-  if (rc < 0) return rc;
-  uint8_t m = c.p[0];
-  if (m != 0x97 && m != 0x95)
-    return b2_fail(B2_E_FORMAT, "b2nd: metalayer is not an array of 7 (msgpack 0x%02x)", m);
-  int has_dtype = m == 0x97;
-  skip(&c, 1);
+  b2_mp_reader c;
+  b2_mp_reader_init(&c, meta, len);
+  uint32_t items;
+  int rc = b2_mp_read_array(&c, &items);
+  if (rc < 0) return b2_context(rc, "b2nd: metalayer");
+  if (items != 7 && items != 5)
+    return b2_fail(B2_E_FORMAT, "b2nd: metalayer is an array of %u, expected 7", items);
   int64_t v;
   if ((rc = get_int(&c, "version", &v)) < 0) return rc;
   if ((rc = get_int(&c, "ndim", &v)) < 0) return rc;
@@ -231,16 +140,19 @@ static int parse(const uint8_t *meta, size_t len, b2_b2nd *a) {
   if ((rc = get_shape32(&c, "chunkshape", a->ndim, a->chunkshape)) < 0) return rc;
   if ((rc = get_shape32(&c, "blockshape", a->ndim, a->blockshape)) < 0) return rc;
   if ((rc = derive(a)) < 0) return rc;
-  if (has_dtype) {
+  if (items == 7) {
     if ((rc = get_int(&c, "dtype format", &v)) < 0) return rc;
     if (v < 0 || v > 127)
       return b2_fail(B2_E_FORMAT, "b2nd: dtype format %lld is out of range", (long long)v);
     a->dtype_format = (int)v;
     const uint8_t *s = NULL;
-    size_t n = 0;
-    if ((rc = get_str(&c, "dtype", &s, &n)) < 0) return rc;
+    uint32_t n = 0;
+    if ((rc = b2_mp_read_str(&c, &s, &n)) < 0) return b2_context(rc, "b2nd: dtype");
+    if (n > B2_B2ND_MAXDTYPE)
+      return b2_fail(B2_E_LIMIT, "b2nd: dtype of %u bytes is too long", n);
     return set_dtype(a, s, n);
   }
+  /* older writers (caterva) stop after the block shape */
   char dflt[24];
   if (a->itemsize == 1)
     snprintf(dflt, sizeof dflt, "|u1");

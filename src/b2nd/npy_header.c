@@ -8,8 +8,9 @@
  * "{'descr': ..., 'fortran_order': False, 'shape': (...), }", the spare
  * spaces NumPy leaves for the first axis to grow (21 digits), and spaces
  * plus a final newline up to a multiple of 64 bytes (always at least one
- * space).  Format 2.0 is used when the header does not fit 65535 bytes,
- * 3.0 when the dtype holds non-ASCII bytes (NumPy reads 3.0 as UTF-8).
+ * space).  As NumPy does, the text is Latin-1 in formats 1.0 and 2.0 (2.0
+ * when the header does not fit 65535 bytes) and UTF-8 in 3.0, used only
+ * when a dtype's (UTF-8) field names hold characters beyond Latin-1.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 typedef struct out {
   char *buf; /* NULL: only count */
   size_t n;
+  int latin1; /* write the dtype's UTF-8 as Latin-1 (formats 1.0/2.0) */
 } out;
 
 static void put(out *o, const char *s, size_t n) {
@@ -71,20 +73,62 @@ static int safe_text(const char *s, int simple) {
   return 1;
 }
 
+/* How the dtype text can be stored: 0 ASCII, 1 every code point fits
+ * Latin-1, 2 needs UTF-8 (format 3.0), -1 not valid UTF-8. */
+static int text_kind(const char *s) {
+  int kind = 0;
+  const unsigned char *p = (const unsigned char *)s;
+  while (p && *p) {
+    if (*p < 0x80) {
+      p++;
+      continue;
+    }
+    int extra = *p >= 0xf0 && *p <= 0xf4 ? 3 : *p >= 0xe0 ? 2 : *p >= 0xc2 ? 1 : -1;
+    if (extra < 0 || *p > 0xf4) return -1;
+    uint32_t cp = *p & (0x3f >> extra);
+    for (int k = 1; k <= extra; k++) {
+      if ((p[k] & 0xc0) != 0x80) return -1;
+      cp = cp << 6 | (p[k] & 0x3f);
+    }
+    if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return -1;
+    kind = B2_MAX(kind, cp <= 0xff ? 1 : 2);
+    p += 1 + extra;
+  }
+  return kind;
+}
+
+/* The dtype text, as Latin-1 when o->latin1 (valid UTF-8 checked before). */
+static void put_text(out *o, const char *s) {
+  if (!o->latin1) {
+    puts_(o, s);
+    return;
+  }
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    char ch = (char)*p;
+    if (*p >= 0xc2 && *p <= 0xc3) {
+      ch = (char)(((*p & 0x03) << 6) | (p[1] & 0x3f));
+      p++;
+    }
+    put(o, &ch, 1);
+  }
+}
+
 /* The descr value: the metalayer's dtype when it is NumPy's and plausible,
  * else raw bytes of the item size. */
 static void put_descr(out *o, const b2_b2nd *a) {
   const char *dt = a->dtype;
-  if (a->dtype_format == 0 && dt && *dt) {
+  if (a->dtype_format == 0 && dt && *dt && text_kind(dt) >= 0) {
     if ((dt[0] == '[' || dt[0] == '(') && safe_text(dt, 0)) {
-      puts_(o, dt);
+      put_text(o, dt);
       return;
     }
     if (dt[0] != '[' && dt[0] != '(' && safe_text(dt, 1)) {
       int64_t sz = simple_size(dt);
       if (sz < 0 || sz == a->itemsize) {
         puts_(o, "'");
-        puts_(o, dt);
+        put_text(o, dt);
         puts_(o, "'");
         return;
       }
@@ -112,18 +156,13 @@ static void put_dict(out *o, const b2_b2nd *a) {
   }
 }
 
-static int non_ascii(const char *s) {
-  for (; s && *s; s++)
-    if ((unsigned char)*s >= 0x80) return 1;
-  return 0;
-}
-
 int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
   if (!a || (!buf && cap)) return b2_fail(B2_E_INVAL, "npy header: bad arguments");
-  out o = {NULL, 0};
+  int kind = a->dtype_format == 0 ? text_kind(a->dtype) : 0;
+  out o = {NULL, 0, kind == 1};
   put_dict(&o, a);
   size_t hlen = o.n + 1; /* + the final newline */
-  int major = non_ascii(a->dtype) && a->dtype_format == 0 ? 3 : 1;
+  int major = kind == 2 ? 3 : 1;
   size_t prefix = major == 1 ? 10 : 12;
   size_t pad = ALIGN - (prefix + hlen) % ALIGN;
   if (major == 1 && hlen + pad > 65535) {

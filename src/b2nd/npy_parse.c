@@ -7,7 +7,8 @@
  * optional trailing commas, whitespace, a repeated key taking the last
  * value).  descr is returned as the string's content ("<f8") or, for a
  * structured or sub-array dtype, as the literal text of its list or tuple
- * ("[('x', '<f4')]"), which is also how the b2nd metalayer stores it.
+ * ("[('x', '<f4')]"), which is also how the b2nd metalayer stores it;
+ * Latin-1 text of formats 1.0 and 2.0 is returned as UTF-8, like 3.0's.
  * Nothing here recurses or allocates; every index is checked.
  */
 #include <stdlib.h>
@@ -193,10 +194,23 @@ int b2_npy_parse(const void *buf, size_t len, size_t *header_len, char *descr, s
   if (dn == 0) return b2_fail(B2_E_FORMAT, "npy header: empty descr");
   if (memchr(ds, 0, dn)) return b2_fail(B2_E_FORMAT, "npy header: NUL in descr");
   if (descr) {
-    if (dn >= descr_cap)
-      return b2_fail(B2_E_LIMIT, "npy header: descr of %zu bytes does not fit", dn);
-    memcpy(descr, ds, dn);
-    descr[dn] = 0;
+    /* formats 1.0 and 2.0 hold Latin-1 text: hand it out as UTF-8 */
+    int latin1 = b[6] < 3;
+    size_t need = dn;
+    for (size_t i = 0; latin1 && i < dn; i++) need += (unsigned char)ds[i] >= 0x80;
+    if (need >= descr_cap)
+      return b2_fail(B2_E_LIMIT, "npy header: descr of %zu bytes does not fit", need);
+    size_t o = 0;
+    for (size_t i = 0; i < dn; i++) {
+      unsigned char ch = (unsigned char)ds[i];
+      if (latin1 && ch >= 0x80) {
+        descr[o++] = (char)(0xc0 | ch >> 6);
+        descr[o++] = (char)(0x80 | (ch & 0x3f));
+      } else {
+        descr[o++] = (char)ch;
+      }
+    }
+    descr[o] = 0;
   }
   *header_len = prefix + (size_t)hl;
   *fortran = fo;
