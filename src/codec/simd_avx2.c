@@ -18,18 +18,41 @@
 #define SFX(name) name##_avx2
 #define VLOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
 #define VSTORE(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), (v))
-/* Packs and unpacks work within 128-bit lanes; the 64-bit permutes put
- * the quarters back in memory order. */
+/* Splits work within 128-bit lanes: each lane is then a stream of its own,
+ * lane 0 holding the even 16-byte chunks of the block and lane 1 the odd
+ * ones, and after the split passes lane 0 of plane m has byte m of element
+ * groups 0, 2, 4... (groups of 16/TS elements), lane 1 of groups 1, 3...
+ * VFIXUP interleaves the groups back into element order. */
 #define VSPLIT(a, b, e, o)                                                  \
   do {                                                                      \
     const __m256i lo_ = _mm256_set1_epi16(0x00ff);                          \
-    (e) = _mm256_permute4x64_epi64(                                         \
-        _mm256_packus_epi16(_mm256_and_si256((a), lo_),                     \
-                            _mm256_and_si256((b), lo_)), 0xD8);             \
-    (o) = _mm256_permute4x64_epi64(                                         \
-        _mm256_packus_epi16(_mm256_srli_epi16((a), 8),                      \
-                            _mm256_srli_epi16((b), 8)), 0xD8);              \
+    (e) = _mm256_packus_epi16(_mm256_and_si256((a), lo_),                   \
+                              _mm256_and_si256((b), lo_));                  \
+    (o) = _mm256_packus_epi16(_mm256_srli_epi16((a), 8),                    \
+                              _mm256_srli_epi16((b), 8));                   \
   } while (0)
+
+static inline __m256i fixup_avx2(int ts, __m256i x) {
+  switch (ts) {
+  case 2: /* groups of 8 bytes: 64-bit words 0, 2, 1, 3 */
+    return _mm256_permute4x64_epi64(x, 0xD8);
+  case 4: /* groups of 4 bytes */
+    return _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  case 8: /* groups of 2 bytes: bring halves together, then interleave */
+    return _mm256_shuffle_epi8(
+        _mm256_permute4x64_epi64(x, 0xD8),
+        _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15,
+                         0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
+  default: /* 16: single bytes */
+    return _mm256_shuffle_epi8(
+        _mm256_permute4x64_epi64(x, 0xD8),
+        _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
+                         0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+  }
+}
+#define VFIXUP(TS, x) fixup_avx2((TS), (x))
+/* Merges keep memory order: the 64-bit permutes undo the lane split of
+ * the unpacks. */
 #define VMERGE(e, o, a, b)                                                  \
   do {                                                                      \
     __m256i e_ = _mm256_permute4x64_epi64((e), 0xD8);                       \
@@ -84,6 +107,10 @@ static inline void transpose8_avx2(const __m256i p[8], __m256i q[8]) {
                        _mm256_extracti128_si256((q)[k_], 1));               \
     }                                                                       \
   } while (0)
+
+#define EBITS 5
+#define SPLIT_COST 3
+#define MERGE_COST 2
 
 #include "codec/simd_tmpl.h"
 

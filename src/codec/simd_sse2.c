@@ -23,6 +23,7 @@
     (e) = _mm_packus_epi16(_mm_and_si128((a), lo_), _mm_and_si128((b), lo_)); \
     (o) = _mm_packus_epi16(_mm_srli_epi16((a), 8), _mm_srli_epi16((b), 8));   \
   } while (0)
+#define VFIXUP(TS, x) (x)
 #define VMERGE(e, o, a, b)                                                  \
   do {                                                                      \
     (a) = _mm_unpacklo_epi8((e), (o));                                      \
@@ -71,6 +72,10 @@ static inline void transpose8_sse2(const __m128i p[8], __m128i q[8]) {
   do {                                                                      \
     for (int k_ = 0; k_ < 8; k_++) VSTORE((out) + 16 * k_, (q)[k_]);        \
   } while (0)
+
+#define EBITS 4
+#define SPLIT_COST 3
+#define MERGE_COST 1
 
 #include "codec/simd_tmpl.h"
 

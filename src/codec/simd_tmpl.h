@@ -5,7 +5,9 @@
  *   V, VB            the vector type and its width in bytes (16 or 32)
  *   SFX(name)        name with the level's suffix (name##_sse2)
  *   VLOAD(p) VSTORE(p, v)          unaligned load / store
- *   VSPLIT(a, b, e, o)  e = even bytes of a||b, o = odd bytes, in order
+ *   VSPLIT(a, b, e, o)  e = even bytes of a||b, o = odd bytes, in order;
+ *                    may work per 128-bit lane, see VFIXUP
+ *   VFIXUP(TS, x)    reorders a byte plane made by VSPLIT passes
  *   VMERGE(e, o, a, b)  the inverse: a||b = e0 o0 e1 o1 ...
  *   VMOVEMASK(v)     one bit per byte (its top bit), as an unsigned
  *   VSHL16_1(v)      shift each 16-bit lane left by one
@@ -14,10 +16,12 @@
  *                    64-bit lanes of q[0..7], taken in store order (see
  *                    VSTORE_Q), hold the 8 row bytes of column 0, 1, ...
  *   VSTORE_Q(out, q) store q[0..7] so that column g lands at out + 8*g
+ *   EBITS            log2(VB)
+ *   SPLIT_COST, MERGE_COST  relative cost of a split and a merge pass
  *
  * Byte shuffle: for typesize 2, 4, 8 and 16, blocks of VB elements are
- * loaded as typesize vectors and split log2(typesize) times into even and
- * odd bytes, which leaves byte plane m in vector m; unshuffle merges back.
+ * loaded as typesize vectors and transposed by even/odd split or
+ * interleaving merge passes, which leaves byte plane m in vector m.
  * Other typesizes and the elements past the last whole block use the
  * generic code.
  *
@@ -26,6 +30,16 @@
  * time.  Bit unshuffle transposes 8 bit planes into columns of 8 bytes,
  * bit-transposes each 64-bit column, and byte-unshuffles the result.
  */
+
+/* Loops over the vectors of a block must be unrolled so that the arrays
+ * live in registers (a rolled loop becomes a memcpy through the stack). */
+#if defined(__clang__)
+#define UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define UNROLL _Pragma("GCC unroll 16")
+#else
+#define UNROLL
+#endif
 
 static inline int SFX(log2_ts)(size_t ts) {
   switch (ts) {
@@ -40,32 +54,51 @@ static inline int SFX(log2_ts)(size_t ts) {
 /* Split / merge passes over n vectors: w[k] = even(v[2k], v[2k+1]),
  * w[n/2 + k] = odd(...), and the inverse. */
 static inline void SFX(split_pass)(const V *v, V *w, int n) {
-  for (int k = 0; k < n / 2; k++) VSPLIT(v[2 * k], v[2 * k + 1], w[k], w[n / 2 + k]);
+  UNROLL for (int k = 0; k < n / 2; k++) VSPLIT(v[2 * k], v[2 * k + 1], w[k], w[n / 2 + k]);
 }
 static inline void SFX(merge_pass)(const V *w, V *v, int n) {
-  for (int k = 0; k < n / 2; k++) VMERGE(w[k], w[n / 2 + k], v[2 * k], v[2 * k + 1]);
+  UNROLL for (int k = 0; k < n / 2; k++) VMERGE(w[k], w[n / 2 + k], v[2 * k], v[2 * k + 1]);
 }
+
+/* One block of VB elements of typesize TS (a power of two, 2^LOG): the
+ * byte at index e*TS + b must move to b*VB + e.  Seen as bits of the
+ * index, that is a rotation; a split pass rotates the index right by one
+ * bit and a merge pass left by one, so shuffle is LOG splits or
+ * (EBITS = log2 VB) merges, and unshuffle LOG merges.  PASSES ping-pongs
+ * between two arrays; the result is in b after an odd number of passes
+ * (the arrays stay in registers as long as no pointer is taken). */
+#define PASSES(PASS, N, TS, a, b)                                            \
+  do {                                                                       \
+    if ((N) >= 1) SFX(PASS)(a, b, TS);                                       \
+    if ((N) >= 2) SFX(PASS)(b, a, TS);                                       \
+    if ((N) >= 3) SFX(PASS)(a, b, TS);                                       \
+    if ((N) >= 4) SFX(PASS)(b, a, TS);                                       \
+    if ((N) >= 5) SFX(PASS)(a, b, TS);                                       \
+  } while (0)
+#define RESULT(N, a, b, k) (((N) & 1) ? (b)[k] : (a)[k])
 
 #define SHUFFLE_BODY(TS, LOG)                                                \
   for (size_t i = 0; i < vec_elems; i += VB) {                               \
     V a[TS], b[TS];                                                          \
-    for (int k = 0; k < TS; k++) a[k] = VLOAD(src + i * TS + (size_t)k * VB); \
-    for (int l = 0; l < LOG; l++) {                                          \
-      SFX(split_pass)(a, b, TS);                                             \
-      memcpy(a, b, sizeof a);                                                \
+    UNROLL for (int k = 0; k < TS; k++) a[k] = VLOAD(src + i * TS + (size_t)k * VB); \
+    if (LOG * SPLIT_COST <= EBITS * MERGE_COST) {                            \
+      PASSES(split_pass, LOG, TS, a, b);                                     \
+      UNROLL for (int k = 0; k < TS; k++)                                    \
+        VSTORE(dst + (size_t)k * nelem + i, VFIXUP(TS, RESULT(LOG, a, b, k))); \
+    } else {                                                                 \
+      PASSES(merge_pass, EBITS, TS, a, b);                                   \
+      UNROLL for (int k = 0; k < TS; k++)                                    \
+        VSTORE(dst + (size_t)k * nelem + i, RESULT(EBITS, a, b, k));         \
     }                                                                        \
-    for (int k = 0; k < TS; k++) VSTORE(dst + (size_t)k * nelem + i, a[k]);  \
   }
 
 #define UNSHUFFLE_BODY(TS, LOG)                                              \
   for (size_t i = 0; i < vec_elems; i += VB) {                               \
     V a[TS], b[TS];                                                          \
-    for (int k = 0; k < TS; k++) a[k] = VLOAD(src + (size_t)k * nelem + i);  \
-    for (int l = 0; l < LOG; l++) {                                          \
-      SFX(merge_pass)(a, b, TS);                                             \
-      memcpy(a, b, sizeof a);                                                \
-    }                                                                        \
-    for (int k = 0; k < TS; k++) VSTORE(dst + i * TS + (size_t)k * VB, a[k]); \
+    UNROLL for (int k = 0; k < TS; k++) a[k] = VLOAD(src + (size_t)k * nelem + i);  \
+    PASSES(merge_pass, LOG, TS, a, b);                                       \
+    UNROLL for (int k = 0; k < TS; k++)                                      \
+      VSTORE(dst + i * TS + (size_t)k * VB, RESULT(LOG, a, b, k));           \
   }
 
 static void SFX(shuffle)(size_t ts, size_t nbytes, const uint8_t *src,
@@ -100,6 +133,9 @@ static void SFX(unshuffle)(size_t ts, size_t nbytes, const uint8_t *src,
 
 #undef SHUFFLE_BODY
 #undef UNSHUFFLE_BODY
+#undef PASSES
+#undef UNROLL
+#undef RESULT
 
 /* Bit planes of one byte plane `row` of n bytes (n a multiple of 8) into
  * out (8 planes of n/8 bytes). */
