@@ -6,6 +6,9 @@
  * word: word i ^= dref word i-1, word 0 kept.  The word is the typesize
  * when it is 1, 2, 4 or 8, 8 bytes for other multiples of 8, else 1 byte.
  * Bytes after the last whole word are copied unchanged.
+ *
+ * XOR works byte by byte, so apart from the one-word shift the word size
+ * only decides how many bytes take part; the loops run 8 bytes at a time.
  */
 #include "b2_codec.h"
 
@@ -17,53 +20,64 @@ static size_t word_size(size_t typesize) {
   return typesize % 8 == 0 ? 8 : 1;
 }
 
-/* XOR of w-byte words (memcpy keeps unaligned access defined). */
-#define XOR_WORDS(T, d, a, b, n)                                           \
-  for (size_t i_ = 0; i_ < (n); i_++) {                                    \
-    T x_, y_;                                                              \
-    memcpy(&x_, (a) + i_ * sizeof(T), sizeof(T));                          \
-    memcpy(&y_, (b) + i_ * sizeof(T), sizeof(T));                          \
-    x_ ^= y_;                                                              \
-    memcpy((d) + i_ * sizeof(T), &x_, sizeof(T));                          \
+/* d[i] = a[i] ^ b[i] for n bytes; d may be a, not b. */
+static void xor_bytes(uint8_t *d, const uint8_t *a, const uint8_t *b,
+                      size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    memcpy(&x, a + i, 8);
+    memcpy(&y, b + i, 8);
+    x ^= y;
+    memcpy(d + i, &x, 8);
   }
-
-/* d[i] = a[i] ^ b[i] for n words of size w. */
-static void xor_words(size_t w, uint8_t *d, const uint8_t *a,
-                      const uint8_t *b, size_t n) {
-  switch (w) {
-  case 8: XOR_WORDS(uint64_t, d, a, b, n) break;
-  case 4: XOR_WORDS(uint32_t, d, a, b, n) break;
-  case 2: XOR_WORDS(uint16_t, d, a, b, n) break;
-  default: XOR_WORDS(uint8_t, d, a, b, n) break;
-  }
+  for (; i < n; i++) d[i] = a[i] ^ b[i];
 }
 
 void b2_delta_encode(const uint8_t *dref, size_t offset, size_t nbytes,
                      size_t typesize, const uint8_t *src, uint8_t *dst) {
-  size_t w = word_size(typesize), n = nbytes / w, body = n * w;
-  if (n == 0) {
+  size_t w = word_size(typesize), body = nbytes / w * w;
+  if (body == 0) {
     memcpy(dst, src, nbytes);
     return;
   }
   if (offset == 0) {
     memcpy(dst, dref, w);
-    xor_words(w, dst + w, src + w, dref, n - 1);
+    xor_bytes(dst + w, src + w, dref, body - w);
   } else {
-    xor_words(w, dst, src, dref, n);
+    xor_bytes(dst, src, dref, body);
   }
   memcpy(dst + body, src + body, nbytes - body);
 }
+
+/* buf[i] ^= buf[i-1] over n words of type T: a running XOR. */
+#define RUNNING_XOR(T, buf, n)                                              \
+  do {                                                                      \
+    T prev_, x_;                                                            \
+    memcpy(&prev_, (buf), sizeof(T));                                       \
+    for (size_t i_ = 1; i_ < (n); i_++) {                                   \
+      memcpy(&x_, (buf) + i_ * sizeof(T), sizeof(T));                       \
+      prev_ ^= x_;                                                          \
+      memcpy((buf) + i_ * sizeof(T), &prev_, sizeof(T));                    \
+    }                                                                       \
+  } while (0)
 
 void b2_delta_decode(const uint8_t *dref, size_t offset, size_t nbytes,
                      size_t typesize, uint8_t *buf) {
   size_t w = word_size(typesize), n = nbytes / w;
   if (n == 0) return;
-  if (offset == 0) {
-    /* Word i depends on the already decoded word i-1: go in order.  Here
-     * dref is normally buf itself. */
-    for (size_t i = 1; i < n; i++)
-      xor_words(w, buf + i * w, buf + i * w, dref + (i - 1) * w, 1);
+  if (offset != 0) {
+    xor_bytes(buf, buf, dref, n * w);
+  } else if (dref != buf) {
+    xor_bytes(buf + w, buf + w, dref, (n - 1) * w);
   } else {
-    xor_words(w, buf, buf, dref, n);
+    /* The reference block decodes against itself: word i needs the
+     * already decoded word i-1. */
+    switch (w) {
+    case 8: RUNNING_XOR(uint64_t, buf, n); break;
+    case 4: RUNNING_XOR(uint32_t, buf, n); break;
+    case 2: RUNNING_XOR(uint16_t, buf, n); break;
+    default: RUNNING_XOR(uint8_t, buf, n); break;
+    }
   }
 }
