@@ -102,8 +102,10 @@ int b2_cache_flush_one(b2_cache *c, b2_cache_entry *e, int evict) {
   pthread_cond_broadcast(&c->dcv);
   pthread_mutex_unlock(&c->dmu);
   b2_cache_entry *dead = drop_ref ? b2_cache_unpin_locked(c, s, e, evict) : NULL;
-  pthread_mutex_unlock(&s->mu);
+  /* Unlock the entry before the shard: once our ref is gone only the shard
+   * lock keeps another thread from evicting and freeing it. */
   pthread_rwlock_unlock(&e->lock);
+  pthread_mutex_unlock(&s->mu);
   if (dead) b2_cache_free_entry(c, dead);
   return rc;
 }
