@@ -1,0 +1,138 @@
+/*
+ * inode.c - the inode table: one b2fs_inode per (st_dev, st_ino, kind) of
+ * the source, with the kernel's lookup count; an inode dies (its O_PATH
+ * descriptor closed) when the kernel forgets its last lookup.  The FUSE
+ * inode number is the inode's address (the root is FUSE_ROOT_ID).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "b2fs.h"
+
+b2fs b2fs_g;
+
+static size_t hash_key(dev_t dev, ino_t ino, int kind) {
+  uint64_t h = (uint64_t)dev * 0x9e3779b97f4a7c15u ^ (uint64_t)ino ^
+               ((uint64_t)kind << 61);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdu;
+  h ^= h >> 33;
+  return (size_t)h;
+}
+
+int b2fs_table_init(void) {
+  pthread_mutex_init(&b2fs_g.table_lock, NULL);
+  b2fs_g.nbuckets = 1024;
+  b2fs_g.buckets = calloc(b2fs_g.nbuckets, sizeof *b2fs_g.buckets);
+  return b2fs_g.buckets ? 0 : -1;
+}
+
+static void inode_free(b2fs_inode *in) {
+  if (in->cur) b2fs_log("internal: inode forgotten while open");
+  if (in->fd >= 0) close(in->fd);
+  pthread_mutex_destroy(&in->lock);
+  free(in);
+}
+
+void b2fs_table_destroy(void) {
+  for (size_t b = 0; b < b2fs_g.nbuckets; b++) {
+    b2fs_inode *in = b2fs_g.buckets[b];
+    while (in) {
+      b2fs_inode *next = in->next;
+      inode_free(in);
+      in = next;
+    }
+  }
+  free(b2fs_g.buckets);
+  b2fs_g.buckets = NULL;
+  pthread_mutex_destroy(&b2fs_g.table_lock);
+}
+
+b2fs_inode *b2fs_inode_get(fuse_ino_t ino) {
+  if (ino == FUSE_ROOT_ID) return &b2fs_g.root;
+  return (b2fs_inode *)(uintptr_t)ino;
+}
+
+fuse_ino_t b2fs_inode_id(b2fs_inode *in) {
+  return in == &b2fs_g.root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)in;
+}
+
+/* Double the buckets when the table gets crowded (under the lock). */
+static void grow(void) {
+  size_t n = b2fs_g.nbuckets * 2;
+  b2fs_inode **nb = calloc(n, sizeof *nb);
+  if (!nb) return; /* keep the longer chains */
+  for (size_t b = 0; b < b2fs_g.nbuckets; b++) {
+    b2fs_inode *in = b2fs_g.buckets[b];
+    while (in) {
+      b2fs_inode *next = in->next;
+      size_t h = hash_key(in->dev, in->ino, in->kind) & (n - 1);
+      in->next = nb[h];
+      nb[h] = in;
+      in = next;
+    }
+  }
+  free(b2fs_g.buckets);
+  b2fs_g.buckets = nb;
+  b2fs_g.nbuckets = n;
+}
+
+b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse) {
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  size_t h = hash_key(st->st_dev, st->st_ino, kind) & (b2fs_g.nbuckets - 1);
+  for (b2fs_inode *in = b2fs_g.buckets[h]; in; in = in->next)
+    if (in->dev == st->st_dev && in->ino == st->st_ino && in->kind == kind) {
+      in->nlookup++;
+      pthread_mutex_unlock(&b2fs_g.table_lock);
+      close(fd);
+      return in;
+    }
+  b2fs_inode *in = calloc(1, sizeof *in);
+  if (!in) {
+    pthread_mutex_unlock(&b2fs_g.table_lock);
+    close(fd);
+    return NULL;
+  }
+  in->fd = fd;
+  in->dev = st->st_dev;
+  in->ino = st->st_ino;
+  in->kind = kind;
+  in->sparse = sparse;
+  in->nlookup = 1;
+  pthread_mutex_init(&in->lock, NULL);
+  in->next = b2fs_g.buckets[h];
+  b2fs_g.buckets[h] = in;
+  if (++b2fs_g.count > b2fs_g.nbuckets) grow();
+  pthread_mutex_unlock(&b2fs_g.table_lock);
+  return in;
+}
+
+void b2fs_inode_forget(b2fs_inode *in, uint64_t n) {
+  if (in == &b2fs_g.root) return;
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  if (n > in->nlookup) {
+    b2fs_log("internal: forget of %llu lookups, %llu known",
+             (unsigned long long)n, (unsigned long long)in->nlookup);
+    n = in->nlookup;
+  }
+  in->nlookup -= n;
+  if (in->nlookup) {
+    pthread_mutex_unlock(&b2fs_g.table_lock);
+    return;
+  }
+  size_t h = hash_key(in->dev, in->ino, in->kind) & (b2fs_g.nbuckets - 1);
+  for (b2fs_inode **pp = &b2fs_g.buckets[h]; *pp; pp = &(*pp)->next)
+    if (*pp == in) {
+      *pp = in->next;
+      break;
+    }
+  b2fs_g.count--;
+  pthread_mutex_unlock(&b2fs_g.table_lock);
+  inode_free(in);
+}
+
+const char *b2fs_fd_path(int fd, char *buf, size_t cap) {
+  snprintf(buf, cap, "/proc/self/fd/%d", fd);
+  return buf;
+}

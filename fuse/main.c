@@ -1,0 +1,170 @@
+/*
+ * main.c - b2fs: mount a directory of Blosc2 frames as plain files.
+ *
+ *   b2fs SOURCE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+ *
+ * Parses options, opens SOURCE, mounts, and runs the libfuse low-level
+ * session loop (multi-threaded unless -s).  Also the entry point that
+ * mount.fuse3 runs for an /etc/fstab line of type fuse.b2fs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "b2fs.h"
+
+static struct fuse_lowlevel_ops ops;
+
+/* Allow as many descriptors as we may: each known inode holds one. */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+/* Options we add for libfuse unless the user chose otherwise. */
+static int add_defaults(struct fuse_args *args, const char *abs_source) {
+  const b2fs_opts *o = &b2fs_g.opts;
+  if (!o->no_default_perms && fuse_opt_add_arg(args, "-odefault_permissions"))
+    return -1;
+  if (!o->has_max_read && fuse_opt_add_arg(args, "-omax_read=1048576")) return -1;
+  if (!o->has_fsname) {
+    char *esc = NULL, *arg = NULL;
+    int rc = -1;
+    if (fuse_opt_add_opt_escaped(&esc, abs_source) == 0 &&
+        asprintf(&arg, "-ofsname=%s", esc) >= 0)
+      rc = fuse_opt_add_arg(args, arg);
+    free(esc);
+    free(arg);
+    if (rc) return -1;
+    /* libfuse adds subtype=b2fs only when fsname is absent: keep it. */
+    if (fuse_opt_add_arg(args, "-osubtype=b2fs")) return -1;
+  }
+  return 0;
+}
+
+static int open_root(const char *source, char *abs, size_t cap) {
+  if (!realpath(source, abs)) {
+    fprintf(stderr, "b2fs: %s: %s\n", source, strerror(errno));
+    return -1;
+  }
+  (void)cap;
+  int fd = open(abs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0) {
+    fprintf(stderr, "b2fs: %s: %s\n", source, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  b2fs_inode *r = &b2fs_g.root;
+  r->fd = fd;
+  r->dev = st.st_dev;
+  r->ino = st.st_ino;
+  r->kind = B2FS_KIND_PLAIN;
+  r->nlookup = 1;
+  pthread_mutex_init(&r->lock, NULL);
+  return 0;
+}
+
+static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cmd) {
+  if (cmd->singlethread) return fuse_session_loop(se);
+  struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+  if (!cfg) return -ENOMEM;
+  fuse_loop_cfg_set_clone_fd(cfg, (unsigned)cmd->clone_fd);
+  fuse_loop_cfg_set_max_threads(cfg, cmd->max_threads);
+  if (cmd->max_idle_threads != UINT_MAX)
+    fuse_loop_cfg_set_idle_threads(cfg, cmd->max_idle_threads);
+  int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+  struct fuse_cmdline_opts cmd;
+  struct fuse_session *se = NULL;
+  char abs_source[PATH_MAX];
+  int ret = 1, mounted = 0, handlers = 0;
+  memset(&cmd, 0, sizeof cmd);
+  b2fs_g.root.fd = -1;
+
+  if (b2fs_opts_parse(&args, &b2fs_g.opts) < 0) goto out;
+  if (b2fs_g.opts.source && open_root(b2fs_g.opts.source, abs_source, sizeof abs_source) < 0)
+    goto out;
+  if (b2fs_g.opts.source && add_defaults(&args, abs_source) < 0) goto out;
+  if (fuse_parse_cmdline(&args, &cmd) != 0) goto out;
+  if (cmd.show_help) {
+    b2fs_opts_help(argv[0]);
+    printf("FUSE options:\n");
+    fflush(stdout);
+    fuse_cmdline_help();
+    fuse_lowlevel_help();
+    ret = 0;
+    goto out;
+  }
+  if (cmd.show_version) {
+    printf("b2fs version %s\n", B2FS_VERSION);
+    fflush(stdout);
+    fuse_lowlevel_version();
+    ret = 0;
+    goto out;
+  }
+  if (!b2fs_g.opts.source || !cmd.mountpoint) {
+    fprintf(stderr, "usage: %s SOURCE MOUNTPOINT [options]  (see --help)\n", argv[0]);
+    goto out;
+  }
+  if (b2fs_table_init() < 0) {
+    fprintf(stderr, "b2fs: out of memory\n");
+    goto out;
+  }
+  b2fs_ops_read(&ops);
+  b2fs_ops_dir(&ops);
+  b2fs_ops_xattr(&ops);
+  b2fs_ops_write(&ops);
+
+  se = fuse_session_new(&args, &ops, sizeof ops, NULL);
+  if (!se) goto out;
+  if (fuse_set_signal_handlers(se) != 0) goto out;
+  handlers = 1;
+  if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out;
+  mounted = 1;
+  if (fuse_daemonize(cmd.foreground) != 0) goto out;
+  b2fs_log_init(cmd.foreground);
+  raise_fd_limit();
+
+  /* The engine's threads start after daemonizing (fork keeps none). */
+  b2_env_opts eo;
+  b2_env_opts_default(&eo);
+  eo.cache_size = b2fs_g.opts.cache_size;
+  eo.readahead = b2fs_g.opts.readahead;
+  eo.nthreads = b2fs_g.opts.nthreads;
+  int rc = b2_env_create(&eo, &b2fs_g.env);
+  if (rc < 0) {
+    b2fs_log("cannot create the engine: %s", b2_last_detail());
+    goto out;
+  }
+  rc = run(se, &cmd);
+  ret = rc == 0 ? 0 : 1;
+
+out:
+  if (mounted) fuse_session_unmount(se);
+  if (handlers) fuse_remove_signal_handlers(se);
+  if (se) fuse_session_destroy(se);
+  if (b2fs_g.buckets) b2fs_table_destroy();
+  if (b2fs_g.env) b2_env_destroy(b2fs_g.env);
+  if (b2fs_g.root.fd >= 0) {
+    close(b2fs_g.root.fd);
+    pthread_mutex_destroy(&b2fs_g.root.lock);
+  }
+  b2fs_opts_free(&b2fs_g.opts);
+  free(cmd.mountpoint);
+  fuse_opt_free_args(&args);
+  return ret;
+}
