@@ -95,7 +95,7 @@ int b2_frame_read_stored(int fd, int64_t pos, int64_t limit, b2_chunkbuf *b,
   if (rc < 0) return rc;
   rc = reserve(b, (size_t)cb);
   if (rc < 0) return rc;
-  memcpy(b->p, hdr, hl);
+  memcpy(b->p, hdr, B2_MIN(hl, (size_t)cb)); /* a chunk may be < 32 bytes */
   if ((size_t)cb > hl) {
     rc = b2_frame_pread(fd, b->p + hl, (size_t)cb - hl, pos + (int64_t)hl);
     if (rc < 0) return rc;

@@ -20,6 +20,7 @@
 #include "b2_error.h"
 #include "b2_frame.h"
 #include "common/msgpack.h"
+#include "common/util.h"
 #include "sha256.h"
 #include "t.h"
 
@@ -881,6 +882,123 @@ static void test_crafted_frames(void) {
   free(b);
 }
 
+/* A frame written from scratch with the msgpack writer: two 20-byte
+ * Blosc 1.x chunks (shorter than a Blosc2 header), one metalayer and one
+ * vlmetalayer; read back exactly. */
+static void test_handmade_frame(void) {
+  b2_mp_writer w;
+  b2_mp_writer_init(&w, NULL, 0);
+  b2_mp_put_array(&w, 14);
+  b2_mp_put_str(&w, "b2frame", 8);
+  size_t hs_at = w.len + 1;
+  b2_mp_put_i32(&w, 0);
+  size_t fs_at = w.len + 1;
+  b2_mp_put_u64(&w, 0);
+  b2_mp_put_str(&w, "\x12\x00\x50\x03", 4); /* v2, contiguous, blosclz 5 */
+  b2_mp_put_i64(&w, 8);   /* nbytes */
+  b2_mp_put_i64(&w, 40);  /* cbytes: two 20-byte chunks */
+  b2_mp_put_i32(&w, 1);   /* typesize */
+  b2_mp_put_i32(&w, 0);   /* blocksize */
+  b2_mp_put_i32(&w, 4);   /* chunksize */
+  b2_mp_put_i16(&w, 1);
+  b2_mp_put_i16(&w, 1);
+  b2_mp_put_bool(&w, 1);
+  uint8_t pipe[16] = {0};
+  b2_mp_put_ext(&w, 6, pipe, 16);
+  b2_mp_put_array(&w, 3);
+  b2_mp_put_u16(&w, 0);
+  b2_mp_put_map16(&w, 1);
+  b2_mp_put_str(&w, "m1", 2);
+  size_t m1_at = w.len + 1;
+  b2_mp_put_i32(&w, 0);
+  b2_mp_put_array16(&w, 1);
+  b2_put_be32(w.buf + m1_at, (uint32_t)w.len);
+  b2_mp_put_bin32(&w, "\x93\x01\x02\x03", 4);
+  size_t hs = w.len;
+  b2_put_be32(w.buf + hs_at, (uint32_t)hs);
+  /* Chunks: 16-byte 1.x headers, memcpy'd, 4 bytes each. */
+  for (int c = 0; c < 2; c++) {
+    uint8_t ch[20] = {2, 1, 0x02, 1};
+    b2_put_le32(ch + 4, 4);
+    b2_put_le32(ch + 8, 4);
+    b2_put_le32(ch + 12, 20);
+    memcpy(ch + 16, c ? "WXYZ" : "abcd", 4);
+    b2_mp_put_raw(&w, ch, 20);
+  }
+  /* Index: a memcpy'd chunk of two offsets (second chunk first). */
+  uint8_t offs[16];
+  b2_put_le64(offs, 20);
+  b2_put_le64(offs + 8, 0);
+  b2_cparams cp;
+  b2_cparams_default(&cp);
+  cp.clevel = 0;
+  cp.typesize = 8;
+  uint8_t ichunk[256];
+  int icb = b2_chunk_encode(&cp, offs, 16, ichunk, sizeof ichunk);
+  CHECK(icb > 0);
+  if (icb <= 0) {
+    b2_mp_writer_free(&w);
+    return;
+  }
+  b2_mp_put_raw(&w, ichunk, (size_t)icb);
+  /* Trailer with one vlmetalayer "note" (a compressed chunk). */
+  size_t tpos = w.len;
+  cp.typesize = 1;
+  uint8_t vchunk[256];
+  int vcb = b2_chunk_encode(&cp, "\xa2hi", 3, vchunk, sizeof vchunk);
+  CHECK(vcb > 0);
+  b2_mp_put_array(&w, 4);
+  b2_mp_put_int(&w, 1);
+  b2_mp_put_array(&w, 3);
+  b2_mp_put_u16(&w, 0);
+  b2_mp_put_map16(&w, 1);
+  b2_mp_put_str(&w, "note", 4);
+  size_t note_at = w.len + 1;
+  b2_mp_put_i32(&w, 0);
+  b2_mp_put_array16(&w, 1);
+  b2_put_be32(w.buf + note_at, (uint32_t)(w.len - tpos));
+  b2_mp_put_bin32(&w, vchunk, vcb > 0 ? (uint32_t)vcb : 0);
+  size_t tl_at = w.len + 1;
+  b2_mp_put_u32(&w, 0);
+  b2_mp_put_ext(&w, 0, pipe, 16);
+  CHECK_EQ(w.err, 0);
+  b2_put_be32(w.buf + tl_at, (uint32_t)(w.len - tpos));
+  b2_put_be64(w.buf + fs_at, w.len);
+
+  b2_frame *f;
+  char why[512];
+  CHECK_EQ(open_bytes(w.buf, w.len, &f, why), 0);
+  if (f) {
+    const b2_frame_info *in = b2_frame_get_info(f);
+    CHECK_EQ(in->nchunks, 2);
+    CHECK_EQ(in->header_size, (int64_t)hs);
+    CHECK_EQ(in->codec, B2_CODEC_BLOSCLZ);
+    CHECK_EQ(in->clevel, 5);
+    CHECK_EQ(in->splitmode, B2_SPLIT_FORWARD_COMPAT);
+    uint8_t out[8];
+    CHECK_EQ(b2_frame_decode_chunk(f, 0, out, 4), 4);
+    CHECK_EQ(b2_frame_decode_chunk(f, 1, out + 4, 4), 4);
+    CHECK_MEM(out, "WXYZabcd", 8);
+    CHECK_EQ(b2_frame_decode_range(f, 1, 1, 2, out), 2);
+    CHECK_MEM(out, "bc", 2);
+    size_t len;
+    CHECK_EQ(b2_frame_chunk_cbytes(f, 0), 20);
+    uint8_t *raw;
+    CHECK_EQ(b2_frame_read_chunk(f, 1, &raw, &len), 0);
+    CHECK(len == 20 && memcmp(raw + 16, "abcd", 4) == 0);
+    free(raw);
+    const uint8_t *d;
+    CHECK_EQ(b2_frame_meta_get(f, "m1", &d, &len), 0);
+    CHECK(len == 4 && memcmp(d, "\x93\x01\x02\x03", 4) == 0);
+    uint8_t *vd;
+    CHECK_EQ(b2_frame_vlmeta_get(f, "note", &vd, &len), 0);
+    CHECK(len == 3 && memcmp(vd, "\xa2hi", 3) == 0);
+    if (len) free(vd);
+    b2_frame_close(f);
+  }
+  b2_mp_writer_free(&w);
+}
+
 /* Several threads decode the same frame at once and agree. */
 typedef struct mt_arg {
   b2_frame *f;
@@ -956,6 +1074,7 @@ int main(void) {
   T_RUN(test_bad_fixtures);
   T_RUN(test_synthetic_damage);
   T_RUN(test_crafted_frames);
+  T_RUN(test_handmade_frame);
   T_RUN(test_threads);
   T_RUN(test_6gib_frame_full_sha);
   T_END();
