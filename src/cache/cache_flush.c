@@ -101,7 +101,8 @@ int b2_cache_flush_one(b2_cache *c, b2_cache_entry *e, int evict) {
   int drop_ref = !e->dirty; /* write-back ref held while dirty||flushing */
   pthread_cond_broadcast(&c->dcv);
   pthread_mutex_unlock(&c->dmu);
-  b2_cache_entry *dead = drop_ref ? b2_cache_unpin_locked(c, s, e, evict) : NULL;
+  b2_cache_entry *dead =
+      drop_ref ? b2_cache_unpin_locked(c, s, e, evict) : NULL;
   /* Unlock the entry before the shard: once our ref is gone only the shard
    * lock keeps another thread from evicting and freeing it. */
   pthread_rwlock_unlock(&e->lock);

@@ -116,7 +116,9 @@ static b2_cache_stats stats(b2_cache *c) {
 
 static atomic_int rd_loads[RFILES * RCHUNKS];
 
-static size_t rd_size(int64_t chunk) { return 1024 + (size_t)(chunk % 7) * 512; }
+static size_t rd_size(int64_t chunk) {
+  return 1024 + (size_t)(chunk % 7) * 512;
+}
 static uint8_t rd_pat(uint64_t f, int64_t k, size_t i) {
   return (uint8_t)(f * 61u + (uint64_t)k * 17u + i * 7u + (i >> 9));
 }
@@ -255,7 +257,8 @@ static int sf_load(void *arg, uint64_t file, int64_t chunk, uint8_t **data,
                               (long long)chunk);
   uint8_t *p = malloc(64);
   if (!p) return B2_E_NOMEM;
-  for (int i = 0; i < 64; i++) p[i] = (uint8_t)(file + (uint64_t)chunk + (unsigned)i);
+  for (int i = 0; i < 64; i++)
+    p[i] = (uint8_t)(file + (uint64_t)chunk + (unsigned)i);
   *data = p;
   *len = 64;
   return 0;
@@ -789,13 +792,15 @@ static void test_mt_pool(void) {
   nest n = {.p = p};
   atomic_init(&n.inner, 0);
   b2_pool_group og = B2_POOL_GROUP_INIT;
-  for (int i = 0; i < 6; i++) CHECK_EQ(b2_pool_submit(p, outer_job, &n, &og), 0);
+  for (int i = 0; i < 6; i++)
+    CHECK_EQ(b2_pool_submit(p, outer_job, &n, &og), 0);
   b2_pool_wait(p, &og);
   CHECK_EQ(atomic_load(&n.inner), 48);
 
   /* destroy runs what is still queued */
   atomic_init(&cnt, 0);
-  for (int i = 0; i < 10; i++) CHECK_EQ(b2_pool_submit(p, count_job, &cnt, NULL), 0);
+  for (int i = 0; i < 10; i++)
+    CHECK_EQ(b2_pool_submit(p, count_job, &cnt, NULL), 0);
   b2_pool_destroy(p);
   CHECK_EQ(atomic_load(&cnt), 10);
 }
