@@ -193,10 +193,11 @@ int b2_cache_discard_file(b2_cache *c, uint64_t file);
 
 /* ---- writing ---------------------------------------------------------- */
 
-/* Open a write section on a pinned entry.  If the entry is not yet dirty
- * and dirty bytes would exceed dirty_max, first flushes the oldest dirty
- * entries (any file) or waits for flushes in progress until there is room;
- * then takes the entry's write lock.  `owner` and `flush` are recorded when
+/* Open a write section on a pinned entry.  If dirty bytes would exceed
+ * dirty_max once this entry is dirty (or already exceed it, for an entry
+ * that is dirty), first flushes the oldest dirty entries (any file) or
+ * waits for flushes in progress until there is room; then takes the
+ * entry's write lock.  `owner` and `flush` are recorded when
  * the section ends and used for every later flush of the entry (all writers
  * of one file id must pass the same pair).  The owner must stay valid until
  * the file's entries are flushed (b2_cache_flush_file) or discarded
@@ -205,8 +206,8 @@ int b2_cache_discard_file(b2_cache *c, uint64_t file);
  * again), B2_E_INVAL, or the flush error that keeps dirty bytes above the
  * bound (every remaining dirty entry failed to flush, retried once during
  * this call).  On error no lock is held.  Dirty bytes can exceed dirty_max
- * by the entries of writers that checked the bound concurrently and by
- * buffer growth (resize). */
+ * only by what the writers inside their sections add (each checked the
+ * bound before): their entries, and their buffers' growth (resize). */
 int b2_cache_write_begin(b2_cache *c, b2_cache_entry *e, void *owner,
                          b2_cache_flush_fn flush);
 

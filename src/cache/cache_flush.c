@@ -113,15 +113,17 @@ int b2_cache_flush_one(b2_cache *c, b2_cache_entry *e, int evict) {
 
 /* ---- write sections --------------------------------------------------- */
 
-/* Before a clean entry becomes dirty: make room under dirty_max by
- * flushing the oldest dirty entries here, or waiting for running flushes.
- * Entries that failed before this call are retried once. */
+/* Before a write: make room under dirty_max for the entry (nothing more if
+ * it is dirty already) by flushing the oldest dirty entries here, or
+ * waiting for running flushes.  Entries that failed before this call are
+ * retried once. */
 static int wait_dirty_room(b2_cache *c, b2_cache_entry *e) {
   int rc = 0;
   pthread_mutex_lock(&c->dmu);
   b2_cache_filter f = {1, 0, UINT64_MAX, UINT64_MAX, c->fail_clock, UINT64_MAX};
-  while (!e->dirty && c->dirty_bytes > 0) {
-    size_t add = atomic_load_explicit(&e->alen, memory_order_relaxed);
+  while (c->dirty_bytes > 0) {
+    size_t add =
+        e->dirty ? 0 : atomic_load_explicit(&e->alen, memory_order_relaxed);
     if (c->dirty_bytes <= c->dirty_max && add <= c->dirty_max - c->dirty_bytes)
       break;
     int busy = 0, err = 0;
