@@ -67,6 +67,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, ENOTDIR);
     return;
   }
+  if (!strcmp(name, ".") || !strcmp(name, "..")) { /* never above SOURCE */
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
   char src[B2FS_NAME_MAX + 1];
   int kind = b2fs_name_to_source(name, b2fs_probe_dir, &p->fd, src, sizeof src);
   if (kind == -ENOENT) {
@@ -245,7 +249,15 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
   fuse_reply_err(req, 0);
 }
 
+/* With default_permissions the kernel checks modes itself; without it,
+ * only writing is refused here (the mount is read-only). */
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask) {
+  (void)ino;
+  fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+}
+
 void b2fs_ops_read(struct fuse_lowlevel_ops *ops) {
+  ops->access = op_access;
   ops->init = op_init;
   ops->lookup = op_lookup;
   ops->forget = op_forget;

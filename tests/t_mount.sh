@@ -96,8 +96,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# ---- command line ------------------------------------------------------------
+out=$("$B2FS" --version 2>&1); rc=$?
+[ $rc -eq 0 ] && [[ "$out" == *"b2fs version"* ]] && ok opt_version || nok opt_version "rc $rc: $out"
+out=$("$B2FS" --help 2>&1); rc=$?
+[ $rc -eq 0 ] && [[ "$out" == *cache_size=* ]] && [[ "$out" == *allow_other* ]] && ok opt_help || nok opt_help "rc $rc"
+bad=""
+for args in "" "$FIX" "$FIX $MNT extra" "/nonexistent $MNT" "$FIX $MNT -o cache_size=lots" \
+            "$FIX $MNT -o nthreads=0" "$FIX $MNT -o verify=maybe" "$FIX $MNT -o nosuchoption"; do
+  # shellcheck disable=SC2086
+  out=$($T "$B2FS" $args 2>&1) && bad="$bad [$args]:accepted"
+  [ -n "$out" ] || bad="$bad [$args]:silent"
+  mountpoint -q "$MNT" && { fusermount3 -u "$MNT"; bad="$bad [$args]:mounted"; }
+done
+[ -z "$bad" ] && ok opt_errors || nok opt_errors "$bad"
+
 # ---- the fixtures, read-only, small cache so that chunks get evicted -----
-if ! mount_bg main "$FIX" "$MNT" "ro,cache_size=8M"; then
+# (with every option we accept, the write-path ones included)
+if ! mount_bg main "$FIX" "$MNT" "ro,cache_size=8M,max_threads=6,readahead=2,nthreads=2,verify=off,timeout=1,codec=zstd,clevel=5,filters=shuffle,typesize=8,chunksize=1M,blocksize=0,layout=sparse,dirty_max=64M"; then
   nok mount_up "daemon did not mount: $(head -c 300 "${LOGS[$MNT]}")"
   exit 0
 fi
