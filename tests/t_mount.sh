@@ -263,6 +263,10 @@ else
   nok du_sizes "sparse apparent $got_app disk $got_disk (want $want_disk)"
 fi
 
+# statfs is the source file system's.
+if [ "$(stat -f -c '%b %S %c' "$MNT")" = "$(stat -f -c '%b %S %c' "$FIX")" ]; then ok statfs_source
+else nok statfs_source "$(stat -f -c '%b %S %c' "$MNT") vs $(stat -f -c '%b %S %c' "$FIX")"; fi
+
 # ---- 8 threads, random ranges, ~10 s ----------------------------------------
 sha_of() { grep -P "^$1\t" "$FIX/manifest.tsv" | cut -f4; }
 $T "$PY" "$CHECK" conc "$MNT" 10 \
