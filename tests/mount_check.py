@@ -8,6 +8,9 @@
   mount_check.py listing SRC MNT
       every directory of SRC is listed under MNT with frames renamed (and
       shown as regular files) and everything else unchanged
+  mount_check.py xattrs MNT FIXTURES B2F
+      the user.b2.* attributes of every manifest frame agree with
+      `b2f info --json` (names of metalayers included)
   mount_check.py conc MNT SECONDS PATH:SHA256 ...
       8 threads read random ranges of the given frames for SECONDS; every
       byte is compared with the frame's whole content (checked against SHA256,
@@ -176,6 +179,54 @@ def cmd_manifest(mnt, manifest, max_bytes):
     return 0
 
 
+def cmd_xattrs(mnt, fix, b2f):
+    import json
+    import subprocess
+    problems = []
+    n = 0
+    for line in open(os.path.join(fix, "manifest.tsv")):
+        if line.startswith("#") or not line.strip():
+            continue
+        path = line.split("\t")[0]
+        try:
+            info = json.loads(subprocess.run([b2f, "info", "--json", os.path.join(fix, path)],
+                                             capture_output=True, check=True).stdout)
+        except Exception as e:
+            problems.append("%s: b2f info: %s" % (path, e))
+            continue
+        m = os.path.join(mnt, shown(path))
+        try:
+            names = set(os.listxattr(m))
+            got = {k[len("user.b2."):]: os.getxattr(m, k) for k in names}
+        except OSError as e:
+            problems.append("%s: %s" % (path, e))
+            continue
+        want = {k: str(info[k]).encode() for k in
+                ("codec", "clevel", "filters", "typesize", "chunksize", "blocksize",
+                 "nchunks", "cbytes", "nbytes")}
+        if "shape" in info:
+            for k in ("shape", "chunkshape", "blockshape"):
+                want[k] = "x".join(str(v) for v in info[k]).encode()
+            want["dtype"] = info["dtype"].encode()
+        for k, v in want.items():
+            if got.get(k) != v:
+                problems.append("%s: %s=%r, b2f says %r" % (path, k, got.get(k), v))
+        if abs(float(got.get("cratio", b"nan")) - info["ratio"]) > 0.006:
+            problems.append("%s: cratio %r vs %r" % (path, got.get("cratio"), info["ratio"]))
+        metas = sorted(k[5:] for k in got if k.startswith("meta."))
+        vlmetas = sorted(k[7:] for k in got if k.startswith("vlmeta."))
+        if metas != sorted(info["metalayers"]) or vlmetas != sorted(info["vlmetalayers"]):
+            problems.append("%s: metalayers %s %s vs %s %s" % (
+                path, metas, vlmetas, info["metalayers"], info["vlmetalayers"]))
+        n += 1
+    if problems:
+        print("not ok xattr_vs_info: %d problems: %s" % (len(problems), "; ".join(problems[:3])))
+    else:
+        print("ok xattr_vs_info")
+        sys.stderr.write("  attributes of %d frames agree with b2f info\n" % n)
+    return 0
+
+
 def cmd_conc(mnt, seconds, specs):
     files = []
     for spec in specs:
@@ -235,6 +286,8 @@ def main(argv):
         return cmd_manifest(argv[2], argv[3], lim)
     if len(argv) == 4 and argv[1] == "listing":
         return cmd_listing(argv[2], argv[3])
+    if len(argv) == 5 and argv[1] == "xattrs":
+        return cmd_xattrs(argv[2], argv[3], argv[4])
     if len(argv) >= 5 and argv[1] == "conc":
         return cmd_conc(argv[2], float(argv[3]), argv[4:])
     sys.stderr.write(__doc__)

@@ -234,6 +234,8 @@ while IFS=$'\t' read -r path nbytes nchunks sha shape dtype corder; do
   fi
 done <"$FIX/manifest.tsv"
 if [ -z "$bad" ]; then ok xattr_values; else nok xattr_values "${bad:0:400}"; fi
+if [ "$HAVE_B2F" = 1 ]; then $T "$PY" "$CHECK" xattrs "$MNT" "$FIX" "$B2F"
+else echo "skip xattr_vs_info: b2f is not built"; fi
 dump=$(getfattr -d -m - "$MNT/cframe/zstd-metalayers" 2>&1)
 if grep -q '^user.b2.codec="zstd"' <<<"$dump" && grep -q '^user.b2.meta\.' <<<"$dump" &&
    grep -q '^user.b2.vlmeta\.' <<<"$dump" && grep -q '^user.b2.cratio=' <<<"$dump" &&
