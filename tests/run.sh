@@ -18,7 +18,7 @@ failed_names=()
 run_one() { # name command...
   local name=$1; shift
   local out rc
-  out=$("$@" 2> >(sed "s/^/  [$name] /" >&2))
+  out=$("$@" 2> >(sed "s|^|  [$name] |" >&2))
   rc=$?
   local p f s
   p=$(grep -c '^ok ' <<<"$out")

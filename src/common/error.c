@@ -53,10 +53,16 @@ int b2_context(int code, const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, detail, sizeof old);
-  if (old[0])
-    snprintf(detail, sizeof detail, "%s: %s", prefix, old);
-  else
-    snprintf(detail, sizeof detail, "%s: %s", prefix, b2_strerror(code));
+  /* "prefix: old", cut to the buffer: the start says the most. */
+  const char *parts[3] = {prefix, ": ", old[0] ? old : b2_strerror(code)};
+  size_t len = 0;
+  for (int k = 0; k < 3; k++) {
+    size_t m = strlen(parts[k]);
+    if (m > sizeof detail - 1 - len) m = sizeof detail - 1 - len;
+    memcpy(detail + len, parts[k], m);
+    len += m;
+  }
+  detail[len] = 0;
   return code;
 }
 
