@@ -355,30 +355,46 @@ else
 fi
 unmount_fg "$M2" scratch
 
-# ---- as an fstab line: what mount(8) runs for type fuse.b2fs -------------
-# mount(8) resets PATH before it runs mount.fuse3, so `mount -t fuse.b2fs`
-# finds only an installed b2fs; run mount.fuse3 the same way with the build
-# first on PATH instead (the argv b2fs sees is the same).
+# ---- as an fstab line: mount(8) -> mount.fuse3 -> b2fs ---------------------
+# mount(8) resets PATH before it runs mount.fuse3, so only an installed b2fs
+# is found.  In a private mount namespace the build is bind-mounted over
+# /usr/local/bin and a real fstab line is mounted (mount -T FILE); without
+# unshare, mount.fuse3 is run the same way mount(8) runs it.
+fstab_check() { # how mounted-ok sha type
+  if [ "$2" = ok ] && [ "$3" = "$(sha_of cframe/zstd-blocksize1m-i32.b2frame)" ] && [ "$4" = fuse.b2fs ]; then
+    ok fstab_mount
+  else
+    nok fstab_mount "$1: mount $2, sha256 ${3:-none}, type ${4:-none}: $(head -c 300 "$mlog")"
+  fi
+}
 if [ "$(id -u)" = 0 ] && command -v mount.fuse3 >/dev/null; then
   MF_MNT=$TMP/mnt3
   mkdir -p "$MF_MNT" "$TMP/bin"
   ln -s "$B2FS" "$TMP/bin/b2fs"
   mlog=$TMP/mountfuse
-  if PATH="$TMP/bin:$PATH" ASAN_OPTIONS="${ASAN_OPTIONS:-}:log_path=$mlog.asan" \
-     UBSAN_OPTIONS="${UBSAN_OPTIONS:-}:log_path=$mlog.ubsan" \
-     $T mount.fuse3 "$S" "$MF_MNT" -t fuse.b2fs -o ro,cache_size=32M,readahead=2,nthreads=2,allow_other 2>"$mlog"; then
-    if [ "$(sha256sum <"$MF_MNT/y" | cut -c1-64)" = "$(sha_of cframe/zstd-blocksize1m-i32.b2frame)" ] &&
-       grep -q " $MF_MNT fuse.b2fs ro," /proc/mounts; then
-      ok fstab_mount
-    else
-      nok fstab_mount "mounted, but content or mount entry wrong: $(grep " $MF_MNT " /proc/mounts)"
-    fi
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-}:log_path=$mlog.asan" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}:log_path=$mlog.ubsan"
+  opts="ro,allow_other,cache_size=32M,readahead=2,nthreads=2,noatime"
+  if command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
+    printf '%s %s fuse.b2fs %s 0 0\n' "$S" "$MF_MNT" "$opts" >"$TMP/fstab"
+    # shellcheck disable=SC2016
+    read -r st sha mtype < <($T unshare -m --propagation private sh -c '
+      mount --bind "$1/bin" /usr/local/bin || { echo bind-failed; exit; }
+      mount -T "$1/fstab" "$2" 2>"$1/mountfuse" || { echo mount-failed; exit; }
+      sha=$(sha256sum <"$2/y" | cut -c1-64)
+      mtype=$(grep " $2 " /proc/self/mounts | cut -d" " -f3)
+      umount "$2"
+      echo ok "$sha" "$mtype"' sh "$TMP" "$MF_MNT")
+    fstab_check "mount -T fstab (namespace)" "$st" "${sha:-}" "${mtype:-}"
+  elif PATH="$TMP/bin:$PATH" $T mount.fuse3 "$S" "$MF_MNT" -t fuse.b2fs -o "$opts" 2>"$mlog"; then
+    sha=$(sha256sum <"$MF_MNT/y" | cut -c1-64)
+    mtype=$(grep " $MF_MNT " /proc/mounts | cut -d" " -f3)
     umount "$MF_MNT" || umount -l "$MF_MNT"
-    for _ in $(seq 100); do pgrep -f "b2fs $S $MF_MNT" >/dev/null || break; sleep 0.1; done
-    sanitizer_clean fstab_sanitizers "$mlog".*
+    fstab_check "mount.fuse3" ok "$sha" "$mtype"
   else
-    nok fstab_mount "mount.fuse3 -t fuse.b2fs failed: $(head -c 300 "$mlog")"
+    fstab_check "mount.fuse3" failed
   fi
+  for _ in $(seq 100); do pgrep -f "b2fs $S $MF_MNT" >/dev/null || break; sleep 0.1; done
+  sanitizer_clean fstab_sanitizers "$mlog".asan* "$mlog".ubsan*
 else
   echo "skip fstab_mount: needs root and mount.fuse3"
 fi
