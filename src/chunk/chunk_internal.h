@@ -70,6 +70,10 @@ int b2_filter_is_decode_noop(int fid);
 int b2_filter_backward(int fid, int meta, int typesize, int version,
                        size_t offset, size_t bsize, const uint8_t *ref,
                        const uint8_t *src, uint8_t *dst);
+/* Bytes [lo, hi) of un-shuffling a whole block of `bsize` bytes into
+ * dst[0, hi - lo): a cheap gather when only a small window is wanted. */
+void b2_unshuffle_window(size_t typesize, size_t bsize, const uint8_t *src,
+                         size_t lo, size_t hi, uint8_t *dst);
 /* Encode: src and dst distinct; delta uses `ref` (the current pipeline
  * input of block 0, or the raw chunk start for later blocks). */
 int b2_filter_forward(int fid, int meta, int typesize, size_t offset,

@@ -121,16 +121,22 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
   return 0;
 }
 
-/* Decode one block into out[0, bsize), filters included.  ref0 is block 0
- * decoded (the delta reference) or NULL when decoding block 0 itself. */
+/* Decode bytes [wlo, whi) of one block into out[0, whi - wlo), filters
+ * included.  ref0 is block 0 decoded (the delta reference) or NULL when
+ * decoding block 0 itself. */
 static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
                         int32_t bsize, int leftoverblock, int64_t src_start,
-                        int64_t src_end, uint8_t *out, const uint8_t *ref0,
-                        int32_t ref0_size) {
+                        int64_t src_end, uint8_t *out, size_t wlo, size_t whi,
+                        const uint8_t *ref0, int32_t ref0_size) {
   int rc;
-  if (d->nactive == 0)
-    return decode_streams(d, nb, bsize, leftoverblock, src_start, src_end,
-                          out);
+  int whole = wlo == 0 && whi == (size_t)bsize;
+  if (d->nactive == 0) {
+    uint8_t *t = whole ? out : b2_chunk_scratch(B2_SCR_BLOCK, (size_t)bsize);
+    if (!t) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
+    rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, t);
+    if (rc == 0 && !whole) memcpy(out, t + wlo, whi - wlo);
+    return rc;
+  }
   uint8_t *a = b2_chunk_scratch(B2_SCR_PIPE_A, (size_t)bsize);
   if (!a) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
   rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, a);
@@ -138,17 +144,23 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
   uint8_t *cur = a;
   for (int i = B2_MAX_FILTERS - 1; i >= 0; i--) {
     int f = d->in.filters[i];
+    int meta = d->in.filters_meta[i];
     if (b2_filter_is_decode_noop(f)) continue;
     if (f == B2_FILTER_DELTA) {
       if (boff != 0 && (!ref0 || bsize > ref0_size))
         return b2_fail(B2_E_UNSUPPORTED, "block %d: delta block larger than "
                        "its reference block", nb);
-      rc = b2_filter_backward(f, d->in.filters_meta[i], d->in.typesize,
-                              d->in.version, (size_t)boff, (size_t)bsize,
+      rc = b2_filter_backward(f, meta, d->in.typesize, d->in.version,
+                              (size_t)boff, (size_t)bsize,
                               boff == 0 ? NULL : ref0, cur, cur);
+    } else if (i == d->last_active && !whole && f == B2_FILTER_SHUFFLE) {
+      /* Last step and only a window wanted: gather just those bytes. */
+      b2_unshuffle_window((size_t)(meta ? meta : d->in.typesize),
+                          (size_t)bsize, cur, wlo, whi, out);
+      return 0;
     } else {
       uint8_t *dst;
-      if (i == d->last_active) {
+      if (i == d->last_active && whole) {
         dst = out;
       } else if (cur == a) {
         dst = b2_chunk_scratch(B2_SCR_PIPE_B, (size_t)bsize);
@@ -156,14 +168,13 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
       } else {
         dst = a;
       }
-      rc = b2_filter_backward(f, d->in.filters_meta[i], d->in.typesize,
-                              d->in.version, (size_t)boff, (size_t)bsize, NULL,
-                              cur, dst);
+      rc = b2_filter_backward(f, meta, d->in.typesize, d->in.version,
+                              (size_t)boff, (size_t)bsize, NULL, cur, dst);
       cur = dst;
     }
     if (rc < 0) return b2_context(rc, "block %d", nb);
   }
-  if (cur != out) memcpy(out, cur, (size_t)bsize);
+  if (cur != out) memcpy(out, cur + wlo, whi - wlo);
   return 0;
 }
 
@@ -204,6 +215,65 @@ static int decode_special(const struct dctx *d, size_t offset, size_t n,
   }
 }
 
+/* Where fixed-size block b lies: logical offset, size, stored start. */
+static int fixed_block(const struct dctx *d, int32_t b, int64_t *boff,
+                       int32_t *bsize, int *leftoverblock, int64_t *start) {
+  const b2_chunk_info *in = &d->in;
+  *boff = (int64_t)b * in->blocksize;
+  *leftoverblock = (b == in->nblocks - 1 && in->leftover > 0);
+  *bsize = *leftoverblock ? in->leftover : in->blocksize;
+  *start = (int32_t)b2_le32(d->c + in->header_len + 4 * (size_t)b);
+  if (*start < d->data_start || *start >= in->cbytes)
+    return b2_fail(B2_E_FORMAT, "block %d: start %lld outside [%lld, %d)", b,
+                   (long long)*start, (long long)d->data_start, in->cbytes);
+  return 0;
+}
+
+/* Decode block b's share of [offset, offset + n) into dst; the block
+ * spans [boff, boff + bsize). */
+static int block_window(const struct dctx *d, int32_t b, int64_t boff,
+                        int32_t bsize, int leftoverblock, int64_t start,
+                        int64_t end, size_t offset, size_t n, uint8_t *dst,
+                        const uint8_t *ref0, int32_t ref0_size) {
+  size_t lo = B2_MAX(offset, (size_t)boff);
+  size_t hi = B2_MIN(offset + n, (size_t)boff + (size_t)bsize);
+  if (lo >= hi) return 0;
+  return decode_block(d, b, boff, bsize, leftoverblock, start, end,
+                      dst + (lo - offset), lo - (size_t)boff,
+                      hi - (size_t)boff, ref0, ref0_size);
+}
+
+/* Block 0 decoded whole (the delta reference): straight into dst when the
+ * range covers it, else into per-thread scratch; its share of the range
+ * is copied to dst. */
+static int delta_reference(const struct dctx *d, int64_t end0, size_t offset,
+                           size_t n, uint8_t *dst, const uint8_t **ref0,
+                           int32_t *ref0_size) {
+  int64_t boff, start;
+  int32_t bsize;
+  int leftoverblock, rc;
+  if (d->in.vlblocks) {
+    start = (int32_t)b2_le32(d->c + d->in.header_len);
+    bsize = (int32_t)b2_le32(d->c + start);
+    boff = 0;
+    leftoverblock = 0;
+  } else {
+    rc = fixed_block(d, 0, &boff, &bsize, &leftoverblock, &start);
+    if (rc < 0) return rc;
+  }
+  int covered = offset == 0 && n >= (size_t)bsize;
+  uint8_t *t = covered ? dst : b2_chunk_scratch(B2_SCR_REF, (size_t)bsize);
+  if (!t) return b2_fail(B2_E_NOMEM, "block 0: no scratch memory");
+  rc = decode_block(d, 0, 0, bsize, leftoverblock, start, end0, t, 0,
+                    (size_t)bsize, NULL, 0);
+  if (rc < 0) return rc;
+  if (!covered && offset < (size_t)bsize)
+    memcpy(dst, t + offset, B2_MIN(n, (size_t)bsize - offset));
+  *ref0 = t;
+  *ref0_size = bsize;
+  return 0;
+}
+
 /* Fixed-size blocks: decode blocks [offset/bs, (offset+n-1)/bs]. */
 static int decode_fixed(const struct dctx *d, size_t offset, size_t n,
                         uint8_t *dst) {
@@ -212,36 +282,22 @@ static int decode_fixed(const struct dctx *d, size_t offset, size_t n,
   int32_t bfirst = (int32_t)(offset / (size_t)bs);
   int32_t blast = (int32_t)((offset + n - 1) / (size_t)bs);
   const uint8_t *ref0 = NULL;
+  int32_t ref0_size = 0;
   int rc;
-
-  for (int32_t b = d->has_delta && bfirst > 0 ? 0 : bfirst; b <= blast;
-       b = (b == 0 && bfirst > 0) ? bfirst : b + 1) {
-    int64_t boff = (int64_t)b * bs;
-    int leftoverblock = (b == in->nblocks - 1 && in->leftover > 0);
-    int32_t bsize = leftoverblock ? in->leftover : bs;
-    int64_t start = (int32_t)b2_le32(d->c + in->header_len + 4 * (size_t)b);
-    if (start < d->data_start || start >= in->cbytes)
-      return b2_fail(B2_E_FORMAT, "block %d: start %lld outside [%lld, %d)", b,
-                     (long long)start, (long long)d->data_start, in->cbytes);
-    size_t lo = B2_MAX(offset, (size_t)boff);
-    size_t hi = B2_MIN(offset + n, (size_t)boff + (size_t)bsize);
-    int inrange = b >= bfirst;
-    int full = inrange && lo == (size_t)boff && hi == (size_t)(boff + bsize);
-    uint8_t *target;
-    if (full) {
-      target = dst + ((size_t)boff - offset);
-    } else {
-      target = b2_chunk_scratch(b == 0 && d->has_delta ? B2_SCR_REF
-                                                       : B2_SCR_BLOCK,
-                                (size_t)bsize);
-      if (!target) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", b);
-    }
-    rc = decode_block(d, b, boff, bsize, leftoverblock, start, in->cbytes,
-                      target, b == 0 ? NULL : ref0, bs);
+  if (d->has_delta) {
+    rc = delta_reference(d, in->cbytes, offset, n, dst, &ref0, &ref0_size);
     if (rc < 0) return rc;
-    if (b == 0) ref0 = target;
-    if (inrange && !full) memcpy(dst + (lo - offset), target + (lo - boff),
-                                 hi - lo);
+    if (bfirst == 0) bfirst = 1;
+  }
+  for (int32_t b = bfirst; b <= blast; b++) {
+    int64_t boff, start;
+    int32_t bsize;
+    int leftoverblock;
+    rc = fixed_block(d, b, &boff, &bsize, &leftoverblock, &start);
+    if (rc < 0) return rc;
+    rc = block_window(d, b, boff, bsize, leftoverblock, start, in->cbytes,
+                      offset, n, dst, ref0, ref0_size);
+    if (rc < 0) return rc;
   }
   return 0;
 }
@@ -254,35 +310,20 @@ static int decode_vl(const struct dctx *d, size_t offset, size_t n,
   const uint8_t *ref0 = NULL;
   int32_t ref0_size = 0;
   int64_t boff = 0;
+  int rc;
+  /* Spans and sizes were validated by b2_chunk_parse. */
   for (int32_t b = 0; b < in->nblocks && (size_t)boff < offset + n; b++) {
     int64_t start = (int32_t)b2_le32(bst + 4 * (size_t)b);
     int64_t end = b + 1 < in->nblocks
                       ? (int32_t)b2_le32(bst + 4 * (size_t)(b + 1))
                       : in->cbytes;
-    /* Spans and sizes were validated by b2_chunk_parse. */
     int32_t bsize = (int32_t)b2_le32(d->c + start);
-    size_t bend = (size_t)boff + (size_t)bsize;
-    int inrange = bend > offset;
-    if (inrange || (b == 0 && d->has_delta)) {
-      size_t lo = B2_MAX(offset, (size_t)boff);
-      size_t hi = B2_MIN(offset + n, bend);
-      int full = inrange && lo == (size_t)boff && hi == bend;
-      uint8_t *target = full ? dst + ((size_t)boff - offset)
-                             : b2_chunk_scratch(b == 0 && d->has_delta
-                                                    ? B2_SCR_REF
-                                                    : B2_SCR_BLOCK,
-                                                (size_t)bsize);
-      if (!target) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", b);
-      int rc = decode_block(d, b, boff, bsize, 0, start, end, target,
-                            b == 0 ? NULL : ref0, ref0_size);
-      if (rc < 0) return rc;
-      if (b == 0) {
-        ref0 = target;
-        ref0_size = bsize;
-      }
-      if (inrange && !full)
-        memcpy(dst + (lo - offset), target + (lo - (size_t)boff), hi - lo);
-    }
+    if (b == 0 && d->has_delta)
+      rc = delta_reference(d, end, offset, n, dst, &ref0, &ref0_size);
+    else
+      rc = block_window(d, b, boff, bsize, 0, start, end, offset, n, dst,
+                        ref0, ref0_size);
+    if (rc < 0) return rc;
     boff += bsize;
   }
   return 0;

@@ -58,6 +58,18 @@ int b2_filter_backward(int fid, int meta, int typesize, int version,
   }
 }
 
+void b2_unshuffle_window(size_t typesize, size_t bsize, const uint8_t *src,
+                         size_t lo, size_t hi, uint8_t *dst) {
+  size_t nelem = bsize / typesize, body = nelem * typesize;
+  size_t k = lo;
+  if (typesize > 1 && nelem > 1) {
+    /* byte b of element e sits at b * nelem + e in the shuffled block */
+    for (; k < hi && k < body; k++)
+      dst[k - lo] = src[(k % typesize) * nelem + k / typesize];
+  }
+  if (k < hi) memcpy(dst + (k - lo), src + k, hi - k);
+}
+
 int b2_filter_forward(int fid, int meta, int typesize, size_t offset,
                       size_t bsize, const uint8_t *ref, const uint8_t *src,
                       uint8_t *dst) {
