@@ -70,7 +70,8 @@ typedef struct b2fs_handle {
   b2fs_sig sig;
   int refs;                      /* opens using it (under the inode lock) */
   pthread_mutex_t errlock;
-  char lasterr[256];             /* last error logged (no repeats) */
+  uint64_t logged[8];            /* hashes of the last details logged */
+  unsigned nlogged;
 } b2fs_handle;
 
 typedef struct b2fs_inode {
@@ -134,7 +135,7 @@ void b2fs_frame_release(b2fs_inode *in, b2fs_handle *h);
 /* A handle for metadata only (xattrs): the current one or a fresh one;
  * pass it back to b2fs_frame_release. */
 int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h);
-/* Log a failure on a handle once per distinct detail. */
+/* Log a failure on a handle once per distinct detail (of the last 8). */
 void b2fs_frame_log(b2fs_inode *in, b2fs_handle *h, const char *what, int rc);
 /* Source signature of a frame inode (and fstat of its entry). */
 int b2fs_sig_of(b2fs_inode *in, const struct stat *st, b2fs_sig *sig);

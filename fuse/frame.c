@@ -261,11 +261,20 @@ void b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
   if (last) handle_free(h);
 }
 
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 0xcbf29ce484222325u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3u;
+  return h;
+}
+
 void b2fs_frame_log(b2fs_inode *in, b2fs_handle *h, const char *what, int rc) {
   const char *detail = b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc);
+  uint64_t key = fnv1a(detail);
+  size_t n = sizeof h->logged / sizeof h->logged[0];
+  int repeat = 0;
   pthread_mutex_lock(&h->errlock);
-  int repeat = strncmp(h->lasterr, detail, sizeof h->lasterr - 1) == 0;
-  if (!repeat) snprintf(h->lasterr, sizeof h->lasterr, "%s", detail);
+  for (size_t i = 0; i < n && i < h->nlogged; i++) repeat |= h->logged[i] == key;
+  if (!repeat) h->logged[h->nlogged++ % n] = key;
   pthread_mutex_unlock(&h->errlock);
   if (repeat) return;
   char path[4096];
