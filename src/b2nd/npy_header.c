@@ -18,6 +18,7 @@
 
 #include "b2_b2nd.h"
 #include "b2_error.h"
+#include "b2nd/b2nd_int.h"
 #include "common/util.h"
 
 #define GROWTH_DIGITS 21
@@ -120,7 +121,8 @@ static void put_text(out *o, const char *s) {
 static void put_descr(out *o, const b2_b2nd *a) {
   const char *dt = a->dtype;
   if (a->dtype_format == 0 && dt && *dt && text_kind(dt) >= 0) {
-    if ((dt[0] == '[' || dt[0] == '(') && safe_text(dt, 0)) {
+    if ((dt[0] == '[' || dt[0] == '(') && safe_text(dt, 0) &&
+        b2_npy_literal_len(dt, strlen(dt)) == strlen(dt)) {
       put_text(o, dt);
       return;
     }

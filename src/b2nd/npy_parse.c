@@ -16,6 +16,7 @@
 
 #include "b2_b2nd.h"
 #include "b2_error.h"
+#include "b2nd/b2nd_int.h"
 #include "common/util.h"
 
 typedef struct lex {
@@ -55,20 +56,17 @@ static int quoted(lex *l, const char **s, size_t *n) {
   return 0;
 }
 
-/* A list or tuple literal, returned as its raw text (brackets included). */
-static int bracketed(lex *l, const char **s, size_t *n) {
-  ws(l);
-  const char *start = l->p;
+/* Length of the balanced list or tuple literal at the start of s[0..n)
+ * (quotes respected, no braces), or 0 if there is none. */
+size_t b2_npy_literal_len(const char *s, size_t n) {
   int depth = 0;
   char q = 0;
-  for (; l->p < l->end; l->p++) {
-    char c = *l->p;
+  if (n == 0 || (s[0] != '[' && s[0] != '(')) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
     if (q) {
-      if (c == '\\') {
-        if (++l->p >= l->end) break;
-      } else if (c == q) {
-        q = 0;
-      }
+      if (c == '\\') i++;
+      else if (c == q) q = 0;
       continue;
     }
     if (c == '\'' || c == '"') {
@@ -76,18 +74,24 @@ static int bracketed(lex *l, const char **s, size_t *n) {
     } else if (c == '[' || c == '(') {
       depth++;
     } else if (c == ']' || c == ')') {
-      if (--depth == 0) {
-        l->p++;
-        *s = start;
-        *n = (size_t)(l->p - start);
-        return 0;
-      }
-      if (depth < 0) break;
-    } else if (c == '{' || c == '}') {
-      break;
+      if (--depth == 0) return i + 1;
+      if (depth < 0) return 0;
+    } else if (c == '{' || c == '}' || c == '\n') {
+      return 0;
     }
   }
-  return b2_fail(B2_E_FORMAT, "npy header: unbalanced descr");
+  return 0;
+}
+
+/* A list or tuple literal, returned as its raw text (brackets included). */
+static int bracketed(lex *l, const char **s, size_t *n) {
+  ws(l);
+  size_t len = b2_npy_literal_len(l->p, (size_t)(l->end - l->p));
+  if (!len) return b2_fail(B2_E_FORMAT, "npy header: unbalanced descr");
+  *s = l->p;
+  *n = len;
+  l->p += len;
+  return 0;
 }
 
 static int key_is(const char *s, size_t n, const char *k) {

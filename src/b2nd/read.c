@@ -21,12 +21,12 @@
 
 #include "b2_b2nd.h"
 #include "b2_error.h"
+#include "b2nd/b2nd_int.h"
 #include "common/util.h"
 
 #define MAXD B2_B2ND_MAXDIM
 #define MAXBOX (2 * MAXD - 1)
-/* Largest scratch window; bigger blocks are fetched in windows this size. */
-#define WINDOW_MAX ((size_t)32 << 20)
+size_t b2_b2nd_window = (size_t)32 << 20;
 
 /* ---- per-thread scratch buffer ----------------------------------------- */
 
@@ -300,7 +300,7 @@ static int do_block(job *j, const plan *pl, const int64_t *c, b2_chunk_reader rd
 
   /* Otherwise fetch the span [smin, smax] into scratch, in windows. */
   int64_t slo = smin * isz, shi = (smax + 1) * isz;
-  size_t win = (size_t)B2_MIN((int64_t)WINDOW_MAX, shi - slo);
+  size_t win = (size_t)B2_MIN((int64_t)B2_MAX(b2_b2nd_window, (size_t)1), shi - slo);
   unsigned char *buf = scratch_get(win);
   if (!buf) return b2_fail(B2_E_NOMEM, "b2nd: no memory for a %zu-byte block buffer", win);
   for (int64_t w = slo; w < shi; w += (int64_t)win) {

@@ -1,0 +1,19 @@
+/* b2nd_int.h - internals of the b2nd layer shared with its unit test. */
+#ifndef B2_B2ND_INT_H
+#define B2_B2ND_INT_H
+
+#include <stddef.h>
+
+/* Largest piece of a block fetched into scratch at once (bytes).  Blocks
+ * whose needed span is larger are fetched in consecutive windows, so a
+ * crafted geometry cannot make a read allocate more than this.  Tests
+ * lower it to exercise the windowed path; nothing else writes it. */
+extern size_t b2_b2nd_window;
+
+/* Length of the balanced Python list/tuple literal ("[('x', '<f4')]") at
+ * the start of s[0..n), quotes respected and braces refused; 0 if none.
+ * The .npy parser reads structured descrs with it and the header writer
+ * uses it to check a metalayer's structured dtype before copying it. */
+size_t b2_npy_literal_len(const char *s, size_t n);
+
+#endif /* B2_B2ND_INT_H */
