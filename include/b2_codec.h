@@ -71,7 +71,12 @@ int b2_stream_decompress(int format, const void *src, size_t srclen,
 
 /* Compress `srclen` bytes with codec `codec` at `clevel` (0-9) into at most
  * `dstcap` bytes.  Returns the compressed size, 0 when the output would not
- * fit in `dstcap` (the caller then stores the data raw), or a negative code. */
+ * fit in `dstcap` (the caller then stores the data raw), or a negative code.
+ * Level 0 and empty input also give 0.  Levels map to the libraries as the
+ * reference does (lz4 acceleration 10 - clevel, lz4hc level clevel, zlib
+ * level clevel, zstd level 2*clevel - 1 and its maximum at 9).  blosclz may
+ * also give 0 early for data that barely compresses.  `dict` is used by
+ * lz4, lz4hc and zstd and ignored by the others. */
 int b2_stream_compress(int codec, int clevel, const void *src, size_t srclen,
                        void *dst, size_t dstcap, const void *dict,
                        size_t dictlen);
@@ -113,7 +118,10 @@ void b2_delta_decode(const uint8_t *dref, size_t offset, size_t nbytes,
                      size_t typesize, uint8_t *buf);
 
 /* Zero the low mantissa bits of floats (typesize 4 or 8), keeping
- * `prec_bits` bits of mantissa.  Encode-only: decoding is a copy. */
+ * `prec_bits` bits of mantissa (a negative value removes -prec_bits bits,
+ * as the reference allows).  Encode-only: decoding is a copy.  Returns 0,
+ * B2_E_UNSUPPORTED for other typesizes or B2_E_INVAL when no mantissa bit
+ * would be left. */
 int b2_truncprec(int prec_bits, size_t typesize, size_t nbytes,
                  const uint8_t *src, uint8_t *dst);
 
