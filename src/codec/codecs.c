@@ -123,7 +123,12 @@ static void tls_free(struct codec_tls *t) {
   free(t);
 }
 
-static void tls_destructor(void *p) { tls_free(p); }
+/* At thread exit; later destructors of other layers may still call in,
+ * which then builds a fresh state (POSIX repeats destructor rounds). */
+static void tls_destructor(void *p) {
+  tls_free(p);
+  if (tls == p) tls = NULL;
+}
 
 static void tls_key_init(void) {
   if (pthread_key_create(&tls_key, tls_destructor) != 0) abort();

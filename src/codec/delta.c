@@ -17,7 +17,7 @@
 static size_t word_size(size_t typesize) {
   if (typesize == 1 || typesize == 2 || typesize == 4 || typesize == 8)
     return typesize;
-  return typesize % 8 == 0 ? 8 : 1;
+  return typesize != 0 && typesize % 8 == 0 ? 8 : 1;
 }
 
 /* d[i] = a[i] ^ b[i] for n bytes; d may be a, not b. */
