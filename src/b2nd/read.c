@@ -13,7 +13,9 @@
  * Runs of rows that are contiguous both in the block and in C order are
  * copied as one, and trailing dimensions that chunks and blocks never
  * split are folded into the one before, so 1-D-like arrays read straight
- * into dst without a scratch copy.
+ * into dst without a scratch copy.  Otherwise the span goes through a
+ * per-thread scratch buffer, in windows of at most b2_b2nd_window bytes
+ * (one request per block unless its needed span is larger than that).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -183,8 +185,7 @@ typedef struct job {
   uint64_t off, end;       /* requested array bytes */
   unsigned char *dst;      /* holds bytes [off, end) */
   int64_t bstart[MAXD];    /* block origin (items) */
-  int nsec;
-  const box *sec[MAXBOX];  /* boxes meeting the block */
+  int nsec;                /* boxes meeting the block */
   int64_t ilo[MAXBOX][MAXD], ihi[MAXBOX][MAXD]; /* their intersections */
 } job;
 
@@ -269,7 +270,6 @@ static int do_block(job *j, const plan *pl, const int64_t *c, b2_chunk_reader rd
     for (int d = 0; d < g->n && in; d++) in = c[d] >= b->clo[d] && c[d] <= b->chi[d];
     if (!in) continue;
     int s = j->nsec++;
-    j->sec[s] = b;
     int64_t last[MAXD];
     for (int d = 0; d < g->n; d++) {
       j->ilo[s][d] = B2_MAX(b->lo[d], j->bstart[d]);
