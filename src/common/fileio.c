@@ -1,0 +1,311 @@
+/* fileio.c - write-side I/O wrappers with errno mapping, and (only with
+ * -DB2_FAULT_INJECTION) the fault and recorder hooks (see fileio.h). */
+#include "common/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+
+/* ---- fault injection and recording (test flavour only) ------------------ */
+#ifdef B2_FAULT_INJECTION
+#include <pthread.h>
+
+static pthread_mutex_t fi_mu = PTHREAD_MUTEX_INITIALIZER;
+static int fi_env_done;
+static int fi_op = -1;
+static long fi_nth;
+static int fi_err;
+static int fi_fired;
+static long fi_count[B2_IO_NOPS];
+static b2_io_recorder fi_rec;
+static void *fi_rec_ctx;
+
+static const char *const op_names[B2_IO_NOPS] = {
+    "open", "pwrite", "fsync", "fdatasync", "rename",
+    "link", "unlink", "ftruncate", "mkdir"};
+
+/* B2FS_FAULT=op:nth:ERR */
+static void fi_env_locked(void) {
+  if (fi_env_done) return;
+  fi_env_done = 1;
+  const char *e = getenv("B2FS_FAULT");
+  if (!e || !*e) return;
+  char op[32], err[32];
+  long nth;
+  if (sscanf(e, "%31[a-z]:%ld:%31s", op, &nth, err) != 3) return;
+  for (int k = 0; k < B2_IO_NOPS; k++) {
+    if (strcmp(op, op_names[k]) != 0) continue;
+    fi_op = k;
+    fi_nth = nth;
+    fi_err = strcmp(err, "ENOSPC") == 0   ? ENOSPC
+             : strcmp(err, "SHORT") == 0  ? B2_IO_SHORT
+                                          : EIO;
+  }
+}
+
+void b2_io_fault_set(int op, long nth, int err) {
+  pthread_mutex_lock(&fi_mu);
+  fi_env_done = 1;
+  fi_op = nth > 0 ? op : -1;
+  fi_nth = nth;
+  fi_err = err;
+  fi_fired = 0;
+  memset(fi_count, 0, sizeof fi_count);
+  pthread_mutex_unlock(&fi_mu);
+}
+
+long b2_io_count(int op) {
+  pthread_mutex_lock(&fi_mu);
+  long n = op >= 0 && op < B2_IO_NOPS ? fi_count[op] : 0;
+  pthread_mutex_unlock(&fi_mu);
+  return n;
+}
+
+void b2_io_count_reset(void) {
+  pthread_mutex_lock(&fi_mu);
+  memset(fi_count, 0, sizeof fi_count);
+  pthread_mutex_unlock(&fi_mu);
+}
+
+int b2_io_fault_fired(void) {
+  pthread_mutex_lock(&fi_mu);
+  int f = fi_fired;
+  pthread_mutex_unlock(&fi_mu);
+  return f;
+}
+
+void b2_io_record(b2_io_recorder fn, void *ctx) {
+  pthread_mutex_lock(&fi_mu);
+  fi_rec = fn;
+  fi_rec_ctx = ctx;
+  pthread_mutex_unlock(&fi_mu);
+}
+
+/* Count a call of op; returns the errno to fake (or B2_IO_SHORT), else 0. */
+static int fi_check(int op) {
+  pthread_mutex_lock(&fi_mu);
+  fi_env_locked();
+  long n = ++fi_count[op];
+  int err = 0;
+  if (op == fi_op && n == fi_nth) {
+    err = fi_err;
+    fi_fired = 1;
+  }
+  pthread_mutex_unlock(&fi_mu);
+  return err;
+}
+
+static void fi_emit(const b2_io_event *ev) {
+  pthread_mutex_lock(&fi_mu);
+  b2_io_recorder fn = fi_rec;
+  void *ctx = fi_rec_ctx;
+  pthread_mutex_unlock(&fi_mu);
+  if (fn) fn(ctx, ev);
+}
+
+#define FAULT(op) fi_check(op)
+/* Event with every descriptor -1 except those given. */
+static b2_io_event fi_event(int op) {
+  b2_io_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.op = op;
+  ev.fd = ev.dirfd = ev.dirfd2 = -1;
+  return ev;
+}
+#define EMIT(OP, ...)                         \
+  do {                                        \
+    b2_io_event ev_ = fi_event(OP);           \
+    __VA_ARGS__;                              \
+    fi_emit(&ev_);                            \
+  } while (0)
+#else
+#define FAULT(op) 0
+#define EMIT(OP, ...) ((void)0)
+#endif
+
+/* ---- wrappers ----------------------------------------------------------- */
+
+static int fail_errno(int e, const char *what, const char *name) {
+  return b2_fail(b2_from_errno(e), "%s %s: %s", what, name ? name : "",
+                 strerror(e));
+}
+
+int b2_io_openat(int dirfd, const char *name, int flags, mode_t mode) {
+  int e = FAULT(B2_IO_OPEN);
+  if (e > 0) return fail_errno(e, "open", name);
+  int fd;
+  do {
+    fd = openat(dirfd, name, flags | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return fail_errno(errno, "open", name);
+  EMIT(B2_IO_OPEN, ev_.fd = fd; ev_.dirfd = dirfd; ev_.name = name;
+       ev_.flags = flags);
+  return fd;
+}
+
+int b2_io_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+  if (off < 0)
+    return b2_fail(B2_E_RANGE, "write at negative offset %lld",
+                   (long long)off);
+  const uint8_t *p = buf;
+  size_t done = 0;
+  size_t stop = n; /* a faked short write stops here, then fails */
+  int e = FAULT(B2_IO_PWRITE);
+  if (e > 0)
+    return b2_fail(b2_from_errno(e), "write of %zu bytes at %lld: %s", n,
+                   (long long)off, strerror(e));
+#ifdef B2_FAULT_INJECTION
+  if (e == B2_IO_SHORT) stop = n / 2;
+#endif
+  while (done < stop) {
+    size_t chunk = stop - done;
+    if (chunk > (size_t)1 << 30) chunk = (size_t)1 << 30;
+    ssize_t w = pwrite(fd, p + done, chunk, (off_t)(off + (int64_t)done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return b2_fail(b2_from_errno(errno), "write of %zu bytes at %lld: %s",
+                     n, (long long)(off + (int64_t)done), strerror(errno));
+    }
+    if (w == 0)
+      return b2_fail(B2_E_IO, "write of %zu bytes at %lld made no progress",
+                     n, (long long)(off + (int64_t)done));
+    done += (size_t)w;
+  }
+  EMIT(B2_IO_PWRITE, ev_.fd = fd; ev_.off = off; ev_.data = buf;
+       ev_.len = done);
+  if (done < n)
+    return b2_fail(B2_E_NOSPC, "write of %zu bytes at %lld: only %zu "
+                   "written (injected)", n, (long long)off, done);
+  return 0;
+}
+
+int b2_io_fsync(int fd) {
+  int e = FAULT(B2_IO_FSYNC);
+  if (e > 0) return fail_errno(e, "fsync", NULL);
+  int rc;
+  do {
+    rc = fsync(fd);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return fail_errno(errno, "fsync", NULL);
+  EMIT(B2_IO_FSYNC, ev_.fd = fd);
+  return 0;
+}
+
+int b2_io_fdatasync(int fd) {
+  int e = FAULT(B2_IO_FDATASYNC);
+  if (e > 0) return fail_errno(e, "fdatasync", NULL);
+  int rc;
+  do {
+    rc = fdatasync(fd);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return fail_errno(errno, "fdatasync", NULL);
+  EMIT(B2_IO_FDATASYNC, ev_.fd = fd);
+  return 0;
+}
+
+int b2_io_ftruncate(int fd, int64_t len) {
+  int e = FAULT(B2_IO_FTRUNCATE);
+  if (e > 0) return fail_errno(e, "ftruncate", NULL);
+  int rc;
+  do {
+    rc = ftruncate(fd, (off_t)len);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return fail_errno(errno, "ftruncate", NULL);
+  EMIT(B2_IO_FTRUNCATE, ev_.fd = fd; ev_.off = len);
+  return 0;
+}
+
+static int do_link(int olddir, const char *oldname, int newdir,
+                   const char *newname) {
+  int e = FAULT(B2_IO_LINK);
+  if (e > 0) return fail_errno(e, "link", newname);
+  if (linkat(olddir, oldname, newdir, newname, 0) != 0)
+    return fail_errno(errno, "link", newname);
+  EMIT(B2_IO_LINK, ev_.dirfd = olddir; ev_.name = oldname;
+       ev_.dirfd2 = newdir; ev_.name2 = newname);
+  return 0;
+}
+
+int b2_io_renameat(int olddir, const char *oldname, int newdir,
+                   const char *newname, int noreplace) {
+  int e = FAULT(B2_IO_RENAME);
+  if (e > 0) return fail_errno(e, "rename to", newname);
+  int rc;
+  if (noreplace) {
+    rc = renameat2(olddir, oldname, newdir, newname, RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      /* No RENAME_NOREPLACE here: a file can still be placed without
+       * replacing by linking it, then dropping the old name. */
+      struct stat st;
+      if (fstatat(olddir, oldname, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISREG(st.st_mode)) {
+        rc = do_link(olddir, oldname, newdir, newname);
+        if (rc < 0) return rc;
+        return b2_io_unlinkat(olddir, oldname, 0);
+      }
+      if (fstatat(newdir, newname, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return b2_fail(B2_E_EXIST, "rename to %s: it exists", newname);
+      rc = renameat(olddir, oldname, newdir, newname);
+    }
+  } else {
+    rc = renameat(olddir, oldname, newdir, newname);
+  }
+  if (rc != 0) return fail_errno(errno, "rename to", newname);
+  EMIT(B2_IO_RENAME, ev_.dirfd = olddir; ev_.name = oldname;
+       ev_.dirfd2 = newdir; ev_.name2 = newname);
+  return 0;
+}
+
+int b2_io_unlinkat(int dirfd, const char *name, int flags) {
+  int e = FAULT(B2_IO_UNLINK);
+  if (e > 0) return fail_errno(e, "unlink", name);
+  if (unlinkat(dirfd, name, flags) != 0) return fail_errno(errno, "unlink",
+                                                           name);
+  EMIT(B2_IO_UNLINK, ev_.dirfd = dirfd; ev_.name = name; ev_.flags = flags);
+  return 0;
+}
+
+int b2_io_mkdirat(int dirfd, const char *name, mode_t mode) {
+  int e = FAULT(B2_IO_MKDIR);
+  if (e > 0) return fail_errno(e, "mkdir", name);
+  if (mkdirat(dirfd, name, mode) != 0) return fail_errno(errno, "mkdir",
+                                                         name);
+  EMIT(B2_IO_MKDIR, ev_.dirfd = dirfd; ev_.name = name);
+  return 0;
+}
+
+void b2_io_close(int fd) {
+  if (fd >= 0) (void)close(fd); /* Linux closes even on EINTR */
+}
+
+int b2_io_open_parent(const char *path, const char **base) {
+  /* Ignore trailing slashes ("dir/" names dir). */
+  size_t len = strlen(path);
+  while (len > 1 && path[len - 1] == '/') len--;
+  const char *slash = NULL;
+  for (size_t k = 0; k < len; k++)
+    if (path[k] == '/') slash = path + k;
+  char dir[PATH_MAX];
+  if (!slash) {
+    strcpy(dir, ".");
+    *base = path;
+  } else {
+    size_t n = (size_t)(slash - path);
+    if (n == 0) n = 1; /* "/name" */
+    if (n >= sizeof dir)
+      return b2_fail(B2_E_LIMIT, "path of %zu bytes is too long", n);
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    *base = slash + 1;
+  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return fail_errno(errno, "open directory", dir);
+  return fd;
+}
