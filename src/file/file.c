@@ -25,11 +25,28 @@ int b2_env_create(const b2_env_opts *o, b2_env **out) {
   else
     b2_env_opts_default(&env->opts);
   atomic_init(&env->next_id, 1);
+  int rc = 0;
+  if (env->opts.cache_size > 0) {
+    b2_cache_config cc = {.capacity = env->opts.cache_size,
+                          .dirty_max = B2_MIN(env->opts.dirty_max, env->opts.cache_size)};
+    rc = b2_cache_create(&cc, &env->cache);
+  }
+  if (rc == 0 && env->opts.nthreads > 0)
+    rc = b2_pool_create(env->opts.nthreads, 256, &env->pool);
+  if (rc < 0) {
+    b2_env_destroy(env);
+    return rc;
+  }
   *out = env;
   return 0;
 }
 
-void b2_env_destroy(b2_env *env) { free(env); }
+void b2_env_destroy(b2_env *env) {
+  if (!env) return;
+  b2_pool_destroy(env->pool);
+  b2_cache_destroy(env->cache);
+  free(env);
+}
 
 static int setup_array(b2_file *f) {
   const b2_frame_info *in = b2_frame_get_info(f->frame);
@@ -65,7 +82,12 @@ int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **o
   f->env = env;
   f->view = view;
   f->flags = flags;
-  f->id = env ? atomic_fetch_add(&env->next_id, 1) : 0;
+  if (env && env->cache)
+    f->id = b2_cache_file_id(env->cache);
+  else if (env)
+    f->id = atomic_fetch_add(&env->next_id, 1);
+  atomic_init(&f->next_off, -1);
+  atomic_init(&f->ahead, 0);
   int rc = b2_frame_open(path, &f->frame);
   if (rc < 0) {
     free(f);
@@ -83,6 +105,8 @@ int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **o
 
 int b2_file_close(b2_file *f) {
   if (!f) return 0;
+  if (f->env && f->env->pool) b2_pool_wait(f->env->pool, &f->group);
+  if (f->env && f->env->cache) b2_cache_invalidate_file(f->env->cache, f->id);
   if (f->has_array) b2_b2nd_free(&f->array);
   free(f->npy);
   b2_frame_close(f->frame);
@@ -94,19 +118,103 @@ int64_t b2_file_size(const b2_file *f) { return f->size; }
 b2_frame *b2_file_frame(const b2_file *f) { return f->frame; }
 const b2_b2nd *b2_file_array(const b2_file *f) { return f->has_array ? &f->array : NULL; }
 
-int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst) {
+/* Cache loader: decode chunk `chunk` of the file `arg` whole. */
+static int load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
+  b2_file *f = arg;
+  (void)file;
+  int32_t nb = b2_frame_chunk_nbytes(f->frame, chunk);
+  if (nb < 0) return nb;
+  uint8_t *buf = malloc(nb ? (size_t)nb : 1);
+  if (!buf) return b2_fail(B2_E_NOMEM, "no memory to decode a chunk of %d bytes", nb);
+  int rc = b2_frame_decode_chunk(f->frame, chunk, buf, (size_t)nb);
+  if (rc < 0) {
+    free(buf);
+    return rc;
+  }
+  *data = buf;
+  *len = (size_t)nb;
+  return 0;
+}
+
+/* Copy [off, off+len) out of a pinned cache entry. */
+static int copy_entry(b2_cache_entry *e, size_t off, size_t len, void *dst) {
+  int rc = 0;
+  if (off + len > b2_cache_len(e))
+    rc = b2_fail(B2_E_FORMAT, "chunk holds %zu bytes, %zu needed", b2_cache_len(e), off + len);
+  else
+    memcpy(dst, b2_cache_data(e) + off, len);
+  return rc;
+}
+
+int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, int seq) {
   int32_t nb = b2_frame_chunk_nbytes(f->frame, i);
   if (nb < 0) return nb;
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  b2_cache_entry *e;
+  int rc;
+  if (c && b2_cache_peek(c, f->id, i, &e) == 0) {
+    rc = copy_entry(e, off, len, dst);
+    b2_cache_release(c, e);
+    return rc;
+  }
   if (off == 0 && len == (size_t)nb) {
-    int rc = b2_frame_decode_chunk(f->frame, i, dst, len);
+    /* The whole chunk: decode straight into the caller's buffer. */
+    rc = b2_frame_decode_chunk(f->frame, i, dst, len);
     return rc < 0 ? rc : 0;
   }
-  int rc = b2_frame_decode_range(f->frame, i, off, len, dst);
-  return rc < 0 ? rc : 0;
+  if (!c || (!seq && len <= B2_FILE_PARTIAL_MAX)) {
+    rc = b2_frame_decode_range(f->frame, i, off, len, dst);
+    return rc < 0 ? rc : 0;
+  }
+  rc = b2_cache_get(c, f->id, i, load_chunk, f, &e);
+  if (rc < 0) return rc;
+  rc = copy_entry(e, off, len, dst);
+  b2_cache_release(c, e);
+  return rc;
+}
+
+/* ---- read-ahead --------------------------------------------------------- */
+typedef struct {
+  b2_file *f;
+  int64_t chunk;
+} ahead_job;
+
+static void ahead_run(void *arg) {
+  ahead_job *j = arg;
+  b2_cache_entry *e;
+  if (b2_cache_get(j->f->env->cache, j->f->id, j->chunk, load_chunk, j->f, &e) == 0)
+    b2_cache_release(j->f->env->cache, e);
+  free(j);
+}
+
+/* A sequential reader reached chunk `last`: queue the next chunks for
+ * decoding in the background (dropped when the pool is busy). */
+static void read_ahead(b2_file *f, int64_t last) {
+  b2_env *env = f->env;
+  if (!env || !env->cache || !env->pool || env->opts.readahead <= 0) return;
+  int64_t n = b2_frame_get_info(f->frame)->nchunks;
+  int64_t from = B2_MAX(last + 1, atomic_load(&f->ahead));
+  int64_t to = B2_MIN(n, last + 1 + env->opts.readahead);
+  for (int64_t j = from; j < to; j++) {
+    b2_cache_entry *e;
+    if (b2_cache_peek(env->cache, f->id, j, &e) == 0) {
+      b2_cache_release(env->cache, e);
+      continue;
+    }
+    ahead_job *job = malloc(sizeof *job);
+    if (!job) break;
+    job->f = f;
+    job->chunk = j;
+    if (b2_pool_try_submit(env->pool, ahead_run, job, &f->group) < 0) {
+      free(job);
+      break;
+    }
+    atomic_store(&f->ahead, j + 1);
+  }
 }
 
 /* Logical view: walk the chunks covering the range. */
-static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off) {
+static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off, int seq) {
   int64_t end = off + (int64_t)n;
   int64_t i = b2_frame_chunk_at(f->frame, off);
   if (i < 0) return (int)i;
@@ -116,17 +224,26 @@ static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off) {
     if (cs < 0 || cn <= 0) return cs < 0 ? (int)cs : cn < 0 ? cn : b2_fail(B2_E_FORMAT, "chunk %lld is empty", (long long)i);
     size_t lo = (size_t)(off - cs);
     size_t take = (size_t)(B2_MIN(end, cs + cn) - off);
-    int rc = b2_file_read_chunk(f, i, lo, take, dst);
+    int rc = b2_file_read_chunk(f, i, lo, take, dst, seq);
     if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
     dst += take;
     off += (int64_t)take;
     i++;
   }
+  if (seq) read_ahead(f, i - 1);
   return 0;
 }
 
-static int chunk_reader(void *ctx, int64_t chunk, size_t off, size_t len, void *dst) {
-  int rc = b2_file_read_chunk(ctx, chunk, off, len, dst);
+typedef struct {
+  b2_file *f;
+  int seq;
+  int64_t last; /* highest chunk read */
+} gather_ctx;
+
+static int chunk_reader(void *arg, int64_t chunk, size_t off, size_t len, void *dst) {
+  gather_ctx *g = arg;
+  int rc = b2_file_read_chunk(g->f, chunk, off, len, dst, g->seq);
+  if (chunk > g->last) g->last = chunk;
   return rc < 0 ? b2_context(rc, "chunk %lld", (long long)chunk) : 0;
 }
 
@@ -137,8 +254,11 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
   uint8_t *dst = buf;
   size_t done = 0;
   int rc = 0;
+  /* Sequential: this read starts where the previous one ended. */
+  int64_t prev = atomic_exchange(&f->next_off, off + (int64_t)n);
+  int seq = prev == off;
   if (f->view == B2_VIEW_LOGICAL) {
-    rc = read_logical(f, dst, n, off);
+    rc = read_logical(f, dst, n, off, seq);
   } else {
     if (f->view == B2_VIEW_NPY && off < (int64_t)f->npylen) {
       size_t h = B2_MIN(n, f->npylen - (size_t)off);
@@ -148,8 +268,10 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
     }
     int64_t aoff = off - (f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0);
     if (done < n) {
-      rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, f);
+      gather_ctx g = {f, seq, -1};
+      rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, &g);
       if (rc > 0) rc = 0;
+      if (rc == 0 && seq && g.last >= 0) read_ahead(f, g.last);
     }
   }
   return rc < 0 ? rc : (ssize_t)n;

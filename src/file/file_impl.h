@@ -4,12 +4,20 @@
 
 #include <stdatomic.h>
 
+#include "b2_cache.h"
 #include "b2_file.h"
+#include "common/pool.h"
 
 struct b2_env {
   b2_env_opts opts;
-  atomic_uint_fast64_t next_id; /* cache key of the next opened frame */
+  b2_cache *cache;  /* NULL when cache_size is 0 */
+  b2_pool *pool;    /* read-ahead and parallel compression; may be NULL */
+  atomic_uint_fast64_t next_id; /* file ids when there is no cache */
 };
+
+/* Reads smaller than this, of chunks not in the cache and not part of a
+ * sequential stream, decode only the blocks they cover. */
+#define B2_FILE_PARTIAL_MAX (256u << 10)
 
 struct b2_file {
   b2_env *env;
@@ -22,10 +30,14 @@ struct b2_file {
   char *npy;            /* .npy header (B2_VIEW_NPY) */
   size_t npylen;
   int64_t size;         /* size of the view */
+  _Atomic int64_t next_off;   /* end of the previous read (sequential?) */
+  _Atomic int64_t ahead;      /* read-ahead has been queued below this chunk */
+  b2_pool_group group;        /* read-ahead jobs in flight */
 };
 
-/* Read bytes [off, off+len) of decoded chunk i (cache, partial decode or
- * whole decode, whichever is cheapest). */
-int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst);
+/* Read bytes [off, off+len) of decoded chunk i: from the cache, by partial
+ * decode (small reads, not `seq`uential), straight into dst (whole chunk),
+ * or by loading the whole chunk into the cache. */
+int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, int seq);
 
 #endif
