@@ -47,18 +47,22 @@ typedef struct b2_chunk_info {
   int flags;          /* header byte 2 (raw) */
   int typesize;       /* header byte 3 */
   int32_t nbytes;     /* decompressed size */
-  int32_t blocksize;  /* size of each block (the last may be shorter) */
+  int32_t blocksize;  /* size of each block (the last may be shorter);
+                         vlblocks: the largest block; 0 when nbytes is 0 */
   int32_t cbytes;     /* whole chunk size, header included */
   int header_len;     /* 16 or 32 */
   int format;         /* B2_FORMAT_* of the streams */
-  int codec;          /* B2_CODEC_* (lz4hc reported as lz4 if unknowable) */
+  int codec;          /* B2_CODEC_* (lz4hc reported as lz4 if unknowable);
+                         -1 for a format we cannot decode */
   int clevel;         /* -1 when the chunk does not record it */
-  uint8_t filters[B2_MAX_FILTERS];
+  uint8_t filters[B2_MAX_FILTERS]; /* 1.x chunks: from flags bits 0/2/3 */
   uint8_t filters_meta[B2_MAX_FILTERS];
   int blosc2_flags;   /* header byte 31 (0 for 1.x chunks) */
   int special;        /* B2_SPECIAL_* */
   int memcpyed;       /* data stored raw after the header */
-  int split;          /* blocks split into typesize streams */
+  int split;          /* full blocks split into typesize streams (flags
+                         bit 4; 1.x chunks also need typesize <= 16 and
+                         blocksize / typesize >= 128) */
   int dict;           /* a dictionary section precedes the streams */
   int vlblocks;       /* variable-length blocks (format 3.x) */
   int32_t nblocks;
@@ -91,7 +95,7 @@ typedef struct b2_cparams {
   int codec;      /* B2_CODEC_* */
   int clevel;     /* 0-9; 0 stores memcpy'd */
   int typesize;   /* 1-255 */
-  uint8_t filters[B2_MAX_FILTERS];
+  uint8_t filters[B2_MAX_FILTERS]; /* 1.x chunks: from flags bits 0/2/3 */
   uint8_t filters_meta[B2_MAX_FILTERS];
   int32_t blocksize; /* 0: choose as the reference library does */
   int splitmode;     /* B2_SPLIT_*; 0 means FORWARD_COMPAT */
