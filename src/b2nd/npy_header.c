@@ -42,28 +42,6 @@ static void put_fill(out *o, char ch, size_t n) {
   o->n += n;
 }
 
-/* Bytes per item a simple NumPy dtype string ("<f8", "|S10", "<U3",
- * "<M8[ns]") implies, or -1 if it is not of that form. */
-static int64_t simple_size(const char *s) {
-  if (*s == '<' || *s == '>' || *s == '|' || *s == '=') s++;
-  char kind = *s++;
-  if (!strchr("biufcVSaUMm?", kind) || kind == 0) return -1;
-  if (kind == '?' && *s == 0) return 1;
-  int64_t v = 0;
-  int digits = 0;
-  while (*s >= '0' && *s <= '9' && digits < 12) {
-    v = v * 10 + (*s++ - '0');
-    digits++;
-  }
-  if (!digits) return -1;
-  if (*s == '[' && (kind == 'M' || kind == 'm')) {
-    while (*s && *s != ']') s++;
-    if (*s++ != ']') return -1;
-  }
-  if (*s) return -1;
-  return kind == 'U' ? v * 4 : v;
-}
-
 /* Characters allowed in a dtype written verbatim: printable, no quote
  * that could end the literal early for a simple dtype. */
 static int safe_text(const char *s, int simple) {
@@ -116,8 +94,12 @@ static void put_text(out *o, const char *s) {
   }
 }
 
-/* The descr value: the metalayer's dtype when it is NumPy's and plausible,
- * else raw bytes of the item size. */
+/* The descr value: the metalayer's dtype when it is NumPy's and safe to
+ * quote, else raw bytes of the item size.  A dtype whose size differs from
+ * the frame's typesize is still given as written: the reference library
+ * itself writes such arrays (its example_day_month_temp.b2nd says '|u1' over
+ * 4-byte items) and readers expect the metalayer's dtype; the data after the
+ * header are the stored items in C order all the same. */
 static void put_descr(out *o, const b2_b2nd *a) {
   const char *dt = a->dtype;
   if (a->dtype_format == 0 && dt && *dt && text_kind(dt) >= 0) {
@@ -127,13 +109,10 @@ static void put_descr(out *o, const b2_b2nd *a) {
       return;
     }
     if (dt[0] != '[' && dt[0] != '(' && safe_text(dt, 1)) {
-      int64_t sz = simple_size(dt);
-      if (sz < 0 || sz == a->itemsize) {
-        puts_(o, "'");
-        put_text(o, dt);
-        puts_(o, "'");
-        return;
-      }
+      puts_(o, "'");
+      put_text(o, dt);
+      puts_(o, "'");
+      return;
     }
   }
   char v[32];
