@@ -7,9 +7,12 @@
  * the current layout (14-element header, vlmetalayers in the trailer) and
  * the older one (13-element header, usermeta chunk) are read.
  *
- * An open frame is immutable for readers: every read function below may be
- * called from several threads at once.  Chunks are identified by their
- * logical index 0..nchunks-1 (index order, not file order).
+ * Every read function below may be called from several threads at once.
+ * A frame opened read-only is immutable.  A frame opened for writing
+ * (b2_frame_create, b2_frame_open_rw) may also be changed by writing calls
+ * from other threads meanwhile: readers then see the staged state (what
+ * has been put, even before it is committed).  Chunks are identified by
+ * their logical index 0..nchunks-1 (index order, not file order).
  *
  * Index entries that are special values (zeros, NaN, uninitialised) read
  * as the equivalent special chunk; uninitialised chunks read as zeros.
@@ -24,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "b2_chunk.h"
 #include "b2_codec.h"
 
 #ifdef __cplusplus
@@ -63,7 +67,11 @@ typedef struct b2_frame_info {
 int b2_frame_open(const char *path, b2_frame **out);
 void b2_frame_close(b2_frame *f);
 
+/* The frame's properties.  For a writable frame the fields change with
+ * writing calls (nbytes, nchunks, nmeta...); a thread that reads them while
+ * another writes takes a consistent copy with b2_frame_info_copy. */
 const b2_frame_info *b2_frame_get_info(const b2_frame *f);
+int b2_frame_info_copy(const b2_frame *f, b2_frame_info *out);
 const char *b2_frame_path(const b2_frame *f);
 
 /* Logical geometry: byte offset of chunk i in the logical content (i may
@@ -94,7 +102,8 @@ int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
                           void *dst);
 
 /* Fixed-length metalayers (header): names by position and content by
- * name (pointer valid while the frame is open). */
+ * name (pointer valid while the frame is open; for a writable frame, a
+ * content replaced by b2_frame_meta_set stays readable until close). */
 const char *b2_frame_meta_name(const b2_frame *f, int k);
 int b2_frame_meta_get(const b2_frame *f, const char *name,
                       const uint8_t **data, size_t *len);
@@ -104,6 +113,127 @@ int b2_frame_meta_get(const b2_frame *f, const char *name,
 const char *b2_frame_vlmeta_name(const b2_frame *f, int k);
 int b2_frame_vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
                         size_t *len);
+
+/* ---- writing ----------------------------------------------------------
+ * A writable frame stages changes in memory and in new bytes on disk;
+ * b2_frame_commit makes them durable and visible to other openers.  The
+ * files hold, at every instant, a valid frame with either the last
+ * committed content or the new one (a crash loses only what was not
+ * committed):
+ *   contiguous  chunks are appended past the committed end of the file;
+ *               commit appends the index chunk and the trailer, syncs,
+ *               then rewrites the header's size fields in one write and
+ *               syncs again.  Replaced chunks leave dead bytes, which
+ *               b2_frame_compact reclaims (temporary file and rename).
+ *   sparse      each new chunk goes to a chunk file with an unused number
+ *               (never over a file the committed index uses); commit syncs
+ *               them, writes chunks.b2frame to a temporary file, syncs it,
+ *               renames it into place, syncs the directory, then deletes
+ *               the chunk files no longer referenced.
+ * Frames are written as the reference library writes them (format version
+ * 2, index chunk of int64 compressed with blosclz, empty fingerprint), so
+ * the reference library opens them.  Only frames of fixed-size chunks in
+ * the current layout can be opened for writing; others, and headers whose
+ * fields are not at the reference's fixed places, give B2_E_UNSUPPORTED.
+ * Writing calls on a read-only frame give B2_E_ROFS.  Writing calls are
+ * serialised; readers of the same b2_frame run alongside. */
+
+/* A fixed-length metalayer given at creation. */
+typedef struct b2_frame_meta_init {
+  const char *name;    /* 1-31 bytes */
+  const void *data;
+  size_t len;
+} b2_frame_meta_init;
+
+typedef struct b2_frame_params {
+  int layout;          /* B2_LAYOUT_* */
+  b2_cparams cparams;  /* recorded in the header (codec, clevel, filters,
+                          typesize, blocksize, splitmode) */
+  int32_t chunksize;   /* bytes of every chunk but the last (> 0) */
+  int nmeta;           /* at most 16 */
+  const b2_frame_meta_init *meta;
+} b2_frame_params;
+
+/* Contiguous, b2_cparams_default(), 1 MiB chunks, no metalayers. */
+void b2_frame_params_default(b2_frame_params *p);
+
+/* Create an empty frame at `path` (a file, or for B2_LAYOUT_SPARSE a
+ * directory) and open it for writing.  B2_E_EXIST if `path` exists.  The
+ * new frame is complete on disk (synced) when this returns. */
+int b2_frame_create(const char *path, const b2_frame_params *p,
+                    b2_frame **out);
+
+/* Open an existing frame for reading and writing.  B2_E_UNSUPPORTED for
+ * frames the writer cannot keep valid (older layout, variable-length
+ * chunks or blocks, unusual header encodings), B2_E_BUSY if another
+ * b2_frame holds it open for writing (an advisory lock). */
+int b2_frame_open_rw(const char *path, b2_frame **out);
+
+/* 1 if f was opened for writing. */
+int b2_frame_writable(const b2_frame *f);
+
+/* Replace chunk i (i < nchunks) or append one (i == nchunks) with an
+ * encoded chunk of len bytes (its cbytes).  Every chunk holds chunksize
+ * bytes except the last, which may hold fewer (putting the last chunk sets
+ * nbytes; appending needs a full last chunk).  A chunk whose header says
+ * zeros, NaN or uninitialised is stored as a special index entry.  The
+ * bytes are written at once; the frame on disk is unchanged until commit.
+ * Returns 0 or a negative code. */
+int b2_frame_put_chunk(b2_frame *f, int64_t i, const void *chunk, size_t len);
+
+/* Same for a chunk of `kind` (B2_SPECIAL_ZERO, _NAN, _UNINIT) holding
+ * nbytes, stored only as a special index entry. */
+int b2_frame_put_special(b2_frame *f, int64_t i, int kind, int32_t nbytes);
+
+/* Set the logical size to nbytes.  Chunks past the end are dropped; new
+ * chunks (growing) are zero special entries.  A last chunk that no longer
+ * has the right size (a cut or grown partial chunk) must be put again by
+ * the caller before commit (commit fails with B2_E_INVAL otherwise). */
+int b2_frame_resize(b2_frame *f, int64_t nbytes);
+
+/* Fixed-length metalayer `name`: replace its content, or add it (at most
+ * 16).  The same size is updated in place at commit; a new metalayer or
+ * another size makes commit rewrite the frame as compaction does. */
+int b2_frame_meta_set(b2_frame *f, const char *name, const void *data,
+                      size_t len);
+
+/* Variable-length metalayers: set (add or replace; the content is stored
+ * compressed as a chunk, as the reference library does) or delete (B2_E_NOENT
+ * if absent).  At most 16 (the most the reference library writes). */
+int b2_frame_vlmeta_set(b2_frame *f, const char *name, const void *data,
+                        size_t len);
+int b2_frame_vlmeta_del(b2_frame *f, const char *name);
+
+/* Make everything staged durable and visible.  On failure (I/O error, no
+ * space) returns the error: the files still hold the last committed frame
+ * (or, when the very last sync failed, possibly the new one), and the
+ * staged state stays in memory so a later commit can retry. */
+int b2_frame_commit(b2_frame *f);
+
+/* 1 if something is staged and not committed. */
+int b2_frame_dirty(const b2_frame *f);
+
+/* Bytes a compaction would reclaim: contiguous, the bytes between the
+ * header and the end of the written data that no staged chunk uses (old
+ * chunks, old indexes and trailers); sparse, the chunk files no staged
+ * entry references.  Negative code on error. */
+int64_t b2_frame_dead_bytes(b2_frame *f);
+
+/* Commit, then rewrite the frame without dead bytes: contiguous, into a
+ * temporary file in the same directory that is synced and renamed over the
+ * frame (f then reads the new file); sparse, delete unreferenced chunk
+ * files (leftovers of interrupted writers included).  Crash safe. */
+int b2_frame_compact(b2_frame *f);
+/* Open `path` for writing, compact it, close it. */
+int b2_frame_compact_path(const char *path);
+
+/* Strict conformance check (for `b2f verify`): header, trailer and index
+ * sizes consistent, frame_size within the file, chunks between the header
+ * and the index chunk, every chunk header valid and in agreement with the
+ * frame (typesize, nbytes == chunksize except the last), sparse chunk files
+ * present.  Checks the staged state of a writable frame.  Returns 0 or the
+ * first problem (a negative code with a detail). */
+int b2_frame_check(b2_frame *f);
 
 #ifdef __cplusplus
 }

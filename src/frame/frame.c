@@ -172,6 +172,7 @@ int b2_frame_open(const char *path, b2_frame **out) {
 
 void b2_frame_close(b2_frame *f) {
   if (!f) return;
+  b2_frame_w_free(f); /* discards what was not committed */
   if (f->fd >= 0) close(f->fd);
   if (f->dirfd >= 0) close(f->dirfd);
   free(f->path);
@@ -192,25 +193,44 @@ const char *b2_frame_path(const b2_frame *f) { return f ? f->path : NULL; }
 
 /* ---- logical geometry ---------------------------------------------------- */
 
-int64_t b2_frame_chunk_start(const b2_frame *f, int64_t i) {
-  if (!f || i < 0 || i > f->info.nchunks)
-    return b2_fail(B2_E_RANGE, "chunk %lld is out of range", (long long)i);
+/* Callers hold the read lock (writable frames) or need none. */
+static int64_t start_of(const b2_frame *f, int64_t i) {
   if (f->starts) return f->starts[i];
   if (i == f->info.nchunks) return f->info.nbytes;
   return i * (int64_t)f->info.chunksize;
 }
 
-int32_t b2_frame_chunk_nbytes(const b2_frame *f, int64_t i) {
-  if (!f || i < 0 || i >= f->info.nchunks)
-    return b2_fail(B2_E_RANGE, "chunk %lld is out of range", (long long)i);
+int32_t b2_frame_nbytes_of(const b2_frame *f, int64_t i) {
   if (f->starts) return (int32_t)(f->starts[i + 1] - f->starts[i]);
   int64_t start = i * (int64_t)f->info.chunksize;
   int64_t left = f->info.nbytes - start;
   return (int32_t)(left < f->info.chunksize ? left : f->info.chunksize);
 }
 
-int64_t b2_frame_chunk_at(const b2_frame *f, int64_t offset) {
-  if (!f || offset < 0 || offset >= f->info.nbytes)
+int64_t b2_frame_chunk_start(const b2_frame *f, int64_t i) {
+  if (!f) return b2_fail(B2_E_INVAL, "no frame");
+  b2_frame_rdlock(f);
+  int64_t r = i < 0 || i > f->info.nchunks
+                  ? b2_fail(B2_E_RANGE, "chunk %lld is out of range",
+                            (long long)i)
+                  : start_of(f, i);
+  b2_frame_rdunlock(f);
+  return r;
+}
+
+int32_t b2_frame_chunk_nbytes(const b2_frame *f, int64_t i) {
+  if (!f) return b2_fail(B2_E_INVAL, "no frame");
+  b2_frame_rdlock(f);
+  int32_t r = i < 0 || i >= f->info.nchunks
+                  ? b2_fail(B2_E_RANGE, "chunk %lld is out of range",
+                            (long long)i)
+                  : b2_frame_nbytes_of(f, i);
+  b2_frame_rdunlock(f);
+  return r;
+}
+
+static int64_t chunk_at(const b2_frame *f, int64_t offset) {
+  if (offset < 0 || offset >= f->info.nbytes)
     return b2_fail(B2_E_RANGE, "offset %lld is outside the frame's bytes",
                    (long long)offset);
   if (!f->starts) return offset / f->info.chunksize;
@@ -222,4 +242,12 @@ int64_t b2_frame_chunk_at(const b2_frame *f, int64_t offset) {
     else hi = mid - 1;
   }
   return lo;
+}
+
+int64_t b2_frame_chunk_at(const b2_frame *f, int64_t offset) {
+  if (!f) return b2_fail(B2_E_INVAL, "no frame");
+  b2_frame_rdlock(f);
+  int64_t r = chunk_at(f, offset);
+  b2_frame_rdunlock(f);
+  return r;
 }

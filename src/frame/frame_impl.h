@@ -3,13 +3,18 @@
  *
  * Parsing (header.c, legacy.c, meta.c, trailer.c, index.c) works on byte
  * buffers; I/O (io.c, sframe.c) reads them from files; frame.c puts the
- * two together at open and read.c serves chunks.  An open frame is
- * immutable, so readers need no lock; a future writer extends `struct
- * b2_frame` (see the note at its end) and must serialise itself.
+ * two together at open and read.c serves chunks.  A frame opened
+ * read-only is immutable, so its readers take no lock.  A writable frame
+ * (wstate.c, put.c, commit.c, compact.c, wmeta.c, create.c) carries a
+ * `b2_frame_w`: readers then hold its rwlock (read side) while they look
+ * at the index, the geometry or the metalayers and while they read chunk
+ * bytes; writers serialise on its mutex and take the write side only to
+ * change those.
  */
 #ifndef B2_FRAME_IMPL_H
 #define B2_FRAME_IMPL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,9 +103,87 @@ struct b2_frame {
    * starts[nchunks] == nbytes.  NULL for fixed-size chunks. */
   int64_t *starts;
 
-  /* A writer adds its state here (open mode, lock, pending index and
-   * trailer, the end of the used file); readers never touch it. */
+  /* Writer state; NULL for a frame opened read-only. */
+  struct b2_frame_w *w;
 };
+
+/* ---- the fixed part of a current-layout header --------------------------
+ * The reference writes the 14 elements with fixed-width encodings, so each
+ * field sits at a known byte; a writer patches them in place.  Values are
+ * big-endian after their marker byte. */
+#define B2_FH_HEADER_SIZE 11 /* int32 (0xd2 at 10) */
+#define B2_FH_FRAME_SIZE 16  /* uint64 (0xcf at 15) */
+#define B2_FH_FLAGS 25       /* general flags (str4 0xa4 at 24) */
+#define B2_FH_TYPE 26        /* frame type */
+#define B2_FH_CODECS 27      /* codec | clevel << 4 */
+#define B2_FH_OTHER 28       /* splitmode - 1 */
+#define B2_FH_NBYTES 30      /* int64 (0xd3 at 29) */
+#define B2_FH_CBYTES 39      /* int64 (0xd3 at 38) */
+#define B2_FH_TYPESIZE 48    /* int32 (0xd2 at 47) */
+#define B2_FH_BLOCKSIZE 53   /* int32 (0xd2 at 52) */
+#define B2_FH_CHUNKSIZE 58   /* int32 (0xd2 at 57) */
+#define B2_FH_HAS_VLMETA 68  /* 0xc2 false / 0xc3 true */
+#define B2_FH_PIPELINE 70    /* fixext16 type byte: number of filters */
+#define B2_FH_UDCODEC 77
+#define B2_FH_FIXED 87       /* the metalayers section starts here */
+/* A header no longer than this is rewritten whole by one write that stays
+ * inside the first disk sector. */
+#define B2_FRAME_SECTOR 512
+/* Format byte written by this writer: version 2, 64-bit offsets. */
+#define B2_FRAME_GENERAL_FLAGS 0x12
+#define B2_FRAME_TRAILER_VERSION 1
+/* Largest number of vlmetalayers the reference library writes back. */
+#define B2_FRAME_MAX_VLMETA_WRITE 16
+
+/* ---- writer state --------------------------------------------------------
+ * The in-memory frame (f->offsets, f->info, f->header and f->meta, f->trailer
+ * and f->vlmeta) is the *staged* state: what readers of this b2_frame see.
+ * The files hold the last committed state until b2_frame_commit. */
+typedef struct b2_frame_w {
+  pthread_rwlock_t lock;   /* index, geometry, metalayers, descriptors */
+  pthread_mutex_t wmu;     /* one writing call at a time */
+  int64_t cap;             /* entries allocated in f->offsets and csize */
+  int32_t *csize;          /* stored bytes of chunk i (0: special entry) */
+  int dirty;               /* something staged since the last commit */
+  int header_dirty;        /* metalayers changed since the last commit */
+  int header_resized;      /* ... and the header's length changed */
+  char *rpath;             /* contiguous: the frame file's real path */
+  uint8_t *c_header;       /* header bytes as committed */
+  size_t c_header_len;
+  int64_t c_frame_size;    /* frame_size as committed */
+  /* Contiguous: the end of the bytes written so far (committed frame,
+   * staged chunks, index and trailer of failed commits); new bytes go
+   * here and nothing below it is ever overwritten. */
+  int64_t append_pos;
+  /* Sparse: per chunk file number n < ncap, whether the committed index
+   * (or one that may have been committed) references it, how many staged
+   * entries do, and its size. */
+  int64_t ncap;
+  uint8_t *cbit;
+  uint32_t *sref;
+  int32_t *nsize;
+  int64_t next_free;       /* no free number below this */
+  /* Chunks whose expected size changed (resize): commit checks that they
+   * were put again.  fix_all: too many to list, check every chunk. */
+  int64_t fix[8];
+  int nfix, fix_all;
+  /* Buffers replaced while readers may still hold pointers into them
+   * (metalayer contents), freed at close. */
+  void **retired;
+  int nretired, retired_cap;
+} b2_frame_w;
+
+/* Read side of the writer lock (no-ops for read-only frames). */
+static inline void b2_frame_rdlock(const b2_frame *f) {
+  if (f->w) pthread_rwlock_rdlock(&f->w->lock);
+}
+static inline void b2_frame_rdunlock(const b2_frame *f) {
+  if (f->w) pthread_rwlock_unlock(&f->w->lock);
+}
+
+/* Decoded size of chunk i (0 <= i < nchunks), without locking. */
+int32_t b2_frame_nbytes_of(const b2_frame *f, int64_t i);
+
 
 /* ---- parsing (buffers only) -------------------------------------------- */
 
@@ -145,10 +228,81 @@ int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd,
  * variable-length chunks, build the starts table. */
 int b2_frame_load_index(b2_frame *f);
 
+/* ---- building (build.c) ------------------------------------------------ */
+
+/* A named blob: a metalayer's content or a vlmetalayer's chunk. */
+typedef struct b2_blob {
+  const char *name;
+  const uint8_t *data;
+  uint32_t len;
+} b2_blob;
+
+/* Check that a header has the reference's fixed-width layout (so fields can
+ * be patched in place).  0 or B2_E_UNSUPPORTED. */
+int b2_frame_fixed_ok(const uint8_t *h, size_t len);
+/* The 87-byte fixed part for new frame parameters (sizes zero). */
+int b2_frame_build_fixed(const b2_frame_params *p, uint8_t fixed[B2_FH_FIXED]);
+/* Header = fixed part + metalayers section; header_size patched.  *out is
+ * malloc'd. */
+int b2_frame_build_header(const uint8_t *fixed, const b2_blob *meta, int n,
+                          uint8_t **out, size_t *len);
+/* Trailer with the given vlmetalayers (contents already chunks). */
+int b2_frame_build_trailer(const b2_blob *vl, int n, uint8_t **out,
+                           size_t *len);
+/* Index chunk of n entries, encoded as the reference does. */
+int b2_frame_build_index(const int64_t *entries, int64_t n, uint8_t **out,
+                         size_t *len);
+/* Compress a vlmetalayer's content into a chunk (reference defaults). */
+int b2_frame_build_vlchunk(const void *data, size_t len, uint8_t **out,
+                           size_t *olen);
+/* Patch the size fields of a header's fixed part. */
+void b2_frame_patch_sizes(uint8_t *h, int64_t frame_size, int64_t nbytes,
+                          int64_t cbytes, int has_vlmeta);
+
+/* ---- writer internals ------------------------------------------------- */
+
+/* Set up f->w for a frame just opened read-only (checks it can be kept
+ * valid, expands the index, fills chunk sizes). */
+int b2_frame_w_init(b2_frame *f);
+void b2_frame_w_free(b2_frame *f);
+/* Keep `p` alive until close (a reader may still point into it). */
+int b2_frame_w_retire(b2_frame *f, void *p);
+/* Make room for n index entries. */
+int b2_frame_w_reserve(b2_frame *f, int64_t n);
+/* Metalayers as blobs (pointing into f->header / f->trailer). */
+int b2_frame_meta_blobs(const b2_frame *f, int vl, b2_blob *out, int max);
+/* Replace the staged header or trailer by `buf` (parsed into f->meta /
+ * f->vlmeta); takes ownership of buf.  Caller holds the write lock. */
+int b2_frame_w_set_header(b2_frame *f, uint8_t *buf, size_t len);
+int b2_frame_w_set_trailer(b2_frame *f, uint8_t *buf, size_t len);
+/* Sparse: name of chunk file n. */
+void b2_sframe_name(int64_t num, char name[32]);
+/* Write the whole staged frame into a new file and put it in place
+ * (contiguous), or rewrite the index file (sparse); see compact.c. */
+int b2_frame_rewrite(b2_frame *f);
+/* After a successful commit or rewrite: `header` (malloc'd) is the header
+ * as committed, frame_size its size; nothing is staged any more. */
+void b2_frame_w_committed(b2_frame *f, uint8_t *header, int64_t frame_size);
+/* Commit with the writer mutex held. */
+int b2_frame_commit_locked(b2_frame *f);
+/* Check the chunks listed in w->fix hold the size the frame expects. */
+int b2_frame_w_check_fixups(b2_frame *f);
+/* Start a writing call: B2_E_INVAL / B2_E_ROFS, or 0 with the writer mutex
+ * held (release with b2_frame_w_end). */
+int b2_frame_w_begin(b2_frame *f);
+void b2_frame_w_end(b2_frame *f);
+/* Special index value of `kind`. */
+static inline int64_t b2_frame_special_entry(int kind) {
+  return (int64_t)(B2_FRAME_SPECIAL_BIT | ((uint64_t)kind << 56));
+}
+
 /* Raw index entry of chunk i (0 <= i < nchunks). */
 static inline int64_t b2_frame_entry(const b2_frame *f, int64_t i) {
   return f->offsets ? f->offsets[i] : f->uniform_offset;
 }
+
+/* Logical size of chunk i from its stored header (not a special entry). */
+int b2_frame_stored_nbytes(const b2_frame *f, int64_t i, int32_t *nbytes);
 
 /* Special kind of an index entry (B2_SPECIAL_* or NONE); -1 when the
  * special bits hold no known kind. */

@@ -58,8 +58,7 @@ static int uniform_entry(const uint8_t *chunk, size_t len,
   return 0;
 }
 
-/* Logical size of chunk i from its own header (variable-length chunks). */
-static int stored_nbytes(const b2_frame *f, int64_t i, int32_t *nbytes) {
+int b2_frame_stored_nbytes(const b2_frame *f, int64_t i, int32_t *nbytes) {
   int64_t e = b2_frame_entry(f, i);
   int fd = f->fd;
   int64_t pos = f->data_pos + e, limit = f->data_end;
@@ -95,7 +94,7 @@ static int build_starts(b2_frame *f) {
   int64_t sum = 0;
   for (int64_t i = 0; i < n; i++) {
     int32_t nb;
-    int rc = stored_nbytes(f, i, &nb);
+    int rc = b2_frame_stored_nbytes(f, i, &nb);
     if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
     f->starts[i] = sum;
     sum += nb; /* n <= B2_FRAME_MAX_CHUNKS, nb < 2^31: cannot overflow */

@@ -89,34 +89,44 @@ fail:
   return rc;
 }
 
+/* Accessors: a writable frame's metalayers change under its lock, but
+ * the buffers they point into live until close (see wstate.c). */
 const char *b2_frame_meta_name(const b2_frame *f, int k) {
-  if (!f || k < 0 || k >= f->info.nmeta) return NULL;
-  return f->meta[k].name;
+  if (!f) return NULL;
+  b2_frame_rdlock(f);
+  const char *r = k >= 0 && k < f->info.nmeta ? f->meta[k].name : NULL;
+  b2_frame_rdunlock(f);
+  return r;
 }
 
 int b2_frame_meta_get(const b2_frame *f, const char *name,
                       const uint8_t **data, size_t *len) {
   if (!f || !name || !data || !len)
     return b2_fail(B2_E_INVAL, "frame metalayer: missing argument");
+  int rc = B2_E_NOENT;
+  b2_frame_rdlock(f);
   for (int k = 0; k < f->info.nmeta; k++) {
     if (strcmp(f->meta[k].name, name) == 0) {
       *data = f->header + f->meta[k].pos;
       *len = f->meta[k].len;
-      return 0;
+      rc = 0;
+      break;
     }
   }
-  return b2_fail(B2_E_NOENT, "no metalayer \"%s\"", name);
+  b2_frame_rdunlock(f);
+  return rc ? b2_fail(rc, "no metalayer \"%s\"", name) : 0;
 }
 
 const char *b2_frame_vlmeta_name(const b2_frame *f, int k) {
-  if (!f || k < 0 || k >= f->info.nvlmeta) return NULL;
-  return f->vlmeta[k].name;
+  if (!f) return NULL;
+  b2_frame_rdlock(f);
+  const char *r = k >= 0 && k < f->info.nvlmeta ? f->vlmeta[k].name : NULL;
+  b2_frame_rdunlock(f);
+  return r;
 }
 
-int b2_frame_vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
-                        size_t *len) {
-  if (!f || !name || !data || !len)
-    return b2_fail(B2_E_INVAL, "frame vlmetalayer: missing argument");
+static int vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
+                      size_t *len) {
   for (int k = 0; k < f->info.nvlmeta; k++) {
     const b2_frame_meta *m = &f->vlmeta[k];
     if (strcmp(m->name, name) != 0) continue;
@@ -142,4 +152,14 @@ int b2_frame_vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
     return 0;
   }
   return b2_fail(B2_E_NOENT, "no vlmetalayer \"%s\"", name);
+}
+
+int b2_frame_vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
+                        size_t *len) {
+  if (!f || !name || !data || !len)
+    return b2_fail(B2_E_INVAL, "frame vlmetalayer: missing argument");
+  b2_frame_rdlock(f);
+  int rc = vlmeta_get(f, name, data, len);
+  b2_frame_rdunlock(f);
+  return rc;
 }

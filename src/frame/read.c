@@ -117,13 +117,14 @@ static int synth_typesize(const b2_frame *f) {
   return ts >= 1 && ts <= 255 ? ts : 1;
 }
 
+/* Callers hold the read lock of a writable frame. */
 int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
                         size_t *len) {
   int rc = check_index(f, i);
   if (rc < 0) return rc;
   int64_t entry = b2_frame_entry(f, i);
   int kind = b2_frame_entry_kind(entry);
-  int32_t expect = b2_frame_chunk_nbytes(f, i);
+  int32_t expect = b2_frame_nbytes_of(f, i);
   if (kind != B2_SPECIAL_NONE) {
     /* Entries were checked at open, so kind is a known one here. */
     rc = reserve(b, 2 * B2_CHUNK_HEADER_EXT);
@@ -150,12 +151,15 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
 /* ---- public read functions --------------------------------------------- */
 
 int b2_frame_chunk_special(const b2_frame *f, int64_t i) {
+  if (!f) return check_index(f, i);
+  b2_frame_rdlock(f);
   int rc = check_index(f, i);
-  if (rc < 0) return rc;
-  return b2_frame_entry_kind(b2_frame_entry(f, i));
+  if (rc == 0) rc = b2_frame_entry_kind(b2_frame_entry(f, i));
+  b2_frame_rdunlock(f);
+  return rc;
 }
 
-int64_t b2_frame_chunk_cbytes(const b2_frame *f, int64_t i) {
+static int64_t cbytes_of(const b2_frame *f, int64_t i) {
   int rc = check_index(f, i);
   if (rc < 0) return rc;
   int64_t entry = b2_frame_entry(f, i);
@@ -172,14 +176,25 @@ int64_t b2_frame_chunk_cbytes(const b2_frame *f, int64_t i) {
   return cb;
 }
 
+int64_t b2_frame_chunk_cbytes(const b2_frame *f, int64_t i) {
+  if (!f) return check_index(f, i);
+  b2_frame_rdlock(f);
+  int64_t r = cbytes_of(f, i);
+  b2_frame_rdunlock(f);
+  return r;
+}
+
 int b2_frame_read_chunk(b2_frame *f, int64_t i, uint8_t **chunk,
                         size_t *len) {
   if (!chunk || !len) return b2_fail(B2_E_INVAL, "read chunk: no output");
   *chunk = NULL;
   *len = 0;
+  if (!f) return check_index(f, i);
   b2_chunkbuf b = {NULL, 0};
   size_t n;
+  b2_frame_rdlock(f);
   int rc = b2_frame_load_chunk(f, i, &b, &n);
+  b2_frame_rdunlock(f);
   if (rc == 0) {
     b2_chunk_info ci;
     rc = b2_chunk_parse(b.p, n, &ci);
@@ -232,16 +247,19 @@ static void scratch_trim(b2_chunkbuf *b) {
 }
 
 int b2_frame_decode_chunk(b2_frame *f, int64_t i, void *dst, size_t dstcap) {
-  int rc = check_index(f, i);
-  if (rc < 0) return rc;
-  int32_t expect = b2_frame_chunk_nbytes(f, i);
-  if (!dst || dstcap < (size_t)expect)
-    return b2_fail(B2_E_INVAL, "chunk %lld: %zu-byte buffer for %d bytes",
-                   (long long)i, dstcap, expect);
+  if (!f) return check_index(f, i);
   b2_chunkbuf *b = scratch();
   if (!b) return b2_fail(B2_E_NOMEM, "no scratch buffer");
-  size_t n;
-  rc = b2_frame_load_chunk(f, i, b, &n);
+  /* Look up and read under the lock; decode after it. */
+  b2_frame_rdlock(f);
+  int rc = check_index(f, i);
+  int32_t expect = rc < 0 ? 0 : b2_frame_nbytes_of(f, i);
+  if (rc == 0 && (!dst || dstcap < (size_t)expect))
+    rc = b2_fail(B2_E_INVAL, "chunk %lld: %zu-byte buffer for %d bytes",
+                 (long long)i, dstcap, expect);
+  size_t n = 0;
+  if (rc == 0) rc = b2_frame_load_chunk(f, i, b, &n);
+  b2_frame_rdunlock(f);
   if (rc == 0) {
     rc = b2_chunk_decode(b->p, n, dst, dstcap);
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
@@ -253,11 +271,11 @@ int b2_frame_decode_chunk(b2_frame *f, int64_t i, void *dst, size_t dstcap) {
   return rc;
 }
 
-int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
-                          void *dst) {
+static int range_ok(const b2_frame *f, int64_t i, size_t offset, size_t n,
+                    const void *dst) {
   int rc = check_index(f, i);
   if (rc < 0) return rc;
-  size_t have = (size_t)b2_frame_chunk_nbytes(f, i);
+  size_t have = (size_t)b2_frame_nbytes_of(f, i);
   if (offset > have || n > have - offset)
     return b2_fail(B2_E_RANGE, "chunk %lld: bytes [%zu, +%zu) are outside "
                    "its %zu bytes", (long long)i, offset, n, have);
@@ -267,11 +285,20 @@ int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
   if (n > (size_t)INT32_MAX)
     return b2_fail(B2_E_RANGE, "chunk %lld: range of %zu bytes", (long long)i,
                    n);
+  return 0;
+}
+
+int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
+                          void *dst) {
+  if (!f) return check_index(f, i);
   b2_chunkbuf *b = scratch();
   if (!b) return b2_fail(B2_E_NOMEM, "no scratch buffer");
-  size_t len;
-  rc = b2_frame_load_chunk(f, i, b, &len);
-  if (rc == 0) {
+  size_t len = 0;
+  b2_frame_rdlock(f);
+  int rc = range_ok(f, i, offset, n, dst);
+  if (rc == 0 && n > 0) rc = b2_frame_load_chunk(f, i, b, &len);
+  b2_frame_rdunlock(f);
+  if (rc == 0 && n > 0) {
     rc = b2_chunk_decode_range(b->p, len, offset, n, dst);
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
     else if ((size_t)rc != n)

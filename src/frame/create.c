@@ -1,0 +1,120 @@
+/*
+ * create.c - create an empty frame (header with the given parameters and
+ * fixed metalayers, then an empty trailer) and open it for writing.  The
+ * file is written under a temporary name, synced and renamed into place
+ * without replacing anything, so `path` either does not exist or holds a
+ * complete frame.  A sparse frame's directory is created first, then its
+ * chunks.b2frame the same way.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "common/fileio.h"
+#include "frame/frame_impl.h"
+
+/* The bytes of an empty frame. */
+static int empty_frame(const b2_frame_params *p, uint8_t **out, size_t *len) {
+  uint8_t fixed[B2_FH_FIXED];
+  int rc = b2_frame_build_fixed(p, fixed);
+  if (rc < 0) return rc;
+  if (p->nmeta < 0 || p->nmeta > B2_FRAME_MAX_META || (p->nmeta && !p->meta))
+    return b2_fail(B2_E_INVAL, "%d metalayers (at most %d)", p->nmeta,
+                   B2_FRAME_MAX_META);
+  b2_blob b[B2_FRAME_MAX_META];
+  for (int k = 0; k < p->nmeta; k++) {
+    const b2_frame_meta_init *m = &p->meta[k];
+    if (!m->name || (m->len && !m->data) || m->len > UINT32_MAX)
+      return b2_fail(B2_E_INVAL, "metalayer %d: bad name or content", k);
+    for (int j = 0; j < k; j++)
+      if (strcmp(b[j].name, m->name) == 0)
+        return b2_fail(B2_E_INVAL, "metalayer \"%s\" given twice", m->name);
+    b[k].name = m->name;
+    b[k].data = m->data;
+    b[k].len = (uint32_t)m->len;
+  }
+  uint8_t *h, *t;
+  size_t hl, tl;
+  rc = b2_frame_build_header(fixed, b, p->nmeta, &h, &hl);
+  if (rc < 0) return rc;
+  rc = b2_frame_build_trailer(NULL, 0, &t, &tl);
+  uint8_t *buf = rc < 0 ? NULL : realloc(h, hl + tl);
+  if (!rc && !buf) rc = b2_fail(B2_E_NOMEM, "out of memory");
+  if (rc < 0) {
+    free(h);
+    free(t);
+    return rc;
+  }
+  memcpy(buf + hl, t, tl);
+  free(t);
+  b2_frame_patch_sizes(buf, (int64_t)(hl + tl), 0, 0, 0);
+  *out = buf;
+  *len = hl + tl;
+  return 0;
+}
+
+/* Write `buf` to `tmp` in dirfd, sync it and rename it to `name` (without
+ * replacing when noreplace), then sync the directory. */
+static int place_file(int dirfd, const char *tmp, const char *name,
+                      const uint8_t *buf, size_t len, int noreplace) {
+  (void)b2_io_unlinkat(dirfd, tmp, 0); /* a leftover of a crash */
+  int fd = b2_io_openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return fd;
+  int rc = b2_io_pwrite(fd, buf, len, 0);
+  if (!rc) rc = b2_io_fsync(fd);
+  b2_io_close(fd);
+  if (!rc) rc = b2_io_renameat(dirfd, tmp, dirfd, name, noreplace);
+  if (rc < 0) {
+    (void)b2_io_unlinkat(dirfd, tmp, 0);
+    return rc;
+  }
+  return b2_io_fsync(dirfd);
+}
+
+int b2_frame_create(const char *path, const b2_frame_params *p,
+                    b2_frame **out) {
+  if (!out) return b2_fail(B2_E_INVAL, "frame create: no output");
+  *out = NULL;
+  if (!path || !*path || !p)
+    return b2_fail(B2_E_INVAL, "frame create: missing argument");
+  if (p->layout != B2_LAYOUT_CONTIGUOUS && p->layout != B2_LAYOUT_SPARSE)
+    return b2_fail(B2_E_INVAL, "frame create: layout %d", p->layout);
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int rc = empty_frame(p, &buf, &len);
+  if (rc < 0) return b2_context(rc, "frame create");
+  const char *base;
+  int dirfd = b2_io_open_parent(path, &base);
+  if (dirfd < 0) {
+    free(buf);
+    return dirfd;
+  }
+  char tmp[NAME_MAX + 1];
+  if (snprintf(tmp, sizeof tmp, ".%s.b2tmp", base) >= (int)sizeof tmp) {
+    rc = b2_fail(B2_E_LIMIT, "file name too long for a temporary file");
+  } else if (p->layout == B2_LAYOUT_CONTIGUOUS) {
+    rc = place_file(dirfd, tmp, base, buf, len, 1);
+  } else {
+    rc = b2_io_mkdirat(dirfd, base, 0755);
+    int sub = rc < 0 ? rc
+                     : b2_io_openat(dirfd, base, O_RDONLY | O_DIRECTORY, 0);
+    if (sub >= 0) {
+      rc = place_file(sub, B2_FRAME_SPARSE_INDEX ".tmp",
+                      B2_FRAME_SPARSE_INDEX, buf, len, 0);
+      b2_io_close(sub);
+      if (!rc) rc = b2_io_fsync(dirfd);
+    } else {
+      rc = sub;
+    }
+  }
+  b2_io_close(dirfd);
+  free(buf);
+  if (rc < 0) return b2_context(rc, "frame create %s", path);
+  return b2_frame_open_rw(path, out);
+}

@@ -1,0 +1,341 @@
+/*
+ * wstate.c - writable frames: opening for writing (what can be kept valid,
+ * the advisory lock, the expanded index and per-chunk sizes), the writer
+ * state's lifetime, and swapping the staged header or trailer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_chunk.h"
+#include "b2_error.h"
+#include "common/fileio.h"
+#include "common/util.h"
+#include "frame/frame_impl.h"
+
+/* A sparse frame whose chunk file numbers reach past this many times its
+ * chunk count (plus a margin) is not opened for writing: the writer keeps
+ * a table over the numbers in use. */
+#define NUM_SPREAD 4
+#define NUM_MARGIN 65536
+
+void b2_sframe_name(int64_t num, char name[32]) {
+  snprintf(name, 32, "%08X.chunk", (unsigned)num);
+}
+
+void b2_frame_params_default(b2_frame_params *p) {
+  memset(p, 0, sizeof *p);
+  p->layout = B2_LAYOUT_CONTIGUOUS;
+  b2_cparams_default(&p->cparams);
+  p->chunksize = 1 << 20;
+}
+
+int b2_frame_writable(const b2_frame *f) { return f && f->w; }
+
+int b2_frame_dirty(const b2_frame *f) {
+  if (!f || !f->w) return 0;
+  pthread_mutex_lock(&f->w->wmu);
+  int d = f->w->dirty;
+  pthread_mutex_unlock(&f->w->wmu);
+  return d;
+}
+
+int b2_frame_info_copy(const b2_frame *f, b2_frame_info *out) {
+  if (!f || !out) return b2_fail(B2_E_INVAL, "frame info: missing argument");
+  b2_frame_rdlock(f);
+  *out = f->info;
+  b2_frame_rdunlock(f);
+  return 0;
+}
+
+int b2_frame_w_retire(b2_frame *f, void *p) {
+  b2_frame_w *w = f->w;
+  if (!p) return 0;
+  if (w->nretired == w->retired_cap) {
+    int ncap = w->retired_cap ? 2 * w->retired_cap : 8;
+    void **r = realloc(w->retired, (size_t)ncap * sizeof *r);
+    if (!r) {
+      /* Keep the pointer alive rather than risk a reader's use after
+       * free: leak it. */
+      return 0;
+    }
+    w->retired = r;
+    w->retired_cap = ncap;
+  }
+  w->retired[w->nretired++] = p;
+  return 0;
+}
+
+int b2_frame_w_reserve(b2_frame *f, int64_t n) {
+  b2_frame_w *w = f->w;
+  if (n <= w->cap) return 0;
+  if (n > B2_FRAME_MAX_CHUNKS)
+    return b2_fail(B2_E_LIMIT, "%lld chunks exceed the limit of %lld",
+                   (long long)n, (long long)B2_FRAME_MAX_CHUNKS);
+  int64_t ncap = w->cap ? w->cap : 16;
+  while (ncap < n) ncap *= 2;
+  if (ncap > B2_FRAME_MAX_CHUNKS) ncap = B2_FRAME_MAX_CHUNKS;
+  int64_t *o = realloc(f->offsets, (size_t)ncap * sizeof *o);
+  if (!o) return b2_fail(B2_E_NOMEM, "out of memory for %lld entries",
+                         (long long)ncap);
+  f->offsets = o;
+  int32_t *c = realloc(w->csize, (size_t)ncap * sizeof *c);
+  if (!c) return b2_fail(B2_E_NOMEM, "out of memory for %lld entries",
+                         (long long)ncap);
+  w->csize = c;
+  w->cap = ncap;
+  return 0;
+}
+
+int b2_frame_meta_blobs(const b2_frame *f, int vl, b2_blob *out, int max) {
+  int n = vl ? f->info.nvlmeta : f->info.nmeta;
+  const b2_frame_meta *m = vl ? f->vlmeta : f->meta;
+  const uint8_t *region = vl ? f->trailer : f->header;
+  if (n > max)
+    return b2_fail(B2_E_LIMIT, "%d %smetalayers (at most %d)", n,
+                   vl ? "vl" : "", max);
+  for (int k = 0; k < n; k++) {
+    out[k].name = m[k].name;
+    out[k].data = region + m[k].pos;
+    out[k].len = m[k].len;
+  }
+  return n;
+}
+
+int b2_frame_w_set_header(b2_frame *f, uint8_t *buf, size_t len) {
+  b2_frame_meta *m;
+  int n;
+  int rc = b2_frame_parse_metalayers(buf, len, B2_FH_FIXED, B2_FRAME_MAX_META,
+                                     &m, &n);
+  if (rc < 0) {
+    free(buf);
+    return b2_context(rc, "new header");
+  }
+  b2_frame_w_retire(f, f->header);
+  b2_frame_w_retire(f, f->meta);
+  f->header = buf;
+  f->meta = m;
+  f->info.nmeta = n;
+  f->info.header_size = (int32_t)len;
+  return 0;
+}
+
+int b2_frame_w_set_trailer(b2_frame *f, uint8_t *buf, size_t len) {
+  b2_frame_meta *m;
+  int n;
+  int rc = b2_frame_parse_trailer(buf, len, 0, &m, &n);
+  if (rc < 0) {
+    free(buf);
+    return b2_context(rc, "new trailer");
+  }
+  b2_frame_w_retire(f, f->trailer);
+  b2_frame_w_retire(f, f->vlmeta);
+  f->trailer = buf;
+  f->trailer_len = (uint32_t)len;
+  f->vlmeta = m;
+  f->info.nvlmeta = n;
+  return 0;
+}
+
+/* Frames the writer refuses. */
+static int check_writable(const b2_frame *f) {
+  const b2_frame_info *in = &f->info;
+  if (in->legacy)
+    return b2_fail(B2_E_UNSUPPORTED, "frames of the older layout are "
+                   "read-only");
+  if (in->varlen_chunks || in->chunksize <= 0)
+    return b2_fail(B2_E_UNSUPPORTED, "frames of variable-length chunks are "
+                   "read-only");
+  if (in->vlblocks)
+    return b2_fail(B2_E_UNSUPPORTED, "frames of variable-length blocks are "
+                   "read-only");
+  if (in->nvlmeta > B2_FRAME_MAX_VLMETA_WRITE)
+    return b2_fail(B2_E_UNSUPPORTED, "%d vlmetalayers: the reference writes "
+                   "at most %d", in->nvlmeta, B2_FRAME_MAX_VLMETA_WRITE);
+  return b2_frame_fixed_ok(f->header, (size_t)in->header_size);
+}
+
+/* Stored size of every chunk (contiguous: from its header). */
+static int fill_sizes_contiguous(b2_frame *f) {
+  for (int64_t i = 0; i < f->info.nchunks; i++) {
+    int64_t e = f->offsets[i];
+    f->w->csize[i] = 0;
+    if (e < 0) continue;
+    uint8_t hdr[B2_CHUNK_HEADER_MIN];
+    int32_t nb, cb, bs;
+    int rc = b2_frame_pread(f->fd, hdr, sizeof hdr, f->data_pos + e);
+    if (!rc) rc = b2_chunk_sizes(hdr, sizeof hdr, &nb, &cb, &bs);
+    if (!rc && (cb < B2_CHUNK_HEADER_MIN || cb > f->data_end - f->data_pos - e))
+      rc = b2_fail(B2_E_FORMAT, "cbytes %d overruns the chunks section", cb);
+    if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+    f->w->csize[i] = cb;
+  }
+  return 0;
+}
+
+/* Sparse: the table of chunk file numbers and the size of each file. */
+static int fill_sizes_sparse(b2_frame *f) {
+  b2_frame_w *w = f->w;
+  int64_t n = f->info.nchunks, maxnum = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (f->offsets[i] > maxnum) maxnum = f->offsets[i];
+  if (maxnum >= NUM_SPREAD * n + NUM_MARGIN)
+    return b2_fail(B2_E_UNSUPPORTED, "chunk file number %lld is far beyond "
+                   "the %lld chunks", (long long)maxnum, (long long)n);
+  w->ncap = B2_MAX(maxnum + 1, 2 * n) + 64;
+  w->cbit = calloc((size_t)w->ncap, 1);
+  w->sref = calloc((size_t)w->ncap, sizeof *w->sref);
+  w->nsize = calloc((size_t)w->ncap, sizeof *w->nsize);
+  if (!w->cbit || !w->sref || !w->nsize)
+    return b2_fail(B2_E_NOMEM, "out of memory for %lld chunk numbers",
+                   (long long)w->ncap);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t e = f->offsets[i];
+    w->csize[i] = 0;
+    if (e < 0) continue;
+    if (!w->cbit[e]) {
+      char name[32];
+      struct stat st;
+      b2_sframe_name(e, name);
+      if (fstatat(f->dirfd, name, &st, 0) != 0)
+        return b2_fail(b2_from_errno(errno), "chunk %lld: file %s: %s",
+                       (long long)i, name, strerror(errno));
+      if (!S_ISREG(st.st_mode) || st.st_size > INT32_MAX ||
+          st.st_size < B2_CHUNK_HEADER_MIN)
+        return b2_fail(B2_E_FORMAT, "chunk %lld: file %s is not a chunk",
+                       (long long)i, name);
+      w->nsize[e] = (int32_t)st.st_size;
+    }
+    w->cbit[e] = 1;
+    w->sref[e]++;
+    w->csize[i] = w->nsize[e];
+  }
+  return 0;
+}
+
+/* Contiguous: a descriptor open for writing on the same file, locked. */
+static int reopen_rw(b2_frame *f) {
+  int fd = b2_io_openat(AT_FDCWD, f->path, O_RDWR, 0);
+  if (fd < 0) return fd;
+  struct stat a, b;
+  if (fstat(fd, &a) != 0 || fstat(f->fd, &b) != 0 || a.st_dev != b.st_dev ||
+      a.st_ino != b.st_ino) {
+    b2_io_close(fd);
+    return b2_fail(B2_E_BUSY, "the file was replaced while being opened");
+  }
+  b2_io_close(f->fd);
+  f->fd = fd;
+  return 0;
+}
+
+static int lock_fd(int fd) {
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return b2_fail(B2_E_BUSY, "the frame is open for writing elsewhere");
+    return b2_fail(b2_from_errno(errno), "lock: %s", strerror(errno));
+  }
+  return 0;
+}
+
+int b2_frame_w_init(b2_frame *f) {
+  int rc = check_writable(f);
+  if (rc < 0) return rc;
+  b2_frame_w *w = calloc(1, sizeof *w);
+  if (!w) return b2_fail(B2_E_NOMEM, "out of memory");
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+  /* Writers wait for no more than the readers already in (readers never
+   * take the lock twice). */
+  pthread_rwlockattr_setkind_np(&attr,
+                                PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&w->lock, &attr);
+  pthread_rwlockattr_destroy(&attr);
+  pthread_mutex_init(&w->wmu, NULL);
+  f->w = w;
+
+  /* The index as an array of the staged entries. */
+  int64_t n = f->info.nchunks;
+  int64_t *uni = f->offsets;
+  int64_t uval = f->uniform_offset;
+  f->offsets = NULL;
+  rc = b2_frame_w_reserve(f, B2_MAX(n, 16));
+  if (rc < 0) {
+    free(uni);
+    return rc;
+  }
+  for (int64_t i = 0; i < n; i++) f->offsets[i] = uni ? uni[i] : uval;
+  free(uni);
+
+  if (f->info.layout == B2_LAYOUT_SPARSE) {
+    rc = lock_fd(f->dirfd);
+    if (!rc) rc = fill_sizes_sparse(f);
+  } else {
+    w->rpath = realpath(f->path, NULL);
+    rc = w->rpath ? reopen_rw(f)
+                  : b2_fail(b2_from_errno(errno), "cannot resolve %s: %s",
+                            f->path, strerror(errno));
+    if (!rc) rc = lock_fd(f->fd);
+    if (!rc) rc = fill_sizes_contiguous(f);
+    /* Bytes past frame_size belong to no committed frame (an abandoned
+     * staged state): drop them. */
+    if (!rc && f->file_size > f->info.frame_size)
+      rc = b2_io_ftruncate(f->fd, f->info.frame_size);
+    w->append_pos = f->info.frame_size;
+    f->data_end = w->append_pos;
+  }
+  if (rc < 0) return rc;
+  w->c_header_len = (size_t)f->info.header_size;
+  w->c_header = malloc(w->c_header_len);
+  if (!w->c_header) return b2_fail(B2_E_NOMEM, "out of memory");
+  memcpy(w->c_header, f->header, w->c_header_len);
+  w->c_frame_size = f->info.frame_size;
+  return 0;
+}
+
+void b2_frame_w_free(b2_frame *f) {
+  b2_frame_w *w = f->w;
+  if (!w) return;
+  /* Sparse: chunk files written for an abandoned staged state are
+   * referenced by no index that may be on disk. */
+  if (f->info.layout == B2_LAYOUT_SPARSE && w->sref && f->dirfd >= 0) {
+    for (int64_t n = 0; n < w->ncap; n++) {
+      if (w->sref[n] && !w->cbit[n]) {
+        char name[32];
+        b2_sframe_name(n, name);
+        (void)b2_io_unlinkat(f->dirfd, name, 0);
+      }
+    }
+  }
+  for (int k = 0; k < w->nretired; k++) free(w->retired[k]);
+  free(w->retired);
+  free(w->csize);
+  free(w->cbit);
+  free(w->sref);
+  free(w->nsize);
+  free(w->c_header);
+  free(w->rpath);
+  pthread_rwlock_destroy(&w->lock);
+  pthread_mutex_destroy(&w->wmu);
+  free(w);
+  f->w = NULL;
+}
+
+int b2_frame_open_rw(const char *path, b2_frame **out) {
+  if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
+  *out = NULL;
+  b2_frame *f;
+  int rc = b2_frame_open(path, &f);
+  if (rc < 0) return rc;
+  rc = b2_frame_w_init(f);
+  if (rc < 0) {
+    b2_frame_close(f);
+    return rc;
+  }
+  *out = f;
+  return 0;
+}

@@ -1,0 +1,1111 @@
+/*
+ * test_fwrite.c - layer 3, write side: creating frames, putting chunks,
+ * resizing, metalayers, commits, compaction and the conformance check, for
+ * both layouts and several codecs.  Every state is checked by reopening
+ * the frame from disk and comparing its decoded bytes with an in-memory
+ * model.  Crash consistency: before each commit, a fresh open must show
+ * the last committed state.  With -DB2_FAULT_INJECTION (see
+ * tests/fault_build.sh), every I/O operation of a commit, a compaction and
+ * a creation is made to fail in turn: the writer must report it, the frame
+ * on disk must stay valid with the old (or, past the last sync, the new)
+ * content, and a retry must succeed.
+ *
+ * B2FW_EXPORT=DIR keeps copies of the frames written here (with their
+ * expected sha256 in DIR/manifest.tsv) for checks by other readers.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_chunk.h"
+#include "b2_error.h"
+#include "b2_frame.h"
+#include "common/fileio.h"
+#include "sha256.h"
+#include "t.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static char tmproot[256];
+
+static void make_root(void) {
+  const char *t = getenv("TMPDIR");
+  snprintf(tmproot, sizeof tmproot, "%s/b2fw.XXXXXX", t && *t ? t : "/tmp");
+  if (!mkdtemp(tmproot)) {
+    perror("mkdtemp");
+    exit(2);
+  }
+}
+
+static void rm_rf(const char *path) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  if (system(cmd) != 0) fprintf(stderr, "  cannot remove %s\n", path);
+}
+
+static void tpath(char *out, size_t cap, const char *name) {
+  snprintf(out, cap, "%s/%s", tmproot, name);
+}
+
+/* Logical content of a frame under test. */
+typedef struct model {
+  uint8_t *b;
+  int64_t n;
+  int32_t cs;
+} model;
+
+static void model_resize(model *m, int64_t n) {
+  m->b = realloc(m->b, n > 0 ? (size_t)n : 1);
+  if (n > m->n) memset(m->b + m->n, 0, (size_t)(n - m->n));
+  m->n = n;
+}
+
+static uint32_t rnd_state = 12345;
+static uint32_t rnd(void) {
+  rnd_state ^= rnd_state << 13;
+  rnd_state ^= rnd_state >> 17;
+  rnd_state ^= rnd_state << 5;
+  return rnd_state;
+}
+
+/* Fill [off, off+n) with compressible data tagged by `v`. */
+static void fill(model *m, int64_t off, int64_t n, uint32_t v) {
+  for (int64_t k = 0; k < n; k++) {
+    int64_t p = off + k;
+    m->b[p] = (uint8_t)(((p / 7) * 31 + v * 17 + (p % 5 == 0 ? rnd() : 0)) &
+                        0xff);
+  }
+}
+
+static int64_t nchunks_of(const model *m) {
+  return m->n / m->cs + (m->n % m->cs != 0);
+}
+
+static int32_t chunk_len(const model *m, int64_t i) {
+  int64_t left = m->n - i * m->cs;
+  return (int32_t)(left < m->cs ? left : m->cs);
+}
+
+/* Encode chunk i of the model and put it. */
+static int put_model_chunk(b2_frame *f, const b2_cparams *cp, const model *m,
+                           int64_t i) {
+  int32_t n = chunk_len(m, i);
+  size_t cap = b2_chunk_bound((size_t)n);
+  uint8_t *c = malloc(cap);
+  int rc = b2_chunk_encode(cp, m->b + i * m->cs, (size_t)n, c, cap);
+  if (rc > 0) rc = b2_frame_put_chunk(f, i, c, (size_t)rc);
+  free(c);
+  return rc;
+}
+
+/* Compare an open frame's decoded content with the model. */
+static int frame_equals(b2_frame *f, const model *m, const char *what) {
+  b2_frame_info in;
+  b2_frame_info_copy(f, &in);
+  if (in.nbytes != m->n || in.nchunks != nchunks_of(m)) {
+    fprintf(stderr, "  %s: nbytes %lld nchunks %lld, expected %lld %lld\n",
+            what, (long long)in.nbytes, (long long)in.nchunks,
+            (long long)m->n, (long long)nchunks_of(m));
+    return 0;
+  }
+  uint8_t *buf = malloc((size_t)m->cs);
+  int ok = 1;
+  for (int64_t i = 0; i < in.nchunks && ok; i++) {
+    int rc = b2_frame_decode_chunk(f, i, buf, (size_t)m->cs);
+    if (rc != chunk_len(m, i) ||
+        memcmp(buf, m->b + i * m->cs, (size_t)chunk_len(m, i)) != 0) {
+      fprintf(stderr, "  %s: chunk %lld differs (rc %d: %s)\n", what,
+              (long long)i, rc, rc < 0 ? b2_last_detail() : "");
+      ok = 0;
+    }
+  }
+  free(buf);
+  return ok;
+}
+
+/* Reopen `path` read-only from disk and compare; also the strict check. */
+static int disk_equals(const char *path, const model *m, const char *what) {
+  b2_frame *f;
+  int rc = b2_frame_open(path, &f);
+  if (rc < 0) {
+    fprintf(stderr, "  %s: reopen: %s\n", what, b2_last_detail());
+    return 0;
+  }
+  int ok = frame_equals(f, m, what);
+  rc = b2_frame_check(f);
+  if (rc < 0) {
+    fprintf(stderr, "  %s: check: %s\n", what, b2_last_detail());
+    ok = 0;
+  }
+  b2_frame_close(f);
+  return ok;
+}
+
+static void sha_of_model(const model *m, char hex[65]) {
+  t_sha256_of(m->b, (size_t)m->n, hex);
+}
+
+/* B2FW_EXPORT: copy the frame and record its expected content. */
+static void export_frame(const char *path, const char *name, const model *m) {
+  const char *dir = getenv("B2FW_EXPORT");
+  if (!dir || !*dir) return;
+  char cmd[2000];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && rm -rf '%s/%s' && cp -r '%s' "
+           "'%s/%s'", dir, dir, name, path, dir, name);
+  if (system(cmd) != 0) return;
+  char man[600], hex[65];
+  snprintf(man, sizeof man, "%s/manifest.tsv", dir);
+  FILE *fp = fopen(man, "a");
+  if (!fp) return;
+  sha_of_model(m, hex);
+  fprintf(fp, "%s\t%lld\t%lld\t%s\n", name, (long long)m->n,
+          (long long)nchunks_of(m), hex);
+  fclose(fp);
+}
+
+static void params(b2_frame_params *p, int layout, int codec, int typesize,
+                   int32_t cs) {
+  b2_frame_params_default(p);
+  p->layout = layout;
+  p->cparams.codec = codec;
+  p->cparams.clevel = 5;
+  p->cparams.typesize = typesize;
+  p->chunksize = cs;
+}
+
+static const char *lname(int layout) {
+  return layout == B2_LAYOUT_SPARSE ? "sparse" : "contig";
+}
+
+static int count_chunk_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL)
+    if (strstr(de->d_name, ".chunk")) n++;
+  closedir(d);
+  return n;
+}
+
+static long long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* Create, append (last chunk partial), commit, reopen; EXIST on create. */
+static void roundtrip(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "rt.sparse" : "rt.b2frame");
+  b2_frame_params p;
+  params(&p, layout, B2_CODEC_ZSTD, 4, 4000);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+  if (!f) return;
+  b2_frame *g = NULL;
+  CHECK_EQ(b2_frame_create(path, &p, &g), B2_E_EXIST);
+  CHECK_EQ(b2_frame_open_rw(path, &g), B2_E_BUSY);
+  model m = {NULL, 0, p.chunksize};
+  CHECK(disk_equals(path, &m, "empty"));
+  model_resize(&m, 4000 * 5 + 1234);
+  fill(&m, 0, m.n, 1);
+  for (int64_t i = 0; i < nchunks_of(&m); i++)
+    CHECK_EQ(put_model_chunk(f, &p.cparams, &m, i), 0);
+  CHECK(frame_equals(f, &m, "staged"));
+  CHECK_EQ(b2_frame_dirty(f), 1);
+  model empty = {NULL, 0, p.chunksize};
+  CHECK(disk_equals(path, &empty, "before commit"));
+  CHECK_EQ(b2_frame_commit(f), 0);
+  CHECK_EQ(b2_frame_dirty(f), 0);
+  CHECK(disk_equals(path, &m, "committed"));
+  CHECK_EQ(b2_frame_check(f), 0);
+  const b2_frame_info *in = b2_frame_get_info(f);
+  CHECK_EQ(in->typesize, 4);
+  CHECK_EQ(in->codec, B2_CODEC_ZSTD);
+  CHECK_EQ(in->format_version, 2);
+  b2_frame_close(f);
+  /* Reopen for writing and append one more chunk after fixing the last. */
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (f) {
+    int64_t old = m.n;
+    model_resize(&m, 4000 * 7);
+    fill(&m, old, m.n - old, 2);
+    CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 6), B2_E_INVAL);
+    CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 5), 0);
+    CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 6), 0);
+    CHECK_EQ(b2_frame_commit(f), 0);
+    CHECK(disk_equals(path, &m, "appended"));
+    export_frame(path, layout ? "roundtrip.sparse" : "roundtrip.b2frame", &m);
+    b2_frame_close(f);
+  }
+  free(m.b);
+}
+
+static void test_roundtrip_contiguous(void) { roundtrip(B2_LAYOUT_CONTIGUOUS); }
+static void test_roundtrip_sparse(void) { roundtrip(B2_LAYOUT_SPARSE); }
+
+/* Many replaces with commits in between: dead bytes grow, compaction
+ * removes them; the content stays right at every step.  Before each
+ * commit a fresh open must show the previous commit. */
+static void replaces(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "rep.sparse" : "rep.b2frame");
+  b2_frame_params p;
+  params(&p, layout, B2_CODEC_LZ4, 8, 8192);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+  if (!f) return;
+  model m = {NULL, 0, p.chunksize};
+  model_resize(&m, 8192 * 12 + 800);
+  fill(&m, 0, m.n, 3);
+  for (int64_t i = 0; i < nchunks_of(&m); i++)
+    put_model_chunk(f, &p.cparams, &m, i);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  model committed = {malloc((size_t)m.n), m.n, m.cs};
+  memcpy(committed.b, m.b, (size_t)m.n);
+  int bad = 0;
+  for (int round = 0; round < 12; round++) {
+    for (int k = 0; k < 3; k++) {
+      int64_t i = rnd() % nchunks_of(&m);
+      fill(&m, i * m.cs, chunk_len(&m, i), 100 + (uint32_t)round);
+      CHECK_EQ(put_model_chunk(f, &p.cparams, &m, i), 0);
+      if (!disk_equals(path, &committed, "crash view")) bad++;
+    }
+    CHECK(frame_equals(f, &m, "staged"));
+    CHECK_EQ(b2_frame_commit(f), 0);
+    memcpy(committed.b, m.b, (size_t)m.n);
+    if (!disk_equals(path, &m, "after commit")) bad++;
+  }
+  CHECK_EQ(bad, 0);
+  int64_t dead = b2_frame_dead_bytes(f);
+  if (layout == B2_LAYOUT_CONTIGUOUS) {
+    CHECK(dead > 0);
+    long long before = file_size(path);
+    export_frame(path, "replaced-dead.b2frame", &m);
+    CHECK_EQ(b2_frame_compact(f), 0);
+    CHECK_EQ(b2_frame_dead_bytes(f), 0);
+    CHECK(file_size(path) < before);
+    CHECK(frame_equals(f, &m, "compacted (same handle)"));
+    CHECK(disk_equals(path, &m, "compacted"));
+    export_frame(path, "replaced-compacted.b2frame", &m);
+    /* The handle keeps working on the new file. */
+    fill(&m, 0, m.cs, 77);
+    CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 0), 0);
+    CHECK_EQ(b2_frame_commit(f), 0);
+    CHECK(disk_equals(path, &m, "after compaction"));
+  } else {
+    CHECK_EQ(dead, 0); /* old chunk files go at commit */
+    CHECK_EQ(count_chunk_files(path), (int)nchunks_of(&m));
+    /* A leftover chunk file (an interrupted writer) is swept. */
+    char junk[600];
+    snprintf(junk, sizeof junk, "%s/0000FFF0.chunk", path);
+    FILE *fp = fopen(junk, "w");
+    if (fp) fclose(fp);
+    CHECK_EQ(b2_frame_compact(f), 0);
+    CHECK_EQ(count_chunk_files(path), (int)nchunks_of(&m));
+    CHECK(disk_equals(path, &m, "compacted"));
+    export_frame(path, "replaced.sparse", &m);
+  }
+  b2_frame_close(f);
+  /* The path variant. */
+  CHECK_EQ(b2_frame_compact_path(path), 0);
+  CHECK(disk_equals(path, &m, "compact_path"));
+  free(m.b);
+  free(committed.b);
+}
+
+static void test_replaces_contiguous(void) { replaces(B2_LAYOUT_CONTIGUOUS); }
+static void test_replaces_sparse(void) { replaces(B2_LAYOUT_SPARSE); }
+
+/* Several codecs, filters and type sizes in both layouts. */
+static void test_codecs(void) {
+  static const struct {
+    int codec, typesize, filter;
+  } cases[] = {
+      {B2_CODEC_BLOSCLZ, 8, B2_FILTER_SHUFFLE},
+      {B2_CODEC_LZ4, 4, B2_FILTER_BITSHUFFLE},
+      {B2_CODEC_LZ4HC, 2, B2_FILTER_SHUFFLE},
+      {B2_CODEC_ZLIB, 1, B2_FILTER_NONE},
+      {B2_CODEC_ZSTD, 8, B2_FILTER_BYTEDELTA},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (int layout = 0; layout < 2; layout++) {
+      char name[64], path[512];
+      snprintf(name, sizeof name, "codec-%s-%s%s", b2_codec_name(cases[c].codec),
+               lname(layout), layout ? ".sparse" : ".b2frame");
+      tpath(path, sizeof path, name);
+      b2_frame_params p;
+      params(&p, layout, cases[c].codec, cases[c].typesize, 3000 * 8);
+      memset(p.cparams.filters, 0, sizeof p.cparams.filters);
+      p.cparams.filters[B2_MAX_FILTERS - 1] = (uint8_t)cases[c].filter;
+      if (cases[c].filter == B2_FILTER_BYTEDELTA) {
+        p.cparams.filters[B2_MAX_FILTERS - 2] = B2_FILTER_SHUFFLE;
+        p.cparams.filters_meta[B2_MAX_FILTERS - 1] = 8;
+      }
+      b2_frame *f;
+      CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+      if (!f) continue;
+      model m = {NULL, 0, p.chunksize};
+      model_resize(&m, 24000 * 3 + 8 * 37);
+      fill(&m, 0, m.n, (uint32_t)c);
+      for (int64_t i = 0; i < nchunks_of(&m); i++)
+        CHECK_EQ(put_model_chunk(f, &p.cparams, &m, i), 0);
+      CHECK_EQ(b2_frame_commit(f), 0);
+      b2_frame_close(f);
+      CHECK(disk_equals(path, &m, name));
+      b2_frame *r;
+      if (b2_frame_open(path, &r) == 0) {
+        CHECK_EQ(b2_frame_get_info(r)->codec, cases[c].codec);
+        CHECK_EQ(b2_frame_get_info(r)->filters[B2_MAX_FILTERS - 1],
+                 cases[c].filter);
+        b2_frame_close(r);
+      }
+      export_frame(path, name, &m);
+      free(m.b);
+    }
+  }
+}
+
+/* Shrinking cuts chunks (the new last must be put again), growing adds
+ * zero chunks, size 0 empties the frame; the frame then grows again. */
+static void resize(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "rs.sparse" : "rs.b2frame");
+  b2_frame_params p;
+  params(&p, layout, B2_CODEC_ZSTD, 1, 1000);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+  if (!f) return;
+  model m = {NULL, 0, p.chunksize};
+  model_resize(&m, 10500);
+  fill(&m, 0, m.n, 9);
+  for (int64_t i = 0; i < nchunks_of(&m); i++)
+    put_model_chunk(f, &p.cparams, &m, i);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  /* Shrink into the middle of chunk 4. */
+  CHECK_EQ(b2_frame_resize(f, 4321), 0);
+  model_resize(&m, 4321);
+  CHECK_EQ(b2_frame_commit(f), B2_E_INVAL); /* chunk 4 still holds 1000 */
+  CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 4), 0);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  CHECK(disk_equals(path, &m, "shrunk"));
+  if (layout == B2_LAYOUT_SPARSE) CHECK_EQ(count_chunk_files(path), 5);
+  /* Grow: chunk 4 must become full; chunks 5.. read as zeros. */
+  CHECK_EQ(b2_frame_resize(f, 8000), 0);
+  model_resize(&m, 8000);
+  CHECK_EQ(b2_frame_commit(f), B2_E_INVAL);
+  fill(&m, 4321, 1000 - 321, 10);
+  CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 4), 0);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  CHECK(disk_equals(path, &m, "grown"));
+  CHECK_EQ(b2_frame_chunk_special(f, 6), B2_SPECIAL_ZERO);
+  export_frame(path, layout ? "resized.sparse" : "resized.b2frame", &m);
+  /* Empty, then data again. */
+  CHECK_EQ(b2_frame_resize(f, 0), 0);
+  model_resize(&m, 0);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  CHECK(disk_equals(path, &m, "emptied"));
+  if (layout == B2_LAYOUT_SPARSE) CHECK_EQ(count_chunk_files(path), 0);
+  model_resize(&m, 2500);
+  fill(&m, 0, m.n, 11);
+  for (int64_t i = 0; i < 3; i++) put_model_chunk(f, &p.cparams, &m, i);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  CHECK(disk_equals(path, &m, "refilled"));
+  b2_frame_close(f);
+  free(m.b);
+}
+
+static void test_resize_contiguous(void) { resize(B2_LAYOUT_CONTIGUOUS); }
+static void test_resize_sparse(void) { resize(B2_LAYOUT_SPARSE); }
+
+/* Special entries: put_special, and encoded chunks that are special. */
+static void test_specials(void) {
+  for (int layout = 0; layout < 2; layout++) {
+    char path[512];
+    tpath(path, sizeof path, layout ? "sp.sparse" : "sp.b2frame");
+    b2_frame_params p;
+    params(&p, layout, B2_CODEC_BLOSCLZ, 4, 400);
+    b2_frame *f;
+    CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+    if (!f) continue;
+    model m = {NULL, 0, p.chunksize};
+    model_resize(&m, 2000);
+    fill(&m, 0, 400, 1);
+    CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 0), 0);
+    CHECK_EQ(b2_frame_put_special(f, 1, B2_SPECIAL_ZERO, 400), 0);
+    CHECK_EQ(b2_frame_put_special(f, 2, B2_SPECIAL_UNINIT, 400), 0);
+    /* An encoded all-zero chunk becomes a special entry too. */
+    CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 3), 0);
+    CHECK_EQ(b2_frame_chunk_special(f, 3), B2_SPECIAL_ZERO);
+    uint8_t sc[64];
+    int n = b2_chunk_make_special(B2_SPECIAL_ZERO, 400, 4, NULL, sc, sizeof sc);
+    CHECK_EQ(b2_frame_put_chunk(f, 4, sc, (size_t)n), 0);
+    CHECK_EQ(b2_frame_put_special(f, 5, B2_SPECIAL_VALUE, 400), B2_E_INVAL);
+    CHECK_EQ(b2_frame_commit(f), 0);
+    CHECK(disk_equals(path, &m, "specials"));
+    if (layout == B2_LAYOUT_SPARSE) CHECK_EQ(count_chunk_files(path), 1);
+    export_frame(path, layout ? "specials.sparse" : "specials.b2frame", &m);
+    b2_frame_close(f);
+    free(m.b);
+  }
+}
+
+/* Metalayers at creation, in-place and resizing updates, vlmetalayers. */
+static void metas(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "meta.sparse" : "meta.b2frame");
+  b2_frame_params p;
+  params(&p, layout, B2_CODEC_ZSTD, 8, 800);
+  b2_frame_meta_init mi[2] = {{"alpha", "\x01\x02\x03\x04", 4},
+                              {"beta", "bbbbbbbb", 8}};
+  p.nmeta = 2;
+  p.meta = mi;
+  b2_frame *f;
+  CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+  if (!f) return;
+  model m = {NULL, 0, p.chunksize};
+  model_resize(&m, 3000);
+  fill(&m, 0, m.n, 5);
+  for (int64_t i = 0; i < nchunks_of(&m); i++)
+    put_model_chunk(f, &p.cparams, &m, i);
+  CHECK_EQ(b2_frame_vlmeta_set(f, "note", "hello", 5), 0);
+  char big[5000];
+  for (size_t k = 0; k < sizeof big; k++) big[k] = (char)('a' + k % 7);
+  CHECK_EQ(b2_frame_vlmeta_set(f, "big", big, sizeof big), 0);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  long long sz1 = layout ? 0 : file_size(path);
+  /* Same size in place. */
+  CHECK_EQ(b2_frame_meta_set(f, "alpha", "\x09\x08\x07\x06", 4), 0);
+  CHECK_EQ(b2_frame_vlmeta_set(f, "note", "bye", 3), 0);
+  CHECK_EQ(b2_frame_vlmeta_del(f, "missing"), B2_E_NOENT);
+  const uint8_t *d;
+  size_t len;
+  CHECK_EQ(b2_frame_meta_get(f, "alpha", &d, &len), 0);
+  CHECK(len == 4 && memcmp(d, "\x09\x08\x07\x06", 4) == 0);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  if (!layout) CHECK(file_size(path) > sz1); /* appended, not rewritten */
+  b2_frame_close(f);
+  b2_frame *r;
+  CHECK_EQ(b2_frame_open(path, &r), 0);
+  if (r) {
+    CHECK_EQ(b2_frame_meta_get(r, "alpha", &d, &len), 0);
+    CHECK(len == 4 && memcmp(d, "\x09\x08\x07\x06", 4) == 0);
+    CHECK_EQ(b2_frame_meta_get(r, "beta", &d, &len), 0);
+    CHECK(len == 8 && memcmp(d, "bbbbbbbb", 8) == 0);
+    uint8_t *v;
+    CHECK_EQ(b2_frame_vlmeta_get(r, "note", &v, &len), 0);
+    if (v) CHECK(len == 3 && memcmp(v, "bye", 3) == 0);
+    free(v);
+    CHECK_EQ(b2_frame_vlmeta_get(r, "big", &v, &len), 0);
+    if (v) CHECK(len == sizeof big && memcmp(v, big, sizeof big) == 0);
+    free(v);
+    CHECK(frame_equals(r, &m, "meta frame"));
+    b2_frame_close(r);
+  }
+  /* Another size, a new metalayer, a deleted vlmetalayer: the frame is
+   * rewritten (contiguous) and reads the same. */
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (!f) return;
+  CHECK_EQ(b2_frame_meta_set(f, "beta", "longer content", 14), 0);
+  CHECK_EQ(b2_frame_meta_set(f, "gamma", "g", 1), 0);
+  CHECK_EQ(b2_frame_vlmeta_del(f, "note"), 0);
+  CHECK(disk_equals(path, &m, "before meta commit"));
+  CHECK_EQ(b2_frame_commit(f), 0);
+  CHECK(disk_equals(path, &m, "meta resized"));
+  CHECK_EQ(b2_frame_get_info(f)->nmeta, 3);
+  CHECK_EQ(b2_frame_get_info(f)->nvlmeta, 1);
+  /* Puts after the rewrite land in the new file. */
+  fill(&m, 800, 800, 6);
+  CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 1), 0);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  b2_frame_close(f);
+  CHECK(disk_equals(path, &m, "after meta rewrite"));
+  CHECK_EQ(b2_frame_open(path, &r), 0);
+  if (r) {
+    CHECK_EQ(b2_frame_meta_get(r, "beta", &d, &len), 0);
+    CHECK(len == 14 && memcmp(d, "longer content", 14) == 0);
+    CHECK_EQ(b2_frame_meta_get(r, "gamma", &d, &len), 0);
+    uint8_t *v = NULL;
+    CHECK_EQ(b2_frame_vlmeta_get(r, "note", &v, &len), B2_E_NOENT);
+    CHECK_EQ(b2_frame_vlmeta_get(r, "big", &v, &len), 0);
+    free(v);
+    b2_frame_close(r);
+  }
+  export_frame(path, layout ? "metas.sparse" : "metas.b2frame", &m);
+  free(m.b);
+}
+
+static void test_metas_contiguous(void) { metas(B2_LAYOUT_CONTIGUOUS); }
+static void test_metas_sparse(void) { metas(B2_LAYOUT_SPARSE); }
+
+/* Refusals: read-only handles, unsupported frames, bad puts. */
+static void test_refusals(void) {
+  char path[512];
+  tpath(path, sizeof path, "ref.b2frame");
+  b2_frame_params p;
+  params(&p, B2_LAYOUT_CONTIGUOUS, B2_CODEC_ZSTD, 4, 1000);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+  if (!f) return;
+  model m = {NULL, 0, p.chunksize};
+  model_resize(&m, 2500);
+  fill(&m, 0, m.n, 1);
+  /* Chunk 1 of 800 bytes is not last: refused; so is a gap. */
+  CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 1), B2_E_RANGE);
+  m.n = 800;
+  CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 0), 0);
+  m.n = 2500;
+  CHECK_EQ(put_model_chunk(f, &p.cparams, &m, 1), B2_E_INVAL);
+  uint8_t junk[40] = {0};
+  CHECK(b2_frame_put_chunk(f, 1, junk, sizeof junk) < 0);
+  CHECK_EQ(b2_frame_put_chunk(f, 0, junk, 8), B2_E_INVAL);
+  b2_frame_close(f); /* uncommitted: discarded */
+  model e = {NULL, 0, 1000};
+  CHECK(disk_equals(path, &e, "discarded"));
+  b2_frame *r;
+  CHECK_EQ(b2_frame_open(path, &r), 0);
+  if (r) {
+    CHECK_EQ(b2_frame_writable(r), 0);
+    CHECK_EQ(b2_frame_put_special(r, 0, B2_SPECIAL_ZERO, 1000), B2_E_ROFS);
+    CHECK_EQ(b2_frame_commit(r), B2_E_ROFS);
+    CHECK_EQ(b2_frame_resize(r, 0), B2_E_ROFS);
+    b2_frame_close(r);
+  }
+  free(m.b);
+  /* Fixtures the writer cannot keep valid. */
+  const char *fx = t_fixtures();
+  static const char *const ro[] = {
+      "legacy/legacy-blosclz-shuffle-i32.b2frame",
+      "reference/varchunks-lz4-3.0.0.b2frame",
+      "reference/vlblocks-lz4-fixed-3.0.0.b2frame"};
+  for (size_t k = 0; k < sizeof ro / sizeof ro[0]; k++) {
+    char src[512], dst[512], cmd[2000];
+    snprintf(src, sizeof src, "%s/%s", fx, ro[k]);
+    if (access(src, R_OK) != 0) {
+      fprintf(stderr, "  skipped %s (no fixtures)\n", ro[k]);
+      continue;
+    }
+    snprintf(dst, sizeof dst, "%s/ro%zu.b2frame", tmproot, k);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
+    if (system(cmd) != 0) continue;
+    b2_frame *w = NULL;
+    CHECK_EQ(b2_frame_open_rw(dst, &w), B2_E_UNSUPPORTED);
+    CHECK(w == NULL);
+  }
+}
+
+/* Frames written by the reference library, changed here: replaced and
+ * appended chunks, vlmetalayers, compaction.  Content checked against the
+ * fixtures' data plus our changes. */
+static void modify_fixture(const char *rel, const char *outname) {
+  char src[512], dst[512], cmd[2000];
+  snprintf(src, sizeof src, "%s/%s", t_fixtures(), rel);
+  if (access(src, R_OK) != 0) {
+    fprintf(stderr, "  skipped %s (no fixtures)\n", rel);
+    t_skipped_ = 1;
+    return;
+  }
+  snprintf(dst, sizeof dst, "%s/%s", tmproot, outname);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dst, src, dst);
+  if (system(cmd) != 0) return;
+  b2_frame *f;
+  int rc = b2_frame_open_rw(dst, &f);
+  CHECK_EQ(rc, 0);
+  if (rc < 0) {
+    fprintf(stderr, "  %s: %s\n", rel, b2_last_detail());
+    return;
+  }
+  b2_frame_info in;
+  b2_frame_info_copy(f, &in);
+  model m = {NULL, 0, in.chunksize};
+  model_resize(&m, in.nbytes);
+  for (int64_t i = 0; i < in.nchunks; i++)
+    b2_frame_decode_chunk(f, i, m.b + i * m.cs, (size_t)chunk_len(&m, i));
+  b2_cparams cp;
+  b2_cparams_default(&cp);
+  cp.codec = in.codec <= B2_CODEC_ZSTD && in.codec != B2_CODEC_SNAPPY
+                 ? in.codec : B2_CODEC_ZSTD;
+  cp.typesize = in.typesize <= 255 ? in.typesize : 1;
+  /* Replace the first chunk and the last, append two chunks (after making
+   * the last one full). */
+  fill(&m, 0, chunk_len(&m, 0), 50);
+  CHECK_EQ(put_model_chunk(f, &cp, &m, 0), 0);
+  int64_t old = m.n;
+  model_resize(&m, (nchunks_of(&m) + 2) * (int64_t)m.cs - 3 * cp.typesize);
+  fill(&m, old, m.n - old, 51);
+  for (int64_t i = in.nchunks - 1; i < nchunks_of(&m); i++)
+    CHECK_EQ(put_model_chunk(f, &cp, &m, i), 0);
+  CHECK_EQ(b2_frame_vlmeta_set(f, "b2fs", "{\"edited\": true}", 16), 0);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  CHECK(disk_equals(dst, &m, rel));
+  char name[300];
+  snprintf(name, sizeof name, "mod-%s", outname);
+  export_frame(dst, name, &m);
+  if (in.layout == B2_LAYOUT_CONTIGUOUS) {
+    CHECK(b2_frame_dead_bytes(f) > 0);
+    CHECK_EQ(b2_frame_compact(f), 0);
+    CHECK(disk_equals(dst, &m, rel));
+    snprintf(name, sizeof name, "modc-%s", outname);
+    export_frame(dst, name, &m);
+  }
+  b2_frame_close(f);
+  free(m.b);
+}
+
+static void test_modify_reference_frames(void) {
+  modify_fixture("cframe/zstd-shuffle-f64.b2frame", "ref-zstd.b2frame");
+  modify_fixture("cframe/lz4-edited-i32.b2frame", "ref-lz4-edited.b2frame");
+  modify_fixture("cframe/zstd-metalayers.b2frame", "ref-metalayers.b2frame");
+  modify_fixture("cframe/zstd-special-chunks-f64.b2frame",
+                 "ref-special.b2frame");
+  modify_fixture("sframe/zstd-shuffle-f64.b2frame", "ref-zstd.sparse");
+  modify_fixture("sframe/lz4-edited-i32.b2frame", "ref-lz4-edited.sparse");
+  modify_fixture("b2nd/f32-2d-uneven.b2nd", "ref-b2nd.b2nd");
+  modify_fixture("b2nd/sframe-f32-2d.b2nd", "ref-b2nd-sparse.b2nd");
+}
+
+/* Readers of the same handle while a writer replaces chunks and commits:
+ * every chunk read is whole (all bytes of one version). */
+typedef struct mt_arg {
+  b2_frame *f;
+  int stop;
+  int bad;
+  long reads;
+} mt_arg;
+
+#define MT_CS 4096
+#define MT_N 16
+
+static void mt_chunk(uint8_t *b, int64_t i, uint32_t v) {
+  for (int k = 0; k < MT_CS; k++) b[k] = (uint8_t)(i * 7 + v);
+  b[0] = (uint8_t)v;
+}
+
+static void *mt_reader(void *p) {
+  mt_arg *a = p;
+  uint8_t buf[MT_CS];
+  while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+    int64_t i = (int64_t)(rnd() % MT_N);
+    int rc = b2_frame_decode_chunk(a->f, i, buf, sizeof buf);
+    uint8_t want[MT_CS];
+    mt_chunk(want, i, buf[0]);
+    if (rc != MT_CS || memcmp(buf, want, MT_CS) != 0) a->bad++;
+    a->reads++;
+  }
+  return NULL;
+}
+
+static void test_concurrent_readers(void) {
+  for (int layout = 0; layout < 2; layout++) {
+    char path[512];
+    tpath(path, sizeof path, layout ? "mt.sparse" : "mt.b2frame");
+    b2_frame_params p;
+    params(&p, layout, B2_CODEC_LZ4, 1, MT_CS);
+    b2_frame *f;
+    CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+    if (!f) continue;
+    uint8_t raw[MT_CS], enc[MT_CS + 64];
+    for (int64_t i = 0; i < MT_N; i++) {
+      mt_chunk(raw, i, 0);
+      int n = b2_chunk_encode(&p.cparams, raw, MT_CS, enc, sizeof enc);
+      b2_frame_put_chunk(f, i, enc, (size_t)n);
+    }
+    CHECK_EQ(b2_frame_commit(f), 0);
+    mt_arg a[3];
+    pthread_t th[3];
+    for (int t = 0; t < 3; t++) {
+      a[t] = (mt_arg){f, 0, 0, 0};
+      pthread_create(&th[t], NULL, mt_reader, &a[t]);
+    }
+    for (int round = 1; round <= 60; round++) {
+      int64_t i = (int64_t)(rnd() % MT_N);
+      mt_chunk(raw, i, (uint32_t)round);
+      int n = b2_chunk_encode(&p.cparams, raw, MT_CS, enc, sizeof enc);
+      CHECK_EQ(b2_frame_put_chunk(f, i, enc, (size_t)n), 0);
+      if (round % 5 == 0) CHECK_EQ(b2_frame_commit(f), 0);
+      if (round % 20 == 0) CHECK_EQ(b2_frame_compact(f), 0);
+    }
+    long reads = 0;
+    for (int t = 0; t < 3; t++) {
+      __atomic_store_n(&a[t].stop, 1, __ATOMIC_RELEASE);
+      pthread_join(th[t], NULL);
+      CHECK_EQ(a[t].bad, 0);
+      reads += a[t].reads;
+    }
+    CHECK(reads > 0);
+    b2_frame_close(f);
+  }
+}
+
+/* ---- fault injection ------------------------------------------------------ */
+#ifdef B2_FAULT_INJECTION
+
+#define FI_CS 1000
+
+/* The state S0 every fault scenario starts from: a fresh frame at path. */
+static int fi_base(const char *path, int layout, model *m) {
+  rm_rf(path);
+  b2_frame_params p;
+  params(&p, layout, B2_CODEC_ZSTD, 2, FI_CS);
+  b2_frame_meta_init mi = {"fixed", "12345678", 8};
+  p.nmeta = 1;
+  p.meta = &mi;
+  b2_frame *f;
+  int rc = b2_frame_create(path, &p, &f);
+  if (rc < 0) return rc;
+  m->cs = FI_CS;
+  model_resize(m, 5 * FI_CS + 300);
+  fill(m, 0, m->n, 1);
+  for (int64_t i = 0; i < nchunks_of(m) && !rc; i++)
+    rc = put_model_chunk(f, &p.cparams, m, i);
+  if (!rc) rc = b2_frame_vlmeta_set(f, "v", "base", 4);
+  if (!rc) rc = b2_frame_commit(f);
+  b2_frame_close(f);
+  return rc;
+}
+
+/* The change S0 -> S1: each call retried once when it fails (the fault
+ * fires once).  Returns the number of calls that failed. */
+static int fi_step(b2_frame *f, model *m, int *errors) {
+  b2_cparams cp;
+  b2_cparams_default(&cp);
+  cp.typesize = 2;
+  int failed = 0;
+#define FI_DO(call)                  \
+  do {                               \
+    int rc_ = (call);                \
+    if (rc_ < 0) {                   \
+      failed++;                      \
+      rc_ = (call);                  \
+      if (rc_ < 0) (*errors)++;      \
+    }                                \
+  } while (0)
+  fill(m, 2 * FI_CS, FI_CS, 7);
+  FI_DO(put_model_chunk(f, &cp, m, 2));
+  FI_DO(b2_frame_put_special(f, 3, B2_SPECIAL_ZERO, FI_CS));
+  memset(m->b + 3 * FI_CS, 0, FI_CS);
+  int64_t old = m->n;
+  model_resize(m, 7 * FI_CS + 10);
+  fill(m, old, m->n - old, 8);
+  for (int64_t i = 5; i < 8; i++) FI_DO(put_model_chunk(f, &cp, m, i));
+  FI_DO(b2_frame_vlmeta_set(f, "v", "step one", 8));
+  FI_DO(b2_frame_meta_set(f, "fixed", "87654321", 8));
+  FI_DO(b2_frame_commit(f));
+#undef FI_DO
+  return failed;
+}
+
+/* Which of the two models the frame on disk equals (0, 1) or -1. */
+static int fi_which(const char *path, const model *m0, const model *m1) {
+  b2_frame *r;
+  if (b2_frame_open(path, &r) < 0) {
+    fprintf(stderr, "  reopen: %s\n", b2_last_detail());
+    return -1;
+  }
+  int which = -1;
+  if (b2_frame_check(r) < 0) {
+    fprintf(stderr, "  check: %s\n", b2_last_detail());
+  } else {
+    const b2_frame_info *in = b2_frame_get_info(r);
+    if (in->nbytes == m0->n && frame_equals(r, m0, "S0")) which = 0;
+    else if (in->nbytes == m1->n && frame_equals(r, m1, "S1")) which = 1;
+  }
+  b2_frame_close(r);
+  return which;
+}
+
+static const char *const op_name[B2_IO_NOPS] = {
+    "open", "pwrite", "fsync", "fdatasync", "rename",
+    "link", "unlink", "ftruncate", "mkdir"};
+
+static void fi_commit_faults(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "fi.sparse" : "fi.b2frame");
+  model m0 = {NULL, 0, FI_CS}, m1 = {NULL, 0, FI_CS};
+  /* Dry run: how many calls of each op the step makes; and S1. */
+  CHECK_EQ(fi_base(path, layout, &m0), 0);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (!f) return;
+  model_resize(&m1, m0.n);
+  memcpy(m1.b, m0.b, (size_t)m0.n);
+  uint32_t seed = rnd_state;
+  b2_io_fault_set(0, 0, 0);
+  int errors = 0;
+  CHECK_EQ(fi_step(f, &m1, &errors), 0);
+  long count[B2_IO_NOPS];
+  for (int op = 0; op < B2_IO_NOPS; op++) count[op] = b2_io_count(op);
+  b2_frame_close(f);
+  CHECK_EQ(fi_which(path, &m0, &m1), 1);
+  int runs = 0, fired = 0, unreported = 0, invalid = 0, newer = 0;
+  static const int errs[] = {EIO, ENOSPC, B2_IO_SHORT};
+  for (int op = 0; op < B2_IO_NOPS; op++) {
+    for (long nth = 1; nth <= count[op]; nth++) {
+      for (size_t e = 0; e < 3; e++) {
+        if (errs[e] == B2_IO_SHORT && op != B2_IO_PWRITE) continue;
+        if (errs[e] == ENOSPC && op != B2_IO_PWRITE && op != B2_IO_OPEN)
+          continue;
+        model a = {NULL, 0, FI_CS}, b = {NULL, 0, FI_CS};
+        rnd_state = 777;
+        b2_io_fault_set(0, 0, 0);
+        if (fi_base(path, layout, &a) < 0) {
+          invalid++;
+          continue;
+        }
+        model_resize(&b, a.n);
+        memcpy(b.b, a.b, (size_t)a.n);
+        rnd_state = seed;
+        if (b2_frame_open_rw(path, &f) < 0) {
+          invalid++;
+          free(a.b);
+          free(b.b);
+          continue;
+        }
+        b2_io_fault_set(op, nth, errs[e]);
+        errors = 0;
+        int failed = fi_step(f, &b, &errors);
+        int hit = b2_io_fault_fired();
+        b2_io_fault_set(0, 0, 0);
+        runs++;
+        fired += hit;
+        /* A fault that fired in a call the writer did not report is only
+         * allowed for cleanup (unlink of dead files). */
+        if (hit && !failed && op != B2_IO_UNLINK) {
+          unreported++;
+          fprintf(stderr, "  %s %s #%ld (%d): not reported\n", lname(layout),
+                  op_name[op], nth, errs[e]);
+        }
+        CHECK_EQ(errors, 0); /* the retry succeeded */
+        /* Between the failure and the retry, the disk held S0 or S1; after
+         * the retry, S1. */
+        int w = fi_which(path, &a, &b);
+        if (w != 1) {
+          invalid++;
+          fprintf(stderr, "  %s %s #%ld (%d): after retry disk is %d\n",
+                  lname(layout), op_name[op], nth, errs[e], w);
+        }
+        b2_frame_close(f);
+        free(a.b);
+        free(b.b);
+      }
+    }
+  }
+  (void)newer;
+  fprintf(stderr, "  %s: %d fault runs, %d fired\n", lname(layout), runs,
+          fired);
+  CHECK(runs > 10);
+  CHECK_EQ(unreported, 0);
+  CHECK_EQ(invalid, 0);
+  free(m0.b);
+  free(m1.b);
+}
+
+/* The failing commit itself: after it fails, and before any retry, a
+ * fresh open shows S0 or (past the last sync) S1, and never anything
+ * else. */
+static void fi_crash_view(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "fic.sparse" : "fic.b2frame");
+  model m0 = {NULL, 0, FI_CS};
+  rnd_state = 777;
+  if (fi_base(path, layout, &m0) < 0) {
+    CHECK(0);
+    return;
+  }
+  b2_frame *f;
+  b2_cparams cp;
+  b2_cparams_default(&cp);
+  cp.typesize = 2;
+  model m1 = {NULL, 0, FI_CS};
+  /* Count a commit's calls. */
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (!f) return;
+  model_resize(&m1, m0.n + FI_CS - 300);
+  memcpy(m1.b, m0.b, (size_t)m0.n);
+  fill(&m1, 0, FI_CS, 3);
+  fill(&m1, m0.n, FI_CS - 300, 4);
+  put_model_chunk(f, &cp, &m1, 0);
+  put_model_chunk(f, &cp, &m1, 5);
+  b2_frame_vlmeta_set(f, "v", "other", 5);
+  b2_io_fault_set(0, 0, 0);
+  CHECK_EQ(b2_frame_commit(f), 0);
+  long count[B2_IO_NOPS];
+  for (int op = 0; op < B2_IO_NOPS; op++) count[op] = b2_io_count(op);
+  b2_frame_close(f);
+  int bad = 0, newer = 0, runs = 0;
+  for (int op = 0; op < B2_IO_NOPS; op++) {
+    for (long nth = 1; nth <= count[op]; nth++) {
+      model a = {NULL, 0, FI_CS};
+      rnd_state = 777;
+      fi_base(path, layout, &a);
+      free(a.b);
+      if (b2_frame_open_rw(path, &f) < 0) {
+        bad++;
+        continue;
+      }
+      put_model_chunk(f, &cp, &m1, 0);
+      put_model_chunk(f, &cp, &m1, 5);
+      b2_frame_vlmeta_set(f, "v", "other", 5);
+      b2_io_fault_set(op, nth, op == B2_IO_PWRITE ? B2_IO_SHORT : EIO);
+      int rc = b2_frame_commit(f);
+      int hit = b2_io_fault_fired();
+      b2_io_fault_set(0, 0, 0);
+      runs++;
+      if (hit && rc == 0 && op != B2_IO_UNLINK) bad++;
+      int w = fi_which(path, &m0, &m1);
+      if (w < 0 || (w == 1 && rc < 0 && 0)) bad++;
+      if (w == 1 && rc < 0) newer++;
+      if (w < 0)
+        fprintf(stderr, "  %s %s #%ld: disk holds neither state\n",
+                lname(layout), op_name[op], nth);
+      b2_frame_close(f);
+    }
+  }
+  fprintf(stderr, "  %s: %d failing commits, %d left the new state\n",
+          lname(layout), runs, newer);
+  CHECK(runs > 3);
+  CHECK_EQ(bad, 0);
+  free(m0.b);
+  free(m1.b);
+}
+
+/* Compaction faults: the content never changes, the frame stays valid. */
+static void fi_compact_faults(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "fik.sparse" : "fik.b2frame");
+  model m0 = {NULL, 0, FI_CS};
+  rnd_state = 777;
+  if (fi_base(path, layout, &m0) < 0) return;
+  b2_frame *f;
+  if (b2_frame_open_rw(path, &f) < 0) return;
+  b2_io_fault_set(0, 0, 0);
+  CHECK_EQ(b2_frame_compact(f), 0);
+  long count[B2_IO_NOPS];
+  for (int op = 0; op < B2_IO_NOPS; op++) count[op] = b2_io_count(op);
+  b2_frame_close(f);
+  int bad = 0, runs = 0;
+  for (int op = 0; op < B2_IO_NOPS; op++) {
+    for (long nth = 1; nth <= count[op]; nth++) {
+      model a = {NULL, 0, FI_CS};
+      rnd_state = 777;
+      fi_base(path, layout, &a);
+      if (b2_frame_open_rw(path, &f) < 0) {
+        bad++;
+        free(a.b);
+        continue;
+      }
+      b2_io_fault_set(op, nth, op == B2_IO_PWRITE ? B2_IO_SHORT : EIO);
+      int rc = b2_frame_compact(f);
+      int hit = b2_io_fault_fired();
+      b2_io_fault_set(0, 0, 0);
+      runs++;
+      if (hit && rc == 0 && op != B2_IO_UNLINK) bad++;
+      if (!disk_equals(path, &a, "after failed compaction")) bad++;
+      /* The handle still works, and a retry succeeds. */
+      if (!frame_equals(f, &a, "handle")) bad++;
+      if (b2_frame_compact(f) < 0 || !disk_equals(path, &a, "retry")) bad++;
+      b2_frame_close(f);
+      free(a.b);
+    }
+  }
+  CHECK(runs > 3);
+  CHECK_EQ(bad, 0);
+  free(m0.b);
+}
+
+/* Creation faults: the path is absent or a valid empty frame. */
+static void fi_create_faults(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "fin.sparse" : "fin.b2frame");
+  b2_frame_params p;
+  params(&p, layout, B2_CODEC_ZSTD, 2, FI_CS);
+  rm_rf(path);
+  b2_io_fault_set(0, 0, 0);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+  b2_frame_close(f);
+  long count[B2_IO_NOPS];
+  for (int op = 0; op < B2_IO_NOPS; op++) count[op] = b2_io_count(op);
+  int bad = 0;
+  model e = {NULL, 0, FI_CS};
+  for (int op = 0; op < B2_IO_NOPS; op++) {
+    for (long nth = 1; nth <= count[op]; nth++) {
+      rm_rf(path);
+      b2_io_fault_set(op, nth, op == B2_IO_PWRITE ? B2_IO_SHORT : EIO);
+      f = NULL;
+      int rc = b2_frame_create(path, &p, &f);
+      int hit = b2_io_fault_fired();
+      b2_io_fault_set(0, 0, 0);
+      b2_frame_close(f);
+      if (hit && rc == 0 && op != B2_IO_UNLINK) bad++;
+      struct stat st;
+      if (stat(path, &st) == 0) {
+        /* A sparse directory may stay empty after a failed mkdir+write;
+         * anything with an index must be a valid empty frame. */
+        char idx[600];
+        snprintf(idx, sizeof idx, "%s/chunks.b2frame", path);
+        if ((!layout || stat(idx, &st) == 0) && !disk_equals(path, &e, "create"))
+          bad++;
+      }
+    }
+  }
+  CHECK_EQ(bad, 0);
+}
+
+static void test_fault_commit_contiguous(void) {
+  fi_commit_faults(B2_LAYOUT_CONTIGUOUS);
+}
+static void test_fault_commit_sparse(void) { fi_commit_faults(B2_LAYOUT_SPARSE); }
+static void test_fault_crash_view(void) {
+  fi_crash_view(B2_LAYOUT_CONTIGUOUS);
+  fi_crash_view(B2_LAYOUT_SPARSE);
+}
+static void test_fault_compact(void) {
+  fi_compact_faults(B2_LAYOUT_CONTIGUOUS);
+  fi_compact_faults(B2_LAYOUT_SPARSE);
+}
+static void test_fault_create(void) {
+  fi_create_faults(B2_LAYOUT_CONTIGUOUS);
+  fi_create_faults(B2_LAYOUT_SPARSE);
+}
+#else
+static void test_fault_injection(void) {
+  T_SKIP("built without -DB2_FAULT_INJECTION (see tests/fault_build.sh)");
+}
+#endif
+
+int main(void) {
+  make_root();
+  T_RUN(test_roundtrip_contiguous);
+  T_RUN(test_roundtrip_sparse);
+  T_RUN(test_replaces_contiguous);
+  T_RUN(test_replaces_sparse);
+  T_RUN(test_codecs);
+  T_RUN(test_resize_contiguous);
+  T_RUN(test_resize_sparse);
+  T_RUN(test_specials);
+  T_RUN(test_metas_contiguous);
+  T_RUN(test_metas_sparse);
+  T_RUN(test_refusals);
+  T_RUN(test_modify_reference_frames);
+  T_RUN(test_concurrent_readers);
+#ifdef B2_FAULT_INJECTION
+  T_RUN(test_fault_commit_contiguous);
+  T_RUN(test_fault_commit_sparse);
+  T_RUN(test_fault_crash_view);
+  T_RUN(test_fault_compact);
+  T_RUN(test_fault_create);
+#else
+  T_RUN(test_fault_injection);
+#endif
+  if (!getenv("B2FW_KEEP")) rm_rf(tmproot);
+  T_END();
+}
