@@ -24,7 +24,7 @@ run_one() { # name command...
   p=$(grep -c '^ok ' <<<"$out")
   f=$(grep -c '^not ok ' <<<"$out")
   s=$(grep -c '^skip ' <<<"$out")
-  grep -E '^(not ok|skip) ' <<<"$out" | sed "s/^/[$name] /"
+  grep -E '^(not ok|skip) ' <<<"$out" | sed "s|^|[$name] |"
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     echo "[$name] not ok: exited with status $rc"
     f=1
