@@ -38,6 +38,7 @@ typedef struct b2fs_opts {
   int nthreads;          /* -o nthreads= (engine workers) */
   int verify;            /* -o verify=on|off */
   double timeout;        /* -o timeout= (seconds of attr/entry caching) */
+  int idle_frames;       /* -o idle_frames= (-1: from the fd limit) */
   int no_default_perms;  /* -o no_default_permissions */
   int has_fsname;        /* the user gave -o fsname= */
   int has_max_read;      /* the user gave -o max_read= */
@@ -68,7 +69,7 @@ typedef struct b2fs_sig {
 typedef struct b2fs_handle {
   b2_file *file;
   b2fs_sig sig;
-  int refs;                      /* opens using it (under the inode lock) */
+  int refs;                      /* users, +1 while current (inode lock) */
   pthread_mutex_t errlock;
   uint64_t logged[8];            /* hashes of the last details logged */
   unsigned nlogged;
@@ -84,7 +85,7 @@ typedef struct b2fs_inode {
   struct b2fs_inode *next;       /* hash chain */
 
   pthread_mutex_t lock;          /* guards the fields below */
-  b2fs_handle *cur;              /* shared handle while opened */
+  b2fs_handle *cur;              /* handle of the frame's current version */
   int attr_valid;                /* lsize/blocks computed for attr_sig */
   b2fs_sig attr_sig;
   int64_t lsize;                 /* size of the view, 0 if unreadable */
@@ -132,9 +133,13 @@ int b2fs_stat(b2fs_inode *in, struct stat *st);
  * kernel may keep its cached pages.  Negative errno on failure. */
 int b2fs_frame_open(b2fs_inode *in, b2fs_handle **h, int *keep_cache);
 void b2fs_frame_release(b2fs_inode *in, b2fs_handle *h);
-/* A handle for metadata only (xattrs): the current one or a fresh one;
- * pass it back to b2fs_frame_release. */
+/* The same for metadata only (xattrs, no page-cache decision); pass it
+ * back to b2fs_frame_release. */
 int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h);
+/* The inode is going away: let go of its current handle (no user left). */
+void b2fs_frame_forget(b2fs_inode *in);
+/* Most unused frame handles kept open for later opens. */
+void b2fs_frame_set_idle_max(int n);
 /* Log a failure on a handle once per distinct detail (of the last 8). */
 void b2fs_frame_log(b2fs_inode *in, b2fs_handle *h, const char *what, int rc);
 /* Source signature of a frame inode (and fstat of its entry). */

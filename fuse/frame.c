@@ -7,6 +7,7 @@
  * is the one of the previous open.
  */
 #include <dirent.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -171,24 +172,49 @@ int b2fs_stat(b2fs_inode *in, struct stat *st) {
   return 0;
 }
 
+/* Handles: refs counts the opens (and peeks) using a handle plus one while
+ * it is its inode's current handle.  A current handle nobody uses is kept
+ * (frame parsed, chunk cache warm) for the next open, up to idle_max of
+ * them; a handle of an older version of the frame lives until its last
+ * user is done.  All under the inode lock. */
+static atomic_int idle_kept;
+static int idle_max = 256;
+
+void b2fs_frame_set_idle_max(int n) { idle_max = n; }
+
 static b2fs_handle *handle_new(b2_file *f, const b2fs_sig *sig) {
   b2fs_handle *h = calloc(1, sizeof *h);
   if (!h) return NULL;
   h->file = f;
   h->sig = *sig;
-  h->refs = 1;
   pthread_mutex_init(&h->errlock, NULL);
   return h;
 }
 
 static void handle_free(b2fs_handle *h) {
+  if (!h) return;
   b2_file_close(h->file);
   pthread_mutex_destroy(&h->errlock);
   free(h);
 }
 
-/* A fresh handle for the inode's current source (lock held). */
-static int open_handle(b2fs_inode *in, const b2fs_sig *sig, b2fs_handle **out) {
+/* Take one more user of the inode's current handle. */
+static void take_cur(b2fs_inode *in) {
+  if (in->cur->refs++ == 1) atomic_fetch_sub(&idle_kept, 1);
+}
+
+/* The inode lets go of its current handle; returns it if now unused. */
+static b2fs_handle *drop_cur(b2fs_inode *in) {
+  b2fs_handle *h = in->cur;
+  in->cur = NULL;
+  if (!h) return NULL;
+  if (h->refs == 1) atomic_fetch_sub(&idle_kept, 1);
+  return --h->refs == 0 ? h : NULL;
+}
+
+/* Open the frame again as the inode's current handle, with one user
+ * (lock held).  *old gets a replaced handle to free after unlocking. */
+static int install_new(b2fs_inode *in, const b2fs_sig *sig, b2fs_handle **old) {
   b2_file *f;
   int rc = open_file(in, &f);
   if (rc < 0) {
@@ -197,11 +223,14 @@ static int open_handle(b2fs_inode *in, const b2fs_sig *sig, b2fs_handle **out) {
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
     return -b2fs_errno(rc);
   }
-  *out = handle_new(f, sig);
-  if (!*out) {
+  b2fs_handle *h = handle_new(f, sig);
+  if (!h) {
     b2_file_close(f);
     return -ENOMEM;
   }
+  *old = drop_cur(in);
+  h->refs = 2; /* the inode and this user */
+  in->cur = h;
   return 0;
 }
 
@@ -213,52 +242,57 @@ static int current_sig(b2fs_inode *in, b2fs_sig *sig) {
   return 0;
 }
 
-int b2fs_frame_open(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
+/* The inode's current handle for the frame as it is now, with one more
+ * user; with keep_cache, also the page-cache decision of an open. */
+static int get_handle(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
   b2fs_sig sig;
+  b2fs_handle *old = NULL;
   int rc = current_sig(in, &sig);
   if (rc < 0) return rc;
   pthread_mutex_lock(&in->lock);
   if (in->cur && sig_eq(&in->cur->sig, &sig)) {
-    in->cur->refs++;
-    *h = in->cur;
-    *keep_cache = 1;
+    take_cur(in);
   } else {
-    rc = open_handle(in, &sig, h);
-    if (rc < 0) {
-      pthread_mutex_unlock(&in->lock);
-      return rc;
+    rc = install_new(in, &sig, &old);
+  }
+  if (rc == 0) {
+    *h = in->cur;
+    if (keep_cache) {
+      *keep_cache = in->open_valid && sig_eq(&in->open_sig, &sig);
+      in->open_sig = sig;
+      in->open_valid = 1;
     }
-    /* A handle of an older version stays alive for the opens using it. */
-    in->cur = *h;
-    *keep_cache = in->open_valid && sig_eq(&in->open_sig, &sig);
-  }
-  in->open_sig = sig;
-  in->open_valid = 1;
-  pthread_mutex_unlock(&in->lock);
-  return 0;
-}
-
-int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h) {
-  b2fs_sig sig;
-  int rc = current_sig(in, &sig);
-  if (rc < 0) return rc;
-  pthread_mutex_lock(&in->lock);
-  if (in->cur && sig_eq(&in->cur->sig, &sig)) {
-    in->cur->refs++;
-    *h = in->cur;
-  } else {
-    rc = open_handle(in, &sig, h); /* not made current: freed on release */
   }
   pthread_mutex_unlock(&in->lock);
+  handle_free(old);
   return rc;
 }
 
+int b2fs_frame_open(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
+  return get_handle(in, h, keep_cache);
+}
+
+int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h) {
+  return get_handle(in, h, NULL);
+}
+
 void b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
+  b2fs_handle *dead = NULL;
   pthread_mutex_lock(&in->lock);
-  int last = --h->refs == 0;
-  if (last && in->cur == h) in->cur = NULL;
+  if (--h->refs == 0) {
+    dead = h; /* an older version, no longer current */
+  } else if (h->refs == 1 && in->cur == h) {
+    if (atomic_fetch_add(&idle_kept, 1) >= idle_max) dead = drop_cur(in);
+  }
   pthread_mutex_unlock(&in->lock);
-  if (last) handle_free(h);
+  handle_free(dead);
+}
+
+void b2fs_frame_forget(b2fs_inode *in) {
+  pthread_mutex_lock(&in->lock);
+  b2fs_handle *dead = drop_cur(in);
+  pthread_mutex_unlock(&in->lock);
+  handle_free(dead);
 }
 
 static uint64_t fnv1a(const char *s) {

@@ -29,7 +29,7 @@ int b2fs_table_init(void) {
 }
 
 static void inode_free(b2fs_inode *in) {
-  if (in->cur) b2fs_log("internal: inode forgotten while open");
+  b2fs_frame_forget(in);
   if (in->fd >= 0) close(in->fd);
   pthread_mutex_destroy(&in->lock);
   free(in);

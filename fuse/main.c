@@ -20,13 +20,20 @@
 
 static struct fuse_lowlevel_ops ops;
 
-/* Allow as many descriptors as we may: each known inode holds one. */
+/* Allow as many descriptors as we may: each known inode holds one, each
+ * frame kept open a few; keep idle frames open within a share of that. */
 static void raise_fd_limit(void) {
   struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
   }
+  rlim_t idle = rl.rlim_cur / 16;
+  if (b2fs_g.opts.idle_frames >= 0)
+    b2fs_frame_set_idle_max(b2fs_g.opts.idle_frames);
+  else
+    b2fs_frame_set_idle_max(idle > 1024 ? 1024 : idle < 8 ? 8 : (int)idle);
 }
 
 /* Options we add for libfuse unless the user chose otherwise. */

@@ -18,6 +18,7 @@ enum {
   KEY_NTHREADS,
   KEY_VERIFY,
   KEY_TIMEOUT,
+  KEY_IDLE,
   KEY_NO_DP,
   KEY_IGNORE,
   KEY_FSNAME,
@@ -30,6 +31,7 @@ static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("nthreads=", KEY_NTHREADS),
     FUSE_OPT_KEY("verify=", KEY_VERIFY),
     FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
+    FUSE_OPT_KEY("idle_frames=", KEY_IDLE),
     FUSE_OPT_KEY("no_default_permissions", KEY_NO_DP),
     /* write-path options: accepted now, used once writing lands */
     FUSE_OPT_KEY("codec=", KEY_IGNORE),
@@ -135,6 +137,12 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
     o->timeout = t;
     return 0;
   }
+  case KEY_IDLE:
+    if (parse_int(val, 0, 1 << 20, &o->idle_frames) < 0) {
+      fprintf(stderr, "b2fs: bad idle_frames '%s' (0-1048576)\n", val);
+      return -1;
+    }
+    return 0;
   case KEY_NO_DP:
     o->no_default_perms = 1;
     return 0;
@@ -159,6 +167,7 @@ int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o) {
   o->readahead = eo.readahead;
   o->nthreads = eo.nthreads;
   o->timeout = 1.0;
+  o->idle_frames = -1;
   parse_state ps = {o, 0};
   if (fuse_opt_parse(args, &ps, spec, proc) == -1) return -1;
   return 0;
@@ -180,6 +189,8 @@ void b2fs_opts_help(const char *prog) {
          "    -o nthreads=N          engine worker threads\n"
          "    -o verify=on|off       verify data while reading (default off)\n"
          "    -o timeout=SECONDS     attribute and name caching (default 1)\n"
+         "    -o idle_frames=N       frames kept open while unused (default:\n"
+         "                           a 16th of the descriptor limit, <= 1024)\n"
          "    -o no_default_permissions  let b2fs, not the kernel, check access\n"
          "    -o codec=,clevel=,filters=,typesize=,chunksize=,blocksize=,\n"
          "       layout=,dirty_max=  parameters of written frames (accepted;\n"

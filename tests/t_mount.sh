@@ -103,7 +103,8 @@ out=$("$B2FS" --help 2>&1); rc=$?
 [ $rc -eq 0 ] && [[ "$out" == *cache_size=* ]] && [[ "$out" == *allow_other* ]] && ok opt_help || nok opt_help "rc $rc"
 bad=""
 for args in "" "$FIX" "$FIX $MNT extra" "/nonexistent $MNT" "$FIX $MNT -o cache_size=lots" \
-            "$FIX $MNT -o nthreads=0" "$FIX $MNT -o verify=maybe" "$FIX $MNT -o nosuchoption"; do
+            "$FIX $MNT -o nthreads=0" "$FIX $MNT -o verify=maybe" "$FIX $MNT -o idle_frames=-2" \
+            "$FIX $MNT -o nosuchoption"; do
   # shellcheck disable=SC2086
   out=$($T "$B2FS" $args 2>&1) && bad="$bad [$args]:accepted"
   [ -n "$out" ] || bad="$bad [$args]:silent"
@@ -296,7 +297,7 @@ chmod 0750 "$S/s.b2frame"
 cp "$FIX/b2nd/u8-2d-400x3.b2nd" "$S/a.b2nd"
 ln -s "$FIX/cframe/zstd-nofilter-f64.b2frame" "$S/esc.b2frame"
 ln -s .. "$S/up"
-if ! mount_bg scratch "$S" "$M2" "timeout=0"; then
+if ! mount_bg scratch "$S" "$M2" "timeout=0,idle_frames=0"; then
   nok scratch_mount "daemon did not mount: $(head -c 300 "${LOGS[$M2]}")"
   exit 0
 fi
