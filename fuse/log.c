@@ -1,6 +1,6 @@
 /*
  * log.c - the daemon's one-line messages: stderr while in the foreground,
- * syslog once daemonized (stderr is /dev/null then).
+ * syslog once daemonized (stderr is /dev/null then), libfuse's included.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,9 +10,17 @@
 
 static int to_stderr = 1;
 
+/* libfuse's own messages follow ours to syslog once daemonized. */
+static void fuse_to_syslog(enum fuse_log_level level, const char *fmt, va_list ap) {
+  vsyslog((int)level, fmt, ap);
+}
+
 void b2fs_log_init(int foreground) {
   to_stderr = foreground;
-  if (!foreground) openlog("b2fs", LOG_PID, LOG_DAEMON);
+  if (!foreground) {
+    openlog("b2fs", LOG_PID, LOG_DAEMON);
+    fuse_set_log_func(fuse_to_syslog);
+  }
 }
 
 void b2fs_log(const char *fmt, ...) {
