@@ -49,7 +49,8 @@ typedef struct b2_frame_info {
   int64_t frame_size;   /* frame_size field (contiguous: bytes used) */
   int32_t header_size;
   int64_t nchunks;
-  int32_t chunksize;    /* 0 for variable-length chunks */
+  int32_t chunksize;    /* 0 for variable-length chunks; -1 not set yet
+                           (an empty frame; the first chunk put sets it) */
   int32_t blocksize;
   int32_t typesize;
   int codec;            /* B2_CODEC_* default of the frame */

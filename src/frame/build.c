@@ -254,8 +254,9 @@ int b2_frame_build_vlchunk(const void *data, size_t len, uint8_t **out,
 }
 
 void b2_frame_patch_sizes(uint8_t *h, int64_t frame_size, int64_t nbytes,
-                          int64_t cbytes, int has_vlmeta) {
+                          int64_t cbytes, int32_t chunksize, int has_vlmeta) {
   b2_put_be64(h + B2_FH_FRAME_SIZE, (uint64_t)frame_size);
+  b2_put_be32(h + B2_FH_CHUNKSIZE, (uint32_t)chunksize);
   b2_put_be64(h + B2_FH_NBYTES, (uint64_t)nbytes);
   b2_put_be64(h + B2_FH_CBYTES, (uint64_t)cbytes);
   h[B2_FH_HAS_VLMETA] = has_vlmeta ? 0xc3 : 0xc2;

@@ -33,7 +33,7 @@ static int sized_header(const b2_frame *f, int64_t frame_size, int64_t cbytes,
   if (!h) return b2_fail(B2_E_NOMEM, "out of memory for the header");
   memcpy(h, f->header, hl);
   b2_frame_patch_sizes(h, frame_size, f->info.nbytes, cbytes,
-                       f->info.nvlmeta > 0);
+                       f->info.chunksize, f->info.nvlmeta > 0);
   *out = h;
   return 0;
 }

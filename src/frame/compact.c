@@ -143,7 +143,7 @@ int b2_frame_rewrite(b2_frame *f) {
   if (!rc) {
     memcpy(h, f->header, (size_t)hl);
     b2_frame_patch_sizes(h, fsize, f->info.nbytes, ipos - hl,
-                         f->info.nvlmeta > 0);
+                         f->info.chunksize, f->info.nvlmeta > 0);
     rc = b2_io_pwrite(s.fd, h, B2_FH_FIXED, 0);
   }
   if (!rc) rc = b2_io_fsync(s.fd);

@@ -53,7 +53,7 @@ static int empty_frame(const b2_frame_params *p, uint8_t **out, size_t *len) {
   }
   memcpy(buf + hl, t, tl);
   free(t);
-  b2_frame_patch_sizes(buf, (int64_t)(hl + tl), 0, 0, 0);
+  b2_frame_patch_sizes(buf, (int64_t)(hl + tl), 0, 0, p->chunksize, 0);
   *out = buf;
   *len = hl + tl;
   return 0;

@@ -257,7 +257,7 @@ int b2_frame_build_vlchunk(const void *data, size_t len, uint8_t **out,
                            size_t *olen);
 /* Patch the size fields of a header's fixed part. */
 void b2_frame_patch_sizes(uint8_t *h, int64_t frame_size, int64_t nbytes,
-                          int64_t cbytes, int has_vlmeta);
+                          int64_t cbytes, int32_t chunksize, int has_vlmeta);
 
 /* ---- writer internals ------------------------------------------------- */
 

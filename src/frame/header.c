@@ -72,7 +72,8 @@ static int parse_current_tail(b2_mp_reader *r, b2_frame_header *h) {
   int64_t v;
   int rc = int_elem(r, "typesize", 1, INT32_MAX, &h->typesize);
   if (!rc) rc = int_elem(r, "blocksize", 0, INT32_MAX, &h->blocksize);
-  if (!rc) rc = int_elem(r, "chunksize", 0, INT32_MAX, &h->chunksize);
+  /* -1: not set yet, in an empty frame the reference library created. */
+  if (!rc) rc = int_elem(r, "chunksize", -1, INT32_MAX, &h->chunksize);
   if (!rc) rc = int_elem(r, "compression threads", INT16_MIN, INT16_MAX, &v);
   if (!rc) rc = int_elem(r, "decompression threads", INT16_MIN, INT16_MAX, &v);
   if (rc < 0) return rc;
@@ -123,6 +124,9 @@ int b2_frame_parse_header(const uint8_t *buf, size_t len,
     return b2_fail(B2_E_FORMAT, "frame header: header_size %lld leaves no "
                    "room for the metalayers (the fixed part ends at %zu)",
                    (long long)h->header_size, h->meta_pos);
+  if (h->chunksize < 0 && h->nbytes != 0)
+    return b2_fail(B2_E_FORMAT, "frame header: chunksize %lld for %lld "
+                   "bytes", (long long)h->chunksize, (long long)h->nbytes);
   if (h->chunksize > B2_CHUNK_MAXSIZE)
     return b2_fail(B2_E_LIMIT, "frame header: chunksize %lld exceeds the "
                    "largest chunk (%d)", (long long)h->chunksize,

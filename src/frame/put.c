@@ -32,6 +32,7 @@ static int geometry(const b2_frame *f, int64_t i, int32_t nb,
                     int64_t *nbytes) {
   const b2_frame_info *in = &f->info;
   int64_t n = in->nchunks, cs = in->chunksize;
+  if (cs <= 0) cs = nb; /* not set yet (empty frame): the first chunk's */
   if (i < 0 || i > n)
     return b2_fail(B2_E_RANGE, "chunk %lld: out of range (%lld chunks; "
                    "append with %lld)", (long long)i, (long long)n,
@@ -134,10 +135,11 @@ static void release_entry(b2_frame *f, int64_t e) {
 /* Set entry i (appending when i == nchunks) under the write lock; the
  * entry it replaces is released after. */
 static void install(b2_frame *f, int64_t i, int64_t entry, int32_t cs,
-                    int64_t nbytes) {
+                    int32_t nb, int64_t nbytes) {
   b2_frame_w *w = f->w;
   int64_t old = -1;
   pthread_rwlock_wrlock(&w->lock);
+  if (f->info.chunksize <= 0) f->info.chunksize = nb;
   if (i == f->info.nchunks) f->info.nchunks++;
   else old = f->offsets[i];
   f->offsets[i] = entry;
@@ -154,7 +156,7 @@ static int put_entry(b2_frame *f, int64_t i, int64_t entry, int32_t nb) {
   int rc = geometry(f, i, nb, &nbytes);
   if (!rc) rc = b2_frame_w_reserve(f, i + 1);
   if (rc < 0) return rc;
-  install(f, i, entry, 0, nbytes);
+  install(f, i, entry, 0, nb, nbytes);
   return 0;
 }
 
@@ -197,7 +199,7 @@ int b2_frame_put_chunk(b2_frame *f, int64_t i, const void *chunk,
     entry = w->append_pos - f->data_pos;
     if (!rc) w->append_pos += (int64_t)len;
   }
-  if (!rc) install(f, i, entry, (int32_t)len, nbytes);
+  if (!rc) install(f, i, entry, (int32_t)len, ci.nbytes, nbytes);
   b2_frame_w_end(f);
   return rc;
 }
@@ -234,9 +236,12 @@ int b2_frame_resize(b2_frame *f, int64_t nbytes) {
   b2_frame_w *w = f->w;
   int64_t cs = f->info.chunksize, n = f->info.nchunks;
   int64_t old_nbytes = f->info.nbytes;
-  int64_t nn = nbytes >= 0 ? nbytes / cs + (nbytes % cs != 0) : -1;
+  int64_t nn = nbytes >= 0 && cs > 0 ? nbytes / cs + (nbytes % cs != 0) : 0;
   if (nbytes < 0)
     rc = b2_fail(B2_E_INVAL, "resize to %lld bytes", (long long)nbytes);
+  else if (cs <= 0 && nbytes > 0)
+    rc = b2_fail(B2_E_INVAL, "resize: the frame's chunk size is not set yet "
+                 "(put a first chunk)");
   else if (nn > B2_FRAME_MAX_CHUNKS)
     rc = b2_fail(B2_E_LIMIT, "resize to %lld chunks (at most %lld)",
                  (long long)nn, (long long)B2_FRAME_MAX_CHUNKS);

@@ -22,6 +22,8 @@
  * chunk count (plus a margin) is not opened for writing: the writer keeps
  * a table over the numbers in use. */
 #define NUM_SPREAD 4
+/* w_init: the frame changed between parsing and locking (retry). */
+#define B2_E_AGAIN_INTERNAL (B2_E_LAST - 100)
 #define NUM_MARGIN 65536
 
 void b2_sframe_name(int64_t num, char name[32]) {
@@ -148,7 +150,7 @@ static int check_writable(const b2_frame *f) {
   if (in->legacy)
     return b2_fail(B2_E_UNSUPPORTED, "frames of the older layout are "
                    "read-only");
-  if (in->varlen_chunks || in->chunksize <= 0)
+  if (in->varlen_chunks || (in->chunksize <= 0 && in->nbytes > 0))
     return b2_fail(B2_E_UNSUPPORTED, "frames of variable-length chunks are "
                    "read-only");
   if (in->vlblocks)
@@ -242,6 +244,19 @@ static int lock_fd(int fd) {
   return 0;
 }
 
+/* Whether the files changed between parsing and locking (another writer
+ * committed meanwhile): then the parsed state is stale. */
+static int changed_since_open(const b2_frame *f) {
+  struct stat a, b;
+  if (f->info.layout == B2_LAYOUT_SPARSE)
+    return fstatat(f->dirfd, B2_FRAME_SPARSE_INDEX, &a, 0) != 0 ||
+           fstat(f->fd, &b) != 0 || a.st_ino != b.st_ino ||
+           a.st_dev != b.st_dev;
+  uint8_t h[B2_FH_FIXED];
+  return b2_frame_pread(f->fd, h, sizeof h, 0) != 0 ||
+         memcmp(h, f->header, sizeof h) != 0;
+}
+
 int b2_frame_w_init(b2_frame *f) {
   int rc = check_writable(f);
   if (rc < 0) return rc;
@@ -273,6 +288,7 @@ int b2_frame_w_init(b2_frame *f) {
 
   if (f->info.layout == B2_LAYOUT_SPARSE) {
     rc = lock_fd(f->dirfd);
+    if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
     if (!rc) rc = fill_sizes_sparse(f);
   } else {
     w->rpath = realpath(f->path, NULL);
@@ -280,6 +296,7 @@ int b2_frame_w_init(b2_frame *f) {
                   : b2_fail(b2_from_errno(errno), "cannot resolve %s: %s",
                             f->path, strerror(errno));
     if (!rc) rc = lock_fd(f->fd);
+    if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
     if (!rc) rc = fill_sizes_contiguous(f);
     /* Bytes past frame_size belong to no committed frame (an abandoned
      * staged state): drop them. */
@@ -328,14 +345,19 @@ void b2_frame_w_free(b2_frame *f) {
 int b2_frame_open_rw(const char *path, b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
   *out = NULL;
-  b2_frame *f;
-  int rc = b2_frame_open(path, &f);
-  if (rc < 0) return rc;
-  rc = b2_frame_w_init(f);
-  if (rc < 0) {
+  /* Parse, lock, and check nobody committed in between (else again). */
+  for (int attempt = 0;; attempt++) {
+    b2_frame *f;
+    int rc = b2_frame_open(path, &f);
+    if (rc < 0) return rc;
+    rc = b2_frame_w_init(f);
+    if (rc == 0) {
+      *out = f;
+      return 0;
+    }
     b2_frame_close(f);
-    return rc;
+    if (rc != B2_E_AGAIN_INTERNAL) return rc;
+    if (attempt == 3)
+      return b2_fail(B2_E_BUSY, "the frame keeps changing while opened");
   }
-  *out = f;
-  return 0;
 }

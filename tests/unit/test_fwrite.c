@@ -507,6 +507,39 @@ static void test_small_frames(void) {
   }
 }
 
+/* An empty frame as the reference library creates it has chunksize -1:
+ * the first chunk put sets it (and commit writes it). */
+static void test_unset_chunksize(void) {
+  for (int layout = 0; layout < 2; layout++) {
+    char path[512], hp[600];
+    tpath(path, sizeof path, layout ? "unset.sparse" : "unset.b2frame");
+    b2_frame_params p;
+    params(&p, layout, B2_CODEC_LZ4, 4, 999);
+    b2_frame *f;
+    CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+    b2_frame_close(f);
+    snprintf(hp, sizeof hp, "%s%s", path, layout ? "/chunks.b2frame" : "");
+    int fd = open(hp, O_WRONLY);
+    CHECK(fd >= 0 && pwrite(fd, "\xff\xff\xff\xff", 4, 58) == 4);
+    if (fd >= 0) close(fd);
+    CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+    if (!f) continue;
+    CHECK_EQ(b2_frame_get_info(f)->chunksize, -1);
+    CHECK_EQ(b2_frame_resize(f, 10), B2_E_INVAL);
+    model m = {NULL, 0, 1200};
+    model_resize(&m, 3000);
+    fill(&m, 0, m.n, 2);
+    for (int64_t i = 0; i < 3; i++)
+      CHECK_EQ(put_model_chunk(f, &p.cparams, &m, i), 0);
+    CHECK_EQ(b2_frame_get_info(f)->chunksize, 1200);
+    CHECK_EQ(b2_frame_commit(f), 0);
+    b2_frame_close(f);
+    CHECK(disk_equals(path, &m, "chunksize set by the first chunk"));
+    export_frame(path, layout ? "unset.sparse" : "unset.b2frame", &m);
+    free(m.b);
+  }
+}
+
 /* Metalayers at creation, in-place and resizing updates, vlmetalayers. */
 static void metas(int layout) {
   char path[512];
@@ -741,8 +774,10 @@ static void mt_chunk(uint8_t *b, int64_t i, uint32_t v) {
 static void *mt_reader(void *p) {
   mt_arg *a = p;
   uint8_t buf[MT_CS];
+  uint32_t r = 99;
   while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
-    int64_t i = (int64_t)(rnd() % MT_N);
+    r = r * 1103515245u + 12345u;
+    int64_t i = (int64_t)((r >> 8) % MT_N);
     int rc = b2_frame_decode_chunk(a->f, i, buf, sizeof buf);
     uint8_t want[MT_CS];
     mt_chunk(want, i, buf[0]);
@@ -1147,6 +1182,7 @@ int main(void) {
   T_RUN(test_resize_sparse);
   T_RUN(test_specials);
   T_RUN(test_small_frames);
+  T_RUN(test_unset_chunksize);
   T_RUN(test_metas_contiguous);
   T_RUN(test_metas_sparse);
   T_RUN(test_refusals);
