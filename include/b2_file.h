@@ -41,6 +41,8 @@ typedef struct b2_env_opts {
   b2_cparams cparams; /* parameters of new frames */
   int32_t chunksize;  /* chunk size of new frames */
   int layout;         /* B2_LAYOUT_* of new frames */
+  unsigned idle_ms;   /* a background thread compresses and commits the
+                         chunks of files idle this long (0: no thread) */
 } b2_env_opts;
 
 void b2_env_opts_default(b2_env_opts *o);
@@ -71,6 +73,58 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off);
 /* Frame and array under the handle (array NULL unless a b2nd view). */
 b2_frame *b2_file_frame(const b2_file *f);
 const b2_b2nd *b2_file_array(const b2_file *f);
+
+/* ---- writing -------------------------------------------------------------
+ * Only the logical view of a frame opened B2_OPEN_RDWR (or created) can be
+ * written; b2nd views give B2_E_ROFS.  Written bytes land in the env's
+ * cache as dirty decoded chunks.  A chunk is compressed (with the frame's
+ * own codec and parameters) when it is complete, when the cache needs room,
+ * when it has been idle for idle_ms, and on flush; b2_file_flush then
+ * commits the frame, after which the file on disk holds everything written
+ * before the call.  Until a commit the file on disk keeps its last committed
+ * content.  Writing needs an env with a cache. */
+
+/* Create a new frame at `path` with parameters `p` (NULL: the env's
+ * defaults) and open it for writing.  B2_E_EXIST if path exists. */
+int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p,
+                   b2_file **out);
+
+/* Write n bytes at off (growing the file if needed; a gap reads as zeros
+ * and is stored as special zero chunks).  Returns n or a negative code. */
+ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off);
+
+/* Set the size (shrink or grow; growth reads as zeros). */
+int b2_file_truncate(b2_file *f, int64_t size);
+
+/* Compress every dirty chunk and commit the frame (fsync, fdatasync and
+ * close all come down to this).  0 or the first error (B2_E_NOSPC, ...);
+ * after an error the data stays in memory and a later flush retries. */
+int b2_file_flush(b2_file *f);
+
+/* 1 if the handle can be written. */
+int b2_file_writable(const b2_file *f);
+
+/* Change a creation parameter of a frame that holds no data yet ("codec",
+ * "clevel", "filters", "typesize", "chunksize", "blocksize", "layout"):
+ * the empty frame is created anew with it.  B2_E_BUSY once data exists. */
+int b2_file_set_param(b2_file *f, const char *key, const char *value);
+
+/* Bytes compaction would reclaim, and compaction itself (crash safe: a
+ * contiguous frame is rewritten to a temporary file renamed over it). */
+int64_t b2_file_dead_bytes(b2_file *f);
+int b2_file_compact(b2_file *f);
+
+/* ---- parameters ------------------------------------------------------------
+ * One parser for the textual parameters used by `b2fs -o`, `b2f pack` and
+ * the user.b2.* attributes.  Keys: codec (blosclz lz4 lz4hc zlib zstd),
+ * clevel (0-9), filters ("shuffle,delta", "none"), typesize (1-255),
+ * chunksize and blocksize (bytes, K/M/G suffixes), layout
+ * (contiguous|sparse).  B2_E_INVAL with a detail for a bad value,
+ * B2_E_NOENT for an unknown key. */
+int b2_params_set(b2_frame_params *p, const char *key, const char *value);
+
+/* Parse "256M"-style sizes (K, M, G, T suffixes, powers of 1024). */
+int b2_parse_size(const char *s, uint64_t *out);
 
 /* ---- extended attributes (src/file/xattr.c, owned by the FUSE helper) ----
  * A frame's properties as "user.b2.*" attributes with text values:

@@ -16,7 +16,10 @@ static const struct {
 } commands[] = {
     {"info", b2f_info, "info [--json] PATH      describe a frame"},
     {"cat", b2f_cat, "cat [--c-order|--npy] PATH  write the content to stdout"},
-    {"verify", b2f_verify, "verify PATH...          decode everything, report problems"},
+    {"verify", b2f_verify, "verify PATH...          check conformance, decode everything"},
+    {"pack", b2f_pack, "pack [OPTIONS] IN OUT   compress a plain file into a frame"},
+    {"unpack", b2f_unpack, "unpack IN OUT           write a frame's content to a plain file"},
+    {"compact", b2f_compact, "compact PATH...         reclaim the dead space of frames"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -9,6 +9,13 @@
 int b2f_info(int argc, char **argv);
 int b2f_cat(int argc, char **argv);
 int b2f_verify(int argc, char **argv);
+int b2f_pack(int argc, char **argv);
+int b2f_unpack(int argc, char **argv);
+int b2f_compact(int argc, char **argv);
+
+/* Write the content of the frame at `path` in `view` (B2_VIEW_*) to fd;
+ * returns the exit status (errors reported on stderr). */
+int b2f_copy_content(const char *path, int view, int fd, int show_progress);
 
 /* Print "b2f: PATH: <detail of code>" on stderr; returns 1. */
 int b2f_report(const char *path, int code);

@@ -10,23 +10,9 @@
 
 #define CAT_BUFSIZE (4u << 20)
 
-int b2f_cat(int argc, char **argv) {
-  int view = B2_VIEW_LOGICAL;
-  const char *path = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--c-order"))
-      view = B2_VIEW_CORDER;
-    else if (!strcmp(argv[i], "--npy"))
-      view = B2_VIEW_NPY;
-    else if (argv[i][0] == '-' && argv[i][1])
-      return b2f_usage_error("cat", "unknown option");
-    else if (!path)
-      path = argv[i];
-    else
-      return b2f_usage_error("cat", "one PATH only");
-  }
-  if (!path) return b2f_usage_error("cat", "missing PATH");
-
+/* Write the content of `path` in `view` to fd. */
+int b2f_copy_content(const char *path, int view, int fd, int show_progress) {
+  (void)show_progress;
   b2_env_opts eo;
   b2_env_opts_default(&eo);
   eo.cache_size = 64u << 20;
@@ -58,8 +44,8 @@ int b2f_cat(int argc, char **argv) {
                                         (long long)off, (long long)size));
       break;
     }
-    if (b2f_write_all(STDOUT_FILENO, buf, (size_t)got) < 0) {
-      perror("b2f cat: write");
+    if (b2f_write_all(fd, buf, (size_t)got) < 0) {
+      perror("b2f: write");
       status = 1;
       break;
     }
@@ -70,4 +56,24 @@ done:
   b2_file_close(f);
   b2_env_destroy(env);
   return status;
+}
+
+int b2f_cat(int argc, char **argv) {
+  int view = B2_VIEW_LOGICAL;
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--c-order"))
+      view = B2_VIEW_CORDER;
+    else if (!strcmp(argv[i], "--npy"))
+      view = B2_VIEW_NPY;
+    else if (argv[i][0] == '-' && argv[i][1])
+      return b2f_usage_error("cat", "unknown option");
+    else if (!path)
+      path = argv[i];
+    else
+      return b2f_usage_error("cat", "one PATH only");
+  }
+  if (!path) return b2f_usage_error("cat", "missing PATH");
+
+  return b2f_copy_content(path, view, STDOUT_FILENO, 0);
 }

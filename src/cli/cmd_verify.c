@@ -17,6 +17,12 @@ static int verify_one(const char *path, int quiet) {
   const b2_frame_info *in = b2_frame_get_info(f);
   int status = 0;
 
+  rc = b2_frame_check(f); /* header, index, trailer and chunk placement */
+  if (rc < 0) {
+    status = b2f_report(path, rc);
+    goto out;
+  }
+
   const uint8_t *meta;
   size_t metalen;
   if (b2_frame_meta_get(f, "b2nd", &meta, &metalen) == 0) {

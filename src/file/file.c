@@ -25,6 +25,8 @@ int b2_env_create(const b2_env_opts *o, b2_env **out) {
   else
     b2_env_opts_default(&env->opts);
   atomic_init(&env->next_id, 1);
+  pthread_mutex_init(&env->reg_mu, NULL);
+  pthread_cond_init(&env->reg_cv, NULL);
   int rc = 0;
   if (env->opts.cache_size > 0) {
     b2_cache_config cc = {.capacity = env->opts.cache_size,
@@ -33,6 +35,7 @@ int b2_env_create(const b2_env_opts *o, b2_env **out) {
   }
   if (rc == 0 && env->opts.nthreads > 0)
     rc = b2_pool_create(env->opts.nthreads, 256, &env->pool);
+  if (rc == 0 && env->opts.idle_ms > 0 && env->cache) rc = b2_env_start_idler(env);
   if (rc < 0) {
     b2_env_destroy(env);
     return rc;
@@ -43,8 +46,11 @@ int b2_env_create(const b2_env_opts *o, b2_env **out) {
 
 void b2_env_destroy(b2_env *env) {
   if (!env) return;
+  b2_env_stop_idler(env);
   b2_pool_destroy(env->pool);
   b2_cache_destroy(env->cache);
+  pthread_mutex_destroy(&env->reg_mu);
+  pthread_cond_destroy(&env->reg_cv);
   free(env);
 }
 
@@ -73,13 +79,15 @@ static int setup_array(b2_file *f) {
   return 0;
 }
 
-int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **out) {
-  if (view < B2_VIEW_LOGICAL || view > B2_VIEW_NPY)
-    return b2_fail(B2_E_INVAL, "unknown view %d", view);
-  if (flags & B2_OPEN_RDWR) return b2_fail(B2_E_ROFS, "frames are read-only for now");
+/* A handle around an open frame (ownership passes to the handle). */
+static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags, b2_file **out) {
   b2_file *f = calloc(1, sizeof *f);
-  if (!f) return b2_fail(B2_E_NOMEM, "no memory for a file handle");
+  if (!f) {
+    b2_frame_close(fr);
+    return b2_fail(B2_E_NOMEM, "no memory for a file handle");
+  }
   f->env = env;
+  f->frame = fr;
   f->view = view;
   f->flags = flags;
   if (env && env->cache)
@@ -88,14 +96,16 @@ int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **o
     f->id = atomic_fetch_add(&env->next_id, 1);
   atomic_init(&f->next_off, -1);
   atomic_init(&f->ahead, 0);
-  int rc = b2_frame_open(path, &f->frame);
-  if (rc < 0) {
-    free(f);
-    return rc;
+  int rc = 0;
+  if (view == B2_VIEW_LOGICAL)
+    atomic_init(&f->size, b2_frame_get_info(fr)->nbytes);
+  else
+    rc = setup_array(f);
+  if (rc == 0 && (flags & B2_OPEN_RDWR)) {
+    f->path = strdup(path);
+    rc = f->path ? b2_file_setup_writer(f) : b2_fail(B2_E_NOMEM, "no memory");
   }
-  if (view == B2_VIEW_LOGICAL) {
-    f->size = b2_frame_get_info(f->frame)->nbytes;
-  } else if ((rc = setup_array(f)) < 0) {
+  if (rc < 0) {
     b2_file_close(f);
     return rc;
   }
@@ -103,23 +113,57 @@ int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **o
   return 0;
 }
 
-int b2_file_close(b2_file *f) {
-  if (!f) return 0;
-  if (f->env && f->env->pool) b2_pool_wait(f->env->pool, &f->group);
-  if (f->env && f->env->cache) b2_cache_invalidate_file(f->env->cache, f->id);
-  if (f->has_array) b2_b2nd_free(&f->array);
-  free(f->npy);
-  b2_frame_close(f->frame);
-  free(f);
-  return 0;
+int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p, b2_file **out) {
+  b2_frame_params dp;
+  if (!p) {
+    b2_frame_params_default(&dp);
+    if (env) {
+      dp.cparams = env->opts.cparams;
+      dp.chunksize = env->opts.chunksize;
+      dp.layout = env->opts.layout;
+    }
+    p = &dp;
+  }
+  b2_frame *fr;
+  int rc = b2_frame_create(path, p, &fr);
+  if (rc < 0) return rc;
+  return wrap(env, fr, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, out);
 }
 
-int64_t b2_file_size(const b2_file *f) { return f->size; }
+int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **out) {
+  if (view < B2_VIEW_LOGICAL || view > B2_VIEW_NPY)
+    return b2_fail(B2_E_INVAL, "unknown view %d", view);
+  if ((flags & B2_OPEN_RDWR) && view != B2_VIEW_LOGICAL)
+    return b2_fail(B2_E_ROFS, "array views are read-only");
+  if ((flags & B2_OPEN_RDWR) && !(env && env->cache))
+    return b2_fail(B2_E_INVAL, "writing needs an environment with a cache");
+  b2_frame *fr;
+  int rc = (flags & B2_OPEN_RDWR) ? b2_frame_open_rw(path, &fr) : b2_frame_open(path, &fr);
+  if (rc < 0) return rc;
+  return wrap(env, fr, path, view, flags, out);
+}
+
+int b2_file_close(b2_file *f) {
+  if (!f) return 0;
+  int rc = 0;
+  if (f->writable) rc = b2_file_flush(f);
+  if (f->env && f->env->pool) b2_pool_wait(f->env->pool, &f->group);
+  if (f->writable) b2_file_teardown_writer(f);
+  if (f->env && f->env->cache) b2_cache_discard_file(f->env->cache, f->id);
+  if (f->has_array) b2_b2nd_free(&f->array);
+  free(f->npy);
+  free(f->path);
+  b2_frame_close(f->frame);
+  free(f);
+  return rc;
+}
+
+int64_t b2_file_size(const b2_file *f) { return atomic_load(&f->size); }
 b2_frame *b2_file_frame(const b2_file *f) { return f->frame; }
 const b2_b2nd *b2_file_array(const b2_file *f) { return f->has_array ? &f->array : NULL; }
 
 /* Cache loader: decode chunk `chunk` of the file `arg` whole. */
-static int load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
+int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
   b2_file *f = arg;
   (void)file;
   int32_t nb = b2_frame_chunk_nbytes(f->frame, chunk);
@@ -136,14 +180,16 @@ static int load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, s
   return 0;
 }
 
-/* Copy [off, off+len) out of a pinned cache entry. */
-static int copy_entry(b2_cache_entry *e, size_t off, size_t len, void *dst) {
-  int rc = 0;
-  if (off + len > b2_cache_len(e))
-    rc = b2_fail(B2_E_FORMAT, "chunk holds %zu bytes, %zu needed", b2_cache_len(e), off + len);
-  else
-    memcpy(dst, b2_cache_data(e) + off, len);
-  return rc;
+/* Copy [off, off+len) out of a pinned cache entry.  Bytes past the
+ * entry's end read as zeros: a written chunk being grown by a truncate. */
+static int copy_entry(const b2_file *f, b2_cache_entry *e, size_t off, size_t len, void *dst) {
+  if (f->writable) b2_cache_read_lock(e);
+  size_t have = b2_cache_len(e);
+  size_t n = off < have ? B2_MIN(len, have - off) : 0;
+  if (n) memcpy(dst, b2_cache_data(e) + off, n);
+  if (n < len) memset((uint8_t *)dst + n, 0, len - n);
+  if (f->writable) b2_cache_read_unlock(e);
+  return 0;
 }
 
 int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, int seq) {
@@ -153,7 +199,7 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
   b2_cache_entry *e;
   int rc;
   if (c && b2_cache_peek(c, f->id, i, &e) == 0) {
-    rc = copy_entry(e, off, len, dst);
+    rc = copy_entry(f, e, off, len, dst);
     b2_cache_release(c, e);
     return rc;
   }
@@ -166,9 +212,9 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
     rc = b2_frame_decode_range(f->frame, i, off, len, dst);
     return rc < 0 ? rc : 0;
   }
-  rc = b2_cache_get(c, f->id, i, load_chunk, f, &e);
+  rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, &e);
   if (rc < 0) return rc;
-  rc = copy_entry(e, off, len, dst);
+  rc = copy_entry(f, e, off, len, dst);
   b2_cache_release(c, e);
   return rc;
 }
@@ -182,7 +228,7 @@ typedef struct {
 static void ahead_run(void *arg) {
   ahead_job *j = arg;
   b2_cache_entry *e;
-  if (b2_cache_get(j->f->env->cache, j->f->id, j->chunk, load_chunk, j->f, &e) == 0)
+  if (b2_cache_get(j->f->env->cache, j->f->id, j->chunk, b2_file_load_chunk, j->f, &e) == 0)
     b2_cache_release(j->f->env->cache, e);
   free(j);
 }
@@ -249,8 +295,9 @@ static int chunk_reader(void *arg, int64_t chunk, size_t off, size_t len, void *
 
 ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
   if (off < 0) return b2_fail(B2_E_INVAL, "negative offset");
-  if (off >= f->size || n == 0) return 0;
-  if ((int64_t)n > f->size - off) n = (size_t)(f->size - off);
+  int64_t size = atomic_load(&f->size);
+  if (off >= size || n == 0) return 0;
+  if ((int64_t)n > size - off) n = (size_t)(size - off);
   uint8_t *dst = buf;
   size_t done = 0;
   int rc = 0;

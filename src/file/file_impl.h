@@ -2,6 +2,7 @@
 #ifndef B2_FILE_IMPL_H
 #define B2_FILE_IMPL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "b2_cache.h"
@@ -13,6 +14,14 @@ struct b2_env {
   b2_cache *cache;  /* NULL when cache_size is 0 */
   b2_pool *pool;    /* read-ahead and parallel compression; may be NULL */
   atomic_uint_fast64_t next_id; /* file ids when there is no cache */
+
+  /* Writable files, for the idle flusher thread. */
+  pthread_mutex_t reg_mu;
+  pthread_cond_t reg_cv;
+  b2_file *writers;
+  int stop;
+  int have_idler;
+  pthread_t idler;
 };
 
 /* Reads smaller than this, of chunks not in the cache and not part of a
@@ -29,11 +38,32 @@ struct b2_file {
   b2_b2nd array;
   char *npy;            /* .npy header (B2_VIEW_NPY) */
   size_t npylen;
-  int64_t size;         /* size of the view */
+  _Atomic int64_t size; /* size of the view (written files: in memory) */
   _Atomic int64_t next_off;   /* end of the previous read (sequential?) */
   _Atomic int64_t ahead;      /* read-ahead has been queued below this chunk */
   b2_pool_group group;        /* read-ahead jobs in flight */
+
+  /* Writing (logical view of a frame opened for writing). */
+  int writable;
+  int32_t chunksize;
+  b2_cparams cp;              /* the frame's own encoding parameters */
+  char *path;
+  pthread_mutex_t wmu;        /* serialises pwrite, truncate, flush */
+  pthread_mutex_t fmu;        /* size + frame geometry vs. chunk puts */
+  atomic_uint_fast64_t gen;   /* bumped by every change */
+  atomic_uint_fast64_t committed_gen; /* gen of the last successful flush */
+  _Atomic int64_t last_write_ms;
+  b2_file *reg_next, *reg_prev; /* env->writers list (env->reg_mu) */
 };
+
+/* Cache loader: decode chunk `chunk` of the file `arg` (a b2_file) whole. */
+int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len);
+
+/* Internal: open/close hooks of the write side (write.c). */
+int b2_file_setup_writer(b2_file *f);
+void b2_file_teardown_writer(b2_file *f);
+int b2_env_start_idler(b2_env *env);
+void b2_env_stop_idler(b2_env *env);
 
 /* Read bytes [off, off+len) of decoded chunk i: from the cache, by partial
  * decode (small reads, not `seq`uential), straight into dst (whole chunk),

@@ -1,0 +1,397 @@
+/*
+ * write.c - the write side of file handles.
+ *
+ * Written bytes go into the shared cache as dirty decoded chunks.  A dirty
+ * chunk is compressed and staged into the frame by flush_chunk() (called by
+ * the cache on eviction, by the idle flusher, by b2_file_flush, or at once
+ * on a pool worker when a write completes the chunk); b2_file_flush then
+ * commits the frame.  Locks:
+ *   wmu  serialises pwrite, truncate, flush and set_param of one file;
+ *   fmu  guards the size together with the frame's geometry, so a chunk is
+ *        only staged when its length agrees with the current size.
+ * Cache calls are never made with fmu held (flush callbacks take it).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "common/util.h"
+#include "file/file_impl.h"
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Length chunk i must have for a file of `size` bytes (0 past the end). */
+static size_t chunk_len(const b2_file *f, int64_t size, int64_t i) {
+  int64_t start = i * (int64_t)f->chunksize;
+  if (start >= size) return 0;
+  return (size_t)B2_MIN((int64_t)f->chunksize, size - start);
+}
+
+/* ---- staging chunks (flush callback) ------------------------------------ */
+
+static int flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) {
+  b2_file *f = owner;
+  size_t cap = b2_chunk_bound(len);
+  uint8_t *buf = malloc(cap);
+  if (!buf) return b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
+  int rc = b2_chunk_encode(&f->cp, data, len, buf, cap);
+  if (rc >= 0) {
+    size_t clen = (size_t)rc;
+    pthread_mutex_lock(&f->fmu);
+    size_t want = chunk_len(f, atomic_load(&f->size), i);
+    if (want == 0)
+      rc = 0; /* cut off by a truncate meanwhile: nothing to store */
+    else if (want != len)
+      rc = b2_fail(B2_E_BUSY, "chunk %lld is being resized", (long long)i); /* retried */
+    else
+      rc = b2_frame_put_chunk(f->frame, i, buf, clen);
+    pthread_mutex_unlock(&f->fmu);
+  }
+  free(buf);
+  if (rc < 0) return b2_context(rc, "%s: chunk %lld", f->path, (long long)i);
+  return 0;
+}
+
+/* ---- chunk buffers -------------------------------------------------------- */
+
+/* Loader for a chunk the write replaces entirely: no need to decode. */
+static int load_blank(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
+  b2_file *f = arg;
+  (void)file;
+  size_t n = chunk_len(f, atomic_load(&f->size), chunk);
+  uint8_t *buf = calloc(1, n ? n : 1);
+  if (!buf) return b2_fail(B2_E_NOMEM, "no memory for chunk %lld", (long long)chunk);
+  *data = buf;
+  *len = n;
+  return 0;
+}
+
+/* Pin chunk i for writing (decoded from the frame unless `whole`). */
+static int pin_chunk(b2_file *f, int64_t i, int whole, b2_cache_entry **e) {
+  return b2_cache_get(f->env->cache, f->id, i, whole ? load_blank : b2_file_load_chunk, f, e);
+}
+
+/* Set the length of a pinned chunk buffer and mark it dirty. */
+static int resize_chunk(b2_file *f, b2_cache_entry *e, size_t len) {
+  b2_cache *c = f->env->cache;
+  int rc = b2_cache_write_begin(c, e, f, flush_chunk);
+  if (rc < 0) return rc;
+  rc = b2_cache_resize(c, e, len);
+  b2_cache_write_end(c, e, rc == 0);
+  return rc;
+}
+
+/* Change the size (wmu held).  Partial edge chunks are pinned before the
+ * frame's geometry changes and resized after it, so the cache and the
+ * frame never disagree for longer than a flush retry. */
+static int set_size(b2_file *f, int64_t size) {
+  b2_cache *c = f->env->cache;
+  int64_t old = atomic_load(&f->size);
+  if (size == old) return 0;
+  int64_t cs = f->chunksize;
+  /* The chunk whose length changes: the old last one when growing, the
+   * new last one when shrinking (if partial). */
+  int64_t edge = -1;
+  if (size > old && old % cs) edge = old / cs;
+  if (size < old && size % cs) edge = size / cs;
+  b2_cache_entry *e = NULL;
+  int rc = 0;
+  if (edge >= 0 && (rc = pin_chunk(f, edge, 0, &e)) < 0) return rc;
+
+  pthread_mutex_lock(&f->fmu);
+  rc = b2_frame_resize(f->frame, size);
+  if (rc == 0) atomic_store(&f->size, size);
+  pthread_mutex_unlock(&f->fmu);
+
+  if (rc == 0 && size < old) {
+    int64_t first = (size + cs - 1) / cs, last = (old + cs - 1) / cs;
+    for (int64_t i = first; i < last; i++) b2_cache_discard(c, f->id, i);
+  }
+  if (e) {
+    if (rc == 0) rc = resize_chunk(f, e, chunk_len(f, size, edge));
+    b2_cache_release(c, e);
+  }
+  atomic_fetch_add(&f->gen, 1);
+  atomic_store(&f->last_write_ms, now_ms());
+  return rc;
+}
+
+/* ---- compress complete chunks at once, on the pool ------------------------ */
+typedef struct {
+  b2_file *f;
+  b2_cache_entry *e;
+} flush_job;
+
+static void flush_job_run(void *arg) {
+  flush_job *j = arg;
+  b2_cache_flush_entry(j->f->env->cache, j->e); /* an error stays on the entry */
+  b2_cache_release(j->f->env->cache, j->e);
+  free(j);
+}
+
+/* A write completed chunk e: compress it in the background (keeps the
+ * pin, dropped by the job); if the pool is busy the cache does it later. */
+static void flush_soon(b2_file *f, b2_cache_entry *e) {
+  flush_job *j = f->env->pool ? malloc(sizeof *j) : NULL;
+  if (j) {
+    j->f = f;
+    j->e = e;
+    if (b2_pool_try_submit(f->env->pool, flush_job_run, j, &f->group) == 0) return;
+    free(j);
+  }
+  b2_cache_release(f->env->cache, e);
+}
+
+/* ---- public calls ----------------------------------------------------------- */
+
+int b2_file_writable(const b2_file *f) { return f->writable; }
+
+ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
+  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
+  if (off < 0 || (int64_t)n < 0 || off > INT64_MAX - (int64_t)n) return b2_fail(B2_E_INVAL, "bad offset");
+  if (n == 0) return 0;
+  b2_cache *c = f->env->cache;
+  const uint8_t *src = buf;
+  int64_t end = off + (int64_t)n;
+  int rc = 0;
+  pthread_mutex_lock(&f->wmu);
+  if (end > atomic_load(&f->size)) rc = set_size(f, end);
+  int64_t cs = f->chunksize;
+  while (rc == 0 && off < end) {
+    int64_t i = off / cs;
+    size_t lo = (size_t)(off - i * cs);
+    size_t clen = chunk_len(f, atomic_load(&f->size), i);
+    size_t take = (size_t)B2_MIN((int64_t)(clen - lo), end - off);
+    b2_cache_entry *e;
+    rc = pin_chunk(f, i, lo == 0 && take == clen, &e);
+    if (rc < 0) break;
+    rc = b2_cache_write_begin(c, e, f, flush_chunk);
+    if (rc == 0) {
+      if (b2_cache_len(e) < lo + take) rc = b2_cache_resize(c, e, clen);
+      if (rc == 0) memcpy(b2_cache_wdata(e) + lo, src, take);
+      b2_cache_write_end(c, e, rc == 0);
+    }
+    if (rc == 0 && lo + take == clen && clen == (size_t)cs)
+      flush_soon(f, e);
+    else
+      b2_cache_release(c, e);
+    src += take;
+    off += (int64_t)take;
+  }
+  atomic_fetch_add(&f->gen, 1);
+  atomic_store(&f->last_write_ms, now_ms());
+  pthread_mutex_unlock(&f->wmu);
+  if (rc < 0) return b2_context(rc, "write");
+  return (ssize_t)n;
+}
+
+int b2_file_truncate(b2_file *f, int64_t size) {
+  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
+  if (size < 0) return b2_fail(B2_E_INVAL, "negative size");
+  pthread_mutex_lock(&f->wmu);
+  int rc = set_size(f, size);
+  pthread_mutex_unlock(&f->wmu);
+  return rc;
+}
+
+/* Flush and commit (wmu held). */
+static int flush_locked(b2_file *f) {
+  uint64_t gen = atomic_load(&f->gen);
+  if (gen == atomic_load(&f->committed_gen) && !b2_frame_dirty(f->frame)) return 0;
+  int rc = b2_cache_flush_file(f->env->cache, f->id, f->env->pool);
+  if (rc == 0) {
+    pthread_mutex_lock(&f->fmu);
+    rc = b2_frame_commit(f->frame);
+    pthread_mutex_unlock(&f->fmu);
+  }
+  if (rc == 0) atomic_store(&f->committed_gen, gen);
+  return rc;
+}
+
+int b2_file_flush(b2_file *f) {
+  if (!f->writable) return 0;
+  pthread_mutex_lock(&f->wmu);
+  int rc = flush_locked(f);
+  pthread_mutex_unlock(&f->wmu);
+  return rc;
+}
+
+int64_t b2_file_dead_bytes(b2_file *f) {
+  if (!f->writable) return 0;
+  pthread_mutex_lock(&f->fmu);
+  int64_t n = b2_frame_dead_bytes(f->frame);
+  pthread_mutex_unlock(&f->fmu);
+  return n;
+}
+
+int b2_file_compact(b2_file *f) {
+  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
+  pthread_mutex_lock(&f->wmu);
+  int rc = flush_locked(f);
+  if (rc == 0) {
+    pthread_mutex_lock(&f->fmu);
+    rc = b2_frame_compact(f->frame);
+    pthread_mutex_unlock(&f->fmu);
+  }
+  pthread_mutex_unlock(&f->wmu);
+  return rc;
+}
+
+/* The creation parameters of an open frame. */
+static void params_of(const b2_frame *fr, b2_frame_params *p) {
+  b2_frame_info in;
+  b2_frame_info_copy(fr, &in);
+  b2_frame_params_default(p);
+  p->layout = in.layout;
+  p->chunksize = in.chunksize;
+  p->cparams.codec = in.codec;
+  p->cparams.clevel = in.clevel;
+  p->cparams.typesize = in.typesize;
+  p->cparams.blocksize = in.blocksize;
+  if (in.splitmode) p->cparams.splitmode = in.splitmode;
+  memcpy(p->cparams.filters, in.filters, sizeof in.filters);
+  memcpy(p->cparams.filters_meta, in.filters_meta, sizeof in.filters_meta);
+}
+
+/* Remove an empty frame: a file, or a sparse directory's files. */
+static int remove_frame(const char *path, int layout) {
+  if (layout != B2_LAYOUT_SPARSE) return unlink(path) == 0 ? 0 : b2_from_errno(errno);
+  DIR *d = opendir(path);
+  if (!d) return b2_from_errno(errno);
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    if (unlinkat(dirfd(d), de->d_name, 0) != 0) {
+      int err = errno;
+      closedir(d);
+      return b2_from_errno(err);
+    }
+  }
+  closedir(d);
+  return rmdir(path) == 0 ? 0 : b2_from_errno(errno);
+}
+
+int b2_file_set_param(b2_file *f, const char *key, const char *value) {
+  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
+  b2_frame_params p;
+  pthread_mutex_lock(&f->wmu);
+  params_of(f->frame, &p);
+  int rc = b2_params_set(&p, key, value);
+  if (rc == 0 && (atomic_load(&f->size) != 0 || atomic_load(&f->gen) != 0))
+    rc = b2_fail(B2_E_BUSY, "%s: parameters are fixed once data has been written", f->path);
+  if (rc == 0) {
+    /* Recreate the empty frame with the new parameters. */
+    int old_layout = b2_frame_get_info(f->frame)->layout;
+    b2_frame_close(f->frame);
+    f->frame = NULL;
+    rc = remove_frame(f->path, old_layout);
+    if (rc == 0) rc = b2_frame_create(f->path, &p, &f->frame);
+    if (rc == 0) {
+      f->cp = p.cparams;
+      f->chunksize = p.chunksize;
+    } else if (!f->frame) {
+      /* Leave a usable frame behind with the old parameters if we can. */
+      b2_frame_params q;
+      int rc2 = b2_frame_open_rw(f->path, &f->frame);
+      if (rc2 < 0) {
+        b2_frame_params_default(&q);
+        q.cparams = f->cp;
+        q.chunksize = f->chunksize;
+        q.layout = old_layout;
+        b2_frame_create(f->path, &q, &f->frame);
+      }
+      b2_fail(rc, "%s: cannot recreate the frame", f->path);
+    }
+  }
+  pthread_mutex_unlock(&f->wmu);
+  return rc;
+}
+
+/* ---- open/close hooks and the idle flusher --------------------------------- */
+
+int b2_file_setup_writer(b2_file *f) {
+  if (!f->env || !f->env->cache) return b2_fail(B2_E_INVAL, "writing needs a cache");
+  b2_frame_params p;
+  params_of(f->frame, &p);
+  if (p.chunksize <= 0) return b2_fail(B2_E_UNSUPPORTED, "frames of variable-length chunks are read-only");
+  f->cp = p.cparams;
+  f->chunksize = p.chunksize;
+  pthread_mutex_init(&f->wmu, NULL);
+  pthread_mutex_init(&f->fmu, NULL);
+  atomic_init(&f->gen, 0);
+  atomic_init(&f->committed_gen, 0);
+  atomic_init(&f->last_write_ms, 0);
+  f->writable = 1;
+  b2_env *env = f->env;
+  pthread_mutex_lock(&env->reg_mu);
+  f->reg_prev = NULL;
+  f->reg_next = env->writers;
+  if (env->writers) env->writers->reg_prev = f;
+  env->writers = f;
+  pthread_mutex_unlock(&env->reg_mu);
+  return 0;
+}
+
+void b2_file_teardown_writer(b2_file *f) {
+  b2_env *env = f->env;
+  pthread_mutex_lock(&env->reg_mu);
+  if (f->reg_prev)
+    f->reg_prev->reg_next = f->reg_next;
+  else
+    env->writers = f->reg_next;
+  if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
+  pthread_mutex_unlock(&env->reg_mu);
+  pthread_mutex_destroy(&f->wmu);
+  pthread_mutex_destroy(&f->fmu);
+  f->writable = 0;
+}
+
+/* Every 100 ms: compress and commit files idle for idle_ms. */
+static void *idler_main(void *arg) {
+  b2_env *env = arg;
+  pthread_mutex_lock(&env->reg_mu);
+  while (!env->stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&env->reg_cv, &env->reg_mu, &ts);
+    int64_t now = now_ms();
+    for (b2_file *f = env->writers; f && !env->stop; f = f->reg_next) {
+      if (atomic_load(&f->gen) == atomic_load(&f->committed_gen)) continue;
+      if (now - atomic_load(&f->last_write_ms) < (int64_t)env->opts.idle_ms) continue;
+      b2_file_flush(f); /* an error stays for the owner's next flush */
+    }
+  }
+  pthread_mutex_unlock(&env->reg_mu);
+  return NULL;
+}
+
+int b2_env_start_idler(b2_env *env) {
+  int err = pthread_create(&env->idler, NULL, idler_main, env);
+  if (err) return b2_fail(B2_E_NOMEM, "cannot start the idle flusher: %s", strerror(err));
+  env->have_idler = 1;
+  return 0;
+}
+
+void b2_env_stop_idler(b2_env *env) {
+  if (!env->have_idler) return;
+  pthread_mutex_lock(&env->reg_mu);
+  env->stop = 1;
+  pthread_cond_broadcast(&env->reg_cv);
+  pthread_mutex_unlock(&env->reg_mu);
+  pthread_join(env->idler, NULL);
+  env->have_idler = 0;
+}
