@@ -106,8 +106,9 @@ int b2f_pack(int argc, char **argv) {
     else if (!strcmp(a, "--blocksize")) key = "blocksize";
     else if (!strcmp(a, "--sparse")) p.layout = B2_LAYOUT_SPARSE;
     else if (!strcmp(a, "--force")) force = 1;
-    else if (!strcmp(a, "-j")) {
-      if (++i >= argc || (threads = atoi(argv[i])) < 1 || threads > 64)
+    else if (!strncmp(a, "-j", 2)) {
+      const char *v = a[2] ? a + 2 : (++i < argc ? argv[i] : "");
+      if ((threads = atoi(v)) < 1 || threads > 64)
         return b2f_usage_error("pack", "-j wants a thread count from 1 to 64");
     } else if (a[0] == '-' && a[1]) {
       return b2f_usage_error("pack", "unknown option");
