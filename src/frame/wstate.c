@@ -287,6 +287,10 @@ int b2_frame_w_init(b2_frame *f) {
   free(uni);
 
   if (f->info.layout == B2_LAYOUT_SPARSE) {
+    /* Nothing is opened for writing until a put: ask now. */
+    if (faccessat(f->dirfd, ".", W_OK, AT_EACCESS) != 0)
+      return b2_fail(b2_from_errno(errno), "sparse frame directory: %s",
+                     strerror(errno));
     rc = lock_fd(f->dirfd);
     if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
     if (!rc) rc = fill_sizes_sparse(f);

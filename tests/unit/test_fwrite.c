@@ -1389,10 +1389,6 @@ static void test_fault_create(void) {
   fi_create_faults(B2_LAYOUT_CONTIGUOUS);
   fi_create_faults(B2_LAYOUT_SPARSE);
 }
-#else
-static void test_fault_injection(void) {
-  T_SKIP("built without -DB2_FAULT_INJECTION (see tests/fault_build.sh)");
-}
 #endif
 
 int main(void) {
@@ -1419,8 +1415,6 @@ int main(void) {
   T_RUN(test_fault_compact);
   T_RUN(test_fault_create);
   T_RUN(test_power_loss_replay);
-#else
-  T_RUN(test_fault_injection);
 #endif
   if (!getenv("B2FW_KEEP")) rm_rf(tmproot);
   T_END();
