@@ -156,8 +156,9 @@ typedef struct b2_frame_w {
    * here and nothing below it is ever overwritten. */
   int64_t append_pos;
   /* Sparse: per chunk file number n < ncap, whether the committed index
-   * (or one that may have been committed) references it, how many staged
-   * entries do, and its size. */
+   * (or one that may have been committed) references it (cbit bit 0; bit 1
+   * marks files synced during a commit), how many staged entries do, and
+   * its size. */
   int64_t ncap;
   uint8_t *cbit;
   uint32_t *sref;
@@ -183,7 +184,6 @@ static inline void b2_frame_rdunlock(const b2_frame *f) {
 
 /* Decoded size of chunk i (0 <= i < nchunks), without locking. */
 int32_t b2_frame_nbytes_of(const b2_frame *f, int64_t i);
-
 
 /* ---- parsing (buffers only) -------------------------------------------- */
 
