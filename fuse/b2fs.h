@@ -33,9 +33,8 @@
 /* ---- options (opts.c) ---------------------------------------------------- */
 typedef struct b2fs_opts {
   char *source;          /* SOURCE as given */
-  size_t cache_size;     /* -o cache_size= */
-  int readahead;         /* -o readahead= (chunks) */
-  int nthreads;          /* -o nthreads= (engine workers) */
+  b2_env_opts env;       /* cache_size, readahead, nthreads, dirty_max and
+                            the parameters of new frames */
   int verify;            /* -o verify=on|off */
   double timeout;        /* -o timeout= (seconds of attr/entry caching) */
   int idle_frames;       /* -o idle_frames= (-1: from the fd limit) */

@@ -147,12 +147,7 @@ int main(int argc, char **argv) {
   raise_fd_limit();
 
   /* The engine's threads start after daemonizing (fork keeps none). */
-  b2_env_opts eo;
-  b2_env_opts_default(&eo);
-  eo.cache_size = b2fs_g.opts.cache_size;
-  eo.readahead = b2fs_g.opts.readahead;
-  eo.nthreads = b2fs_g.opts.nthreads;
-  int rc = b2_env_create(&eo, &b2fs_g.env);
+  int rc = b2_env_create(&b2fs_g.opts.env, &b2fs_g.env);
   if (rc < 0) {
     b2fs_log("cannot create the engine: %s", b2_last_detail());
     goto out;

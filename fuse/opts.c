@@ -8,19 +8,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "b2fs.h"
 
 enum {
   KEY_CACHE,
+  KEY_DIRTY,
+  KEY_PARAM,
   KEY_READAHEAD,
   KEY_NTHREADS,
   KEY_VERIFY,
   KEY_TIMEOUT,
   KEY_IDLE,
   KEY_NO_DP,
-  KEY_IGNORE,
   KEY_FSNAME,
   KEY_MAX_READ,
 };
@@ -33,39 +33,25 @@ static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
     FUSE_OPT_KEY("idle_frames=", KEY_IDLE),
     FUSE_OPT_KEY("no_default_permissions", KEY_NO_DP),
-    /* write-path options: accepted now, used once writing lands */
-    FUSE_OPT_KEY("codec=", KEY_IGNORE),
-    FUSE_OPT_KEY("clevel=", KEY_IGNORE),
-    FUSE_OPT_KEY("filters=", KEY_IGNORE),
-    FUSE_OPT_KEY("typesize=", KEY_IGNORE),
-    FUSE_OPT_KEY("chunksize=", KEY_IGNORE),
-    FUSE_OPT_KEY("blocksize=", KEY_IGNORE),
-    FUSE_OPT_KEY("layout=", KEY_IGNORE),
-    FUSE_OPT_KEY("dirty_max=", KEY_IGNORE),
+    /* write-path options: checked now, used once writing lands */
+    FUSE_OPT_KEY("codec=", KEY_PARAM),
+    FUSE_OPT_KEY("clevel=", KEY_PARAM),
+    FUSE_OPT_KEY("filters=", KEY_PARAM),
+    FUSE_OPT_KEY("typesize=", KEY_PARAM),
+    FUSE_OPT_KEY("chunksize=", KEY_PARAM),
+    FUSE_OPT_KEY("blocksize=", KEY_PARAM),
+    FUSE_OPT_KEY("layout=", KEY_PARAM),
+    FUSE_OPT_KEY("dirty_max=", KEY_DIRTY),
     /* noticed, then left for libfuse */
     FUSE_OPT_KEY("fsname=", KEY_FSNAME),
     FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
     FUSE_OPT_END,
 };
 
-/* "256M", "1g", "4096", "64KiB" -> bytes; -1 when malformed. */
 static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s || errno || s[0] == '-') return -1;
-  unsigned shift = 0;
-  switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  case 't': case 'T': shift = 40; end++; break;
-  default: break;
-  }
-  if (shift && (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))) end += strlen(end);
-  if (*end) return -1;
-  if (shift && v > (SIZE_MAX >> shift)) return -1;
-  *out = (size_t)(v << shift);
+  uint64_t v;
+  if (b2_parse_size(s, &v) < 0 || v > SIZE_MAX) return -1;
+  *out = (size_t)v;
   return 0;
 }
 
@@ -80,6 +66,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 
 typedef struct parse_state {
   b2fs_opts *o;
+  b2_frame_params fp; /* parameters of new frames */
   int nonopts;
 } parse_state;
 
@@ -99,19 +86,35 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
     fprintf(stderr, "b2fs: unexpected argument '%s'\n", arg);
     return -1;
   case KEY_CACHE:
-    if (parse_size(val, &o->cache_size) < 0) {
+    if (parse_size(val, &o->env.cache_size) < 0) {
       fprintf(stderr, "b2fs: bad cache_size '%s' (want e.g. 256M)\n", val);
       return -1;
     }
     return 0;
+  case KEY_DIRTY:
+    if (parse_size(val, &o->env.dirty_max) < 0) {
+      fprintf(stderr, "b2fs: bad dirty_max '%s' (want e.g. 64M)\n", val);
+      return -1;
+    }
+    return 0;
+  case KEY_PARAM: {
+    char name[16];
+    size_t nlen = (size_t)(val - 1 - arg);
+    snprintf(name, sizeof name, "%.*s", (int)nlen, arg);
+    if (b2_params_set(&ps->fp, name, val) < 0) {
+      fprintf(stderr, "b2fs: %s\n", b2_last_detail());
+      return -1;
+    }
+    return 0;
+  }
   case KEY_READAHEAD:
-    if (parse_int(val, 0, 1024, &o->readahead) < 0) {
+    if (parse_int(val, 0, 1024, &o->env.readahead) < 0) {
       fprintf(stderr, "b2fs: bad readahead '%s' (chunks, 0-1024)\n", val);
       return -1;
     }
     return 0;
   case KEY_NTHREADS:
-    if (parse_int(val, 1, 256, &o->nthreads) < 0) {
+    if (parse_int(val, 1, 256, &o->env.nthreads) < 0) {
       fprintf(stderr, "b2fs: bad nthreads '%s' (1-256)\n", val);
       return -1;
     }
@@ -146,8 +149,6 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
   case KEY_NO_DP:
     o->no_default_perms = 1;
     return 0;
-  case KEY_IGNORE:
-    return 0;
   case KEY_FSNAME:
     o->has_fsname = 1;
     return 1;
@@ -160,16 +161,20 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 }
 
 int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o) {
-  b2_env_opts eo;
-  b2_env_opts_default(&eo);
   memset(o, 0, sizeof *o);
-  o->cache_size = eo.cache_size;
-  o->readahead = eo.readahead;
-  o->nthreads = eo.nthreads;
+  b2_env_opts_default(&o->env);
   o->timeout = 1.0;
   o->idle_frames = -1;
-  parse_state ps = {o, 0};
+  parse_state ps;
+  memset(&ps, 0, sizeof ps);
+  ps.o = o;
+  ps.fp.layout = o->env.layout;
+  ps.fp.cparams = o->env.cparams;
+  ps.fp.chunksize = o->env.chunksize;
   if (fuse_opt_parse(args, &ps, spec, proc) == -1) return -1;
+  o->env.layout = ps.fp.layout;
+  o->env.cparams = ps.fp.cparams;
+  o->env.chunksize = ps.fp.chunksize;
   return 0;
 }
 
@@ -193,7 +198,8 @@ void b2fs_opts_help(const char *prog) {
          "                           a 16th of the descriptor limit, <= 1024)\n"
          "    -o no_default_permissions  let b2fs, not the kernel, check access\n"
          "    -o codec=,clevel=,filters=,typesize=,chunksize=,blocksize=,\n"
-         "       layout=,dirty_max=  parameters of written frames (accepted;\n"
-         "                           writing is not available yet)\n\n",
+         "       layout=,dirty_max=  parameters of written frames (checked;\n"
+         "                           writing is not available yet); several\n"
+         "                           filters as filters=shuffle+delta\n\n",
          prog);
 }

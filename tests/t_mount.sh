@@ -104,6 +104,7 @@ out=$("$B2FS" --help 2>&1); rc=$?
 bad=""
 for args in "" "$FIX" "$FIX $MNT extra" "/nonexistent $MNT" "$FIX $MNT -o cache_size=lots" \
             "$FIX $MNT -o nthreads=0" "$FIX $MNT -o verify=maybe" "$FIX $MNT -o idle_frames=-2" \
+            "$FIX $MNT -o codec=nosuch" "$FIX $MNT -o clevel=10" "$FIX $MNT -o dirty_max=lots" \
             "$FIX $MNT -o nosuchoption"; do
   # shellcheck disable=SC2086
   out=$($T "$B2FS" $args 2>&1) && bad="$bad [$args]:accepted"
@@ -114,7 +115,7 @@ done
 
 # ---- the fixtures, read-only, small cache so that chunks get evicted -----
 # (with every option we accept, the write-path ones included)
-if ! mount_bg main "$FIX" "$MNT" "ro,cache_size=8M,max_threads=6,readahead=2,nthreads=2,verify=off,timeout=1,codec=zstd,clevel=5,filters=shuffle,typesize=8,chunksize=1M,blocksize=0,layout=sparse,dirty_max=64M"; then
+if ! mount_bg main "$FIX" "$MNT" "ro,cache_size=8M,max_threads=6,readahead=2,nthreads=2,verify=off,timeout=1,codec=zstd,clevel=5,filters=shuffle+delta,typesize=8,chunksize=1M,blocksize=0,layout=sparse,dirty_max=64M"; then
   nok mount_up "daemon did not mount: $(head -c 300 "${LOGS[$MNT]}")"
   exit 0
 fi
