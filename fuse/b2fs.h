@@ -116,7 +116,7 @@ void b2fs_inode_forget(b2fs_inode *in, uint64_t n);
 /* "/proc/self/fd/N" of the inode's descriptor (buf >= 32 bytes). */
 const char *b2fs_fd_path(int fd, char *buf, size_t cap);
 
-/* ---- entries and frames (entry.c, frame.c) ------------------------------ */
+/* ---- frames (frame.c) and their shared handles (handle.c) -------------- */
 /* Is the directory entry `name` under dirfd a frame (suffix + file or dir
  * holding chunks.b2frame)?  `st` is its lstat.  1, 0. */
 int b2fs_is_frame(int dirfd, const char *name, const struct stat *st);
@@ -141,8 +141,13 @@ void b2fs_frame_forget(b2fs_inode *in);
 void b2fs_frame_set_idle_max(int n);
 /* Log a failure on a handle once per distinct detail (of the last 8). */
 void b2fs_frame_log(b2fs_inode *in, b2fs_handle *h, const char *what, int rc);
-/* Source signature of a frame inode (and fstat of its entry). */
+/* Source signature of a frame inode from the fstat of its entry. */
 int b2fs_sig_of(b2fs_inode *in, const struct stat *st, b2fs_sig *sig);
+int b2fs_sig_eq(const b2fs_sig *a, const b2fs_sig *b);
+/* Open the frame of a frame inode with its view (handle.c). */
+int b2fs_open_view(b2fs_inode *in, b2_file **out);
+/* Source path of an inode, for messages. */
+const char *b2fs_src_path(b2fs_inode *in, char *buf, size_t cap);
 /* Plain-file keep_cache decision from a fresh fstat. */
 int b2fs_plain_keep_cache(b2fs_inode *in, const struct stat *st);
 /* errno for an engine code from a read or an open. */

@@ -1,0 +1,183 @@
+/*
+ * handle.c - the one b2_file per frame inode shared by all its opens.
+ *
+ * An open takes the inode's current handle when the frame's signature is
+ * the one the handle was opened with, else opens the frame again and makes
+ * that handle current; the kernel may keep its cached pages only when the
+ * signature is the one of the previous open.  Read failures are logged
+ * once per distinct detail.  Plain files' page-cache decision lives here
+ * too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "b2fs.h"
+
+int b2fs_open_view(b2fs_inode *in, b2_file **out) {
+  char path[64];
+  int view = in->kind == B2FS_KIND_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
+  return b2_file_open(b2fs_g.env, b2fs_fd_path(in->fd, path, sizeof path),
+                      view, B2_OPEN_RDONLY, out);
+}
+
+/* Handles: refs counts the opens (and peeks) using a handle plus one while
+ * it is its inode's current handle.  A current handle nobody uses is kept
+ * (frame parsed, chunk cache warm) for the next open, up to idle_max of
+ * them; a handle of an older version of the frame lives until its last
+ * user is done.  All under the inode lock. */
+static atomic_int idle_kept;
+static int idle_max = 256;
+
+void b2fs_frame_set_idle_max(int n) { idle_max = n; }
+
+static b2fs_handle *handle_new(b2_file *f, const b2fs_sig *sig) {
+  b2fs_handle *h = calloc(1, sizeof *h);
+  if (!h) return NULL;
+  h->file = f;
+  h->sig = *sig;
+  pthread_mutex_init(&h->errlock, NULL);
+  return h;
+}
+
+static void handle_free(b2fs_handle *h) {
+  if (!h) return;
+  b2_file_close(h->file);
+  pthread_mutex_destroy(&h->errlock);
+  free(h);
+}
+
+/* Take one more user of the inode's current handle. */
+static void take_cur(b2fs_inode *in) {
+  if (in->cur->refs++ == 1) atomic_fetch_sub(&idle_kept, 1);
+}
+
+/* The inode lets go of its current handle; returns it if now unused. */
+static b2fs_handle *drop_cur(b2fs_inode *in) {
+  b2fs_handle *h = in->cur;
+  in->cur = NULL;
+  if (!h) return NULL;
+  if (h->refs == 1) atomic_fetch_sub(&idle_kept, 1);
+  return --h->refs == 0 ? h : NULL;
+}
+
+/* Open the frame again as the inode's current handle, with one user
+ * (lock held).  *old gets a replaced handle to free after unlocking. */
+static int install_new(b2fs_inode *in, const b2fs_sig *sig, b2fs_handle **old) {
+  b2_file *f;
+  int rc = b2fs_open_view(in, &f);
+  if (rc < 0) {
+    char path[4096];
+    b2fs_log("%s: cannot open: %s", b2fs_src_path(in, path, sizeof path),
+             b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
+    return -b2fs_errno(rc);
+  }
+  b2fs_handle *h = handle_new(f, sig);
+  if (!h) {
+    b2_file_close(f);
+    return -ENOMEM;
+  }
+  *old = drop_cur(in);
+  h->refs = 2; /* the inode and this user */
+  in->cur = h;
+  return 0;
+}
+
+static int current_sig(b2fs_inode *in, b2fs_sig *sig) {
+  struct stat st;
+  if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+    return -errno;
+  b2fs_sig_of(in, &st, sig);
+  return 0;
+}
+
+/* The inode's current handle for the frame as it is now, with one more
+ * user; with keep_cache, also the page-cache decision of an open. */
+static int get_handle(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
+  b2fs_sig sig;
+  b2fs_handle *old = NULL;
+  int rc = current_sig(in, &sig);
+  if (rc < 0) return rc;
+  pthread_mutex_lock(&in->lock);
+  if (in->cur && b2fs_sig_eq(&in->cur->sig, &sig)) {
+    take_cur(in);
+  } else {
+    rc = install_new(in, &sig, &old);
+  }
+  if (rc == 0) {
+    *h = in->cur;
+    if (keep_cache) {
+      *keep_cache = in->open_valid && b2fs_sig_eq(&in->open_sig, &sig);
+      in->open_sig = sig;
+      in->open_valid = 1;
+    }
+  }
+  pthread_mutex_unlock(&in->lock);
+  handle_free(old);
+  return rc;
+}
+
+int b2fs_frame_open(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
+  return get_handle(in, h, keep_cache);
+}
+
+int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h) {
+  return get_handle(in, h, NULL);
+}
+
+void b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
+  b2fs_handle *dead = NULL;
+  pthread_mutex_lock(&in->lock);
+  if (--h->refs == 0) {
+    dead = h; /* an older version, no longer current */
+  } else if (h->refs == 1 && in->cur == h) {
+    if (atomic_fetch_add(&idle_kept, 1) >= idle_max) dead = drop_cur(in);
+  }
+  pthread_mutex_unlock(&in->lock);
+  handle_free(dead);
+}
+
+void b2fs_frame_forget(b2fs_inode *in) {
+  pthread_mutex_lock(&in->lock);
+  b2fs_handle *dead = drop_cur(in);
+  pthread_mutex_unlock(&in->lock);
+  handle_free(dead);
+}
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 0xcbf29ce484222325u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3u;
+  return h;
+}
+
+void b2fs_frame_log(b2fs_inode *in, b2fs_handle *h, const char *what, int rc) {
+  const char *detail = b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc);
+  uint64_t key = fnv1a(detail);
+  size_t n = sizeof h->logged / sizeof h->logged[0];
+  int repeat = 0;
+  pthread_mutex_lock(&h->errlock);
+  for (size_t i = 0; i < n && i < h->nlogged; i++) repeat |= h->logged[i] == key;
+  if (!repeat) h->logged[h->nlogged++ % n] = key;
+  pthread_mutex_unlock(&h->errlock);
+  if (repeat) return;
+  char path[4096];
+  b2fs_log("%s: %s: %s", b2fs_src_path(in, path, sizeof path), what, detail);
+}
+
+int b2fs_plain_keep_cache(b2fs_inode *in, const struct stat *st) {
+  b2fs_sig sig;
+  memset(&sig, 0, sizeof sig);
+  sig.size = st->st_size;
+  sig.mtime = st->st_mtim;
+  sig.ino = st->st_ino;
+  pthread_mutex_lock(&in->lock);
+  int keep = in->open_valid && b2fs_sig_eq(&in->open_sig, &sig);
+  in->open_sig = sig;
+  in->open_valid = 1;
+  pthread_mutex_unlock(&in->lock);
+  return keep;
+}
