@@ -106,9 +106,25 @@ def npy_dtype(s):
     return np.dtype(ast.literal_eval(s)) if s.startswith("[") else np.dtype(s)
 
 
+def npy_data_offset(mpath):
+    """Offset of the data in a .npy file, from its header length field."""
+    with open(mpath, "rb") as f:
+        head = f.read(12)
+    if head[:6] != b"\x93NUMPY":
+        raise ValueError("no .npy magic")
+    if head[6] == 1:
+        return 10 + int.from_bytes(head[8:10], "little")
+    return 12 + int.from_bytes(head[8:12], "little")
+
+
 def check_npy(mpath, shape, dtype, corder):
-    import numpy as np
-    from numpy.lib import format as npf
+    try:
+        import numpy as np
+        from numpy.lib import format as npf
+    except ImportError:  # no numpy: the data bytes only
+        got = sha_file(mpath, npy_data_offset(mpath))
+        sys.stderr.write("  numpy missing: %s checked without it\n" % mpath)
+        return None if got == corder else "data after header sha256 %s != %s" % (got, corder)
     with open(mpath, "rb") as f:
         major, _ = npf.read_magic(f)
         if major == 1:

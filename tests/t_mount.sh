@@ -223,35 +223,40 @@ else
 fi
 
 # ---- xattrs ----------------------------------------------------------------
-xa() { getfattr --only-values -n "user.b2.$1" "$2" 2>/dev/null; }
-bad=""
-while IFS=$'\t' read -r path nbytes nchunks sha shape dtype corder; do
-  case "$path" in \#*|"") continue ;; esac
-  m=$MNT/$(shown "$path")
-  [ "$(xa nbytes "$m")" = "$nbytes" ] || bad="$bad $path:nbytes=$(xa nbytes "$m")"
-  [ "$(xa nchunks "$m")" = "$nchunks" ] || bad="$bad $path:nchunks"
-  if [ "$shape" != "-" ]; then
-    [ "$(xa shape "$m")" = "$shape" ] || bad="$bad $path:shape=$(xa shape "$m")"
-    [ "$(xa dtype "$m")" = "$dtype" ] || bad="$bad $path:dtype"
+xattr_tests() {
+  local bad path nbytes nchunks sha shape dtype corder m dump
+  xa() { getfattr --only-values -n "user.b2.$1" "$2" 2>/dev/null; }
+  bad=""
+  while IFS=$'\t' read -r path nbytes nchunks sha shape dtype corder; do
+    case "$path" in \#*|"") continue ;; esac
+    m=$MNT/$(shown "$path")
+    [ "$(xa nbytes "$m")" = "$nbytes" ] || bad="$bad $path:nbytes=$(xa nbytes "$m")"
+    [ "$(xa nchunks "$m")" = "$nchunks" ] || bad="$bad $path:nchunks"
+    if [ "$shape" != "-" ]; then
+      [ "$(xa shape "$m")" = "$shape" ] || bad="$bad $path:shape=$(xa shape "$m")"
+      [ "$(xa dtype "$m")" = "$dtype" ] || bad="$bad $path:dtype"
+    fi
+  done <"$FIX/manifest.tsv"
+  if [ -z "$bad" ]; then ok xattr_values; else nok xattr_values "${bad:0:400}"; fi
+  if [ "$HAVE_B2F" = 1 ]; then $T "$PY" "$CHECK" xattrs "$MNT" "$FIX" "$B2F"
+  else echo "skip xattr_vs_info: b2f is not built"; fi
+  dump=$(getfattr -d -m - "$MNT/cframe/zstd-metalayers" 2>&1)
+  if grep -q '^user.b2.codec="zstd"' <<<"$dump" && grep -q '^user.b2.meta\.' <<<"$dump" &&
+     grep -q '^user.b2.vlmeta\.' <<<"$dump" && grep -q '^user.b2.cratio=' <<<"$dump" &&
+     grep -q '^user.b2.filters=' <<<"$dump"; then
+    ok xattr_dump
+  else
+    nok xattr_dump "getfattr -d gave: $(head -c 300 <<<"$dump")"
   fi
-done <"$FIX/manifest.tsv"
-if [ -z "$bad" ]; then ok xattr_values; else nok xattr_values "${bad:0:400}"; fi
-if [ "$HAVE_B2F" = 1 ]; then $T "$PY" "$CHECK" xattrs "$MNT" "$FIX" "$B2F"
-else echo "skip xattr_vs_info: b2f is not built"; fi
-dump=$(getfattr -d -m - "$MNT/cframe/zstd-metalayers" 2>&1)
-if grep -q '^user.b2.codec="zstd"' <<<"$dump" && grep -q '^user.b2.meta\.' <<<"$dump" &&
-   grep -q '^user.b2.vlmeta\.' <<<"$dump" && grep -q '^user.b2.cratio=' <<<"$dump" &&
-   grep -q '^user.b2.filters=' <<<"$dump"; then
-  ok xattr_dump
-else
-  nok xattr_dump "getfattr -d gave: $(head -c 300 <<<"$dump")"
-fi
-if getfattr -n user.b2.nosuch "$MNT/cframe/zstd-metalayers" 2>&1 | grep -q 'No such attribute' &&
-   [ -z "$(getfattr -d "$MNT/bad/bad-magic" 2>/dev/null)" ]; then
-  ok xattr_missing
-else
-  nok xattr_missing "unknown attribute or damaged frame not answered with ENODATA / nothing"
-fi
+  if getfattr -n user.b2.nosuch "$MNT/cframe/zstd-metalayers" 2>&1 | grep -q 'No such attribute' &&
+     [ -z "$(getfattr -d "$MNT/bad/bad-magic" 2>/dev/null)" ]; then
+    ok xattr_missing
+  else
+    nok xattr_missing "unknown attribute or damaged frame not answered with ENODATA / nothing"
+  fi
+}
+if command -v getfattr >/dev/null; then xattr_tests
+else echo "skip xattrs: getfattr (package attr) is not installed"; fi
 
 # ---- du: disk use from the compressed files, apparent size logical --------
 du_b() { du -s -B1 "$@" | cut -f1; }
