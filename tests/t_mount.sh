@@ -303,12 +303,16 @@ chmod 0750 "$S/s.b2frame"
 cp "$FIX/b2nd/u8-2d-400x3.b2nd" "$S/a.b2nd"
 ln -s "$FIX/cframe/zstd-nofilter-f64.b2frame" "$S/esc.b2frame"
 ln -s .. "$S/up"
+# A sparse frame whose chunk file is a symlink out of SOURCE: never followed.
+cp -r "$FIX/sframe/blosclz-text.b2frame" "$S/t.b2frame"
+rm "$S/t.b2frame/00000001.chunk"
+ln -s "$FIX/sframe/blosclz-text.b2frame/00000001.chunk" "$S/t.b2frame/00000001.chunk"
 if ! mount_bg scratch "$S" "$M2" "timeout=0,idle_frames=0"; then
   nok scratch_mount "daemon did not mount: $(head -c 300 "${LOGS[$M2]}")"
   exit 0
 fi
 names=$(cd "$M2" && ls -A | tr '\n' ' ')
-if [ "$names" = "a.npy d.b2frame esc.b2frame s up x x.b2frame y y.b2f " ]; then ok scratch_names
+if [ "$names" = "a.npy d.b2frame esc.b2frame s t up x x.b2frame y y.b2f " ]; then ok scratch_names
 else nok scratch_names "listed: $names"; fi
 if [ "$(cat "$M2/x")" = "plain x" ] &&
    [ "$(sha256sum <"$M2/x.b2frame" | cut -c1-64)" = "$(sha_of cframe/zstd-nofilter-f64.b2frame)" ] &&
@@ -331,6 +335,12 @@ if [ "$(stat -c %F "$M2/esc.b2frame")" = "symbolic link" ] &&
   ok scratch_symlinks
 else
   nok scratch_symlinks "symlinks not shown as themselves"
+fi
+err=$($T cat "$M2/t" 2>&1 >/dev/null)
+if [[ "$err" == *"Input/output error"* ]] && grep -q "t.b2frame: .*00000001.chunk" "${LOGS[$M2]}"; then
+  ok scratch_no_symlinked_chunks
+else
+  nok scratch_no_symlinked_chunks "a chunk file symlinked out of SOURCE was read (cat said '$err')"
 fi
 e1=$(touch "$M2/new" 2>&1); e2=$( (echo hi >>"$M2/x") 2>&1); e3=$(mkdir "$M2/dd" 2>&1); e4=$(rm "$M2/x" 2>&1)
 if [[ "$e1$e2$e3$e4" == *"Read-only file system"*"Read-only file system"*"Read-only file system"*"Read-only file system"* ]] &&
