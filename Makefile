@@ -36,7 +36,7 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # $(call objs,builddir,sources)
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all san tsan test fuzz clean install demo bench
+.PHONY: all san tsan fault test fuzz clean install demo bench
 all: build/b2f build/b2fs
 
 # ---- one rule set per build flavour -------------------------------------
@@ -63,15 +63,20 @@ endef
 $(eval $(call flavour,build,$(OPT)))
 $(eval $(call flavour,build/san,$(SAN)))
 $(eval $(call flavour,build/tsan,$(TSAN)))
+# Test-only: sanitizers plus the fault-injection hooks of src/common/fileio.c.
+$(eval $(call flavour,build/fault,$(SAN) -DB2_FAULT_INJECTION))
 
 UNIT_BINS_SAN  := $(patsubst tests/unit/%.c,build/san/tests/%,$(UNIT_SRC))
 UNIT_BINS_TSAN := $(patsubst tests/unit/%.c,build/tsan/tests/%,$(filter %_mt.c,$(UNIT_SRC)))
 
+UNIT_BINS_FAULT := build/fault/tests/test_fwrite
+
 san: build/san/b2f build/san/b2fs $(UNIT_BINS_SAN)
 tsan: $(UNIT_BINS_TSAN)
+fault: $(UNIT_BINS_FAULT)
 
 # The test command the README gives.
-test: all san tsan
+test: all san tsan fault
 	@bash tests/run.sh
 
 # ---- fuzzing (clang + libFuzzer) ----------------------------------------

@@ -34,7 +34,7 @@ run_one() { # name command...
   echo "[$name] $p passed, $f failed, $s skipped"
 }
 
-for t in build/san/tests/* build/tsan/tests/*; do
+for t in build/san/tests/* build/tsan/tests/* build/fault/tests/*; do
   [ -x "$t" ] || continue
   case "$t" in *"$only"*) ;; *) continue ;; esac
   run_one "${t#build/}" "$t"

@@ -238,7 +238,9 @@ static void ahead_run(void *arg) {
 static void read_ahead(b2_file *f, int64_t last) {
   b2_env *env = f->env;
   if (!env || !env->cache || !env->pool || env->opts.readahead <= 0) return;
-  int64_t n = b2_frame_get_info(f->frame)->nchunks;
+  b2_frame_info in;
+  if (b2_frame_info_copy(f->frame, &in) < 0) return;
+  int64_t n = in.nchunks;
   int64_t from = B2_MAX(last + 1, atomic_load(&f->ahead));
   int64_t to = B2_MIN(n, last + 1 + env->opts.readahead);
   for (int64_t j = from; j < to; j++) {

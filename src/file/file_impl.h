@@ -51,6 +51,8 @@ struct b2_file {
   pthread_mutex_t wmu;        /* serialises pwrite, truncate, flush */
   pthread_mutex_t fmu;        /* size + frame geometry vs. chunk puts */
   atomic_uint_fast64_t gen;   /* bumped by every change */
+  atomic_uint_fast64_t epoch; /* bumped by every size change (under fmu):
+                                 a flush that began before one is stale */
   atomic_uint_fast64_t committed_gen; /* gen of the last successful flush */
   _Atomic int64_t last_write_ms;
   b2_file *reg_next, *reg_prev; /* env->writers list (env->reg_mu) */

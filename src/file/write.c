@@ -40,6 +40,7 @@ static size_t chunk_len(const b2_file *f, int64_t size, int64_t i) {
 
 static int flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) {
   b2_file *f = owner;
+  uint64_t epoch = atomic_load(&f->epoch);
   size_t cap = b2_chunk_bound(len);
   uint8_t *buf = malloc(cap);
   if (!buf) return b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
@@ -48,7 +49,11 @@ static int flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) 
     size_t clen = (size_t)rc;
     pthread_mutex_lock(&f->fmu);
     size_t want = chunk_len(f, atomic_load(&f->size), i);
-    if (want == 0)
+    if (epoch != atomic_load(&f->epoch))
+      /* The size changed while we compressed: this data may belong to a
+       * chunk since cut off (and grown back); a live entry stays dirty. */
+      rc = b2_fail(B2_E_BUSY, "chunk %lld: the size changed during its flush", (long long)i);
+    else if (want == 0)
       rc = 0; /* cut off by a truncate meanwhile: nothing to store */
     else if (want != len)
       rc = b2_fail(B2_E_BUSY, "chunk %lld is being resized", (long long)i); /* retried */
@@ -110,6 +115,7 @@ static int set_size(b2_file *f, int64_t size) {
   pthread_mutex_lock(&f->fmu);
   rc = b2_frame_resize(f->frame, size);
   if (rc == 0) atomic_store(&f->size, size);
+  atomic_fetch_add(&f->epoch, 1);
   pthread_mutex_unlock(&f->fmu);
 
   if (rc == 0 && size < old) {
@@ -207,7 +213,15 @@ int b2_file_truncate(b2_file *f, int64_t size) {
 static int flush_locked(b2_file *f) {
   uint64_t gen = atomic_load(&f->gen);
   if (gen == atomic_load(&f->committed_gen) && !b2_frame_dirty(f->frame)) return 0;
-  int rc = b2_cache_flush_file(f->env->cache, f->id, f->env->pool);
+  /* Compressions started by writes first; a flush that overlapped a size
+   * change reports B2_E_BUSY and is simply run again (no size change can
+   * start now: wmu is ours). */
+  if (f->env->pool) b2_pool_wait(f->env->pool, &f->group);
+  int rc;
+  for (int tries = 0;; tries++) {
+    rc = b2_cache_flush_file(f->env->cache, f->id, f->env->pool);
+    if (rc != B2_E_BUSY || tries == 3) break;
+  }
   if (rc == 0) {
     pthread_mutex_lock(&f->fmu);
     rc = b2_frame_commit(f->frame);
@@ -329,6 +343,7 @@ int b2_file_setup_writer(b2_file *f) {
   pthread_mutex_init(&f->fmu, NULL);
   atomic_init(&f->gen, 0);
   atomic_init(&f->committed_gen, 0);
+  atomic_init(&f->epoch, 0);
   atomic_init(&f->last_write_ms, 0);
   f->writable = 1;
   b2_env *env = f->env;
