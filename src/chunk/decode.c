@@ -19,8 +19,20 @@ struct dctx {
   int64_t data_start;  /* first byte past block starts and dictionary */
   int nactive;         /* filters that do something on decode */
   int last_active;     /* lowest slot with such a filter, -1 if none */
+  int last_moving;     /* lowest active slot that is not delta (delta works
+                          in place, so this step may write to the caller's
+                          buffer), -1 if none */
   int has_delta;
 };
+
+/* Whether pipeline slot i leaves a block unchanged on decode: a no-op
+ * filter, or a byte shuffle of 1-byte elements (the identity). */
+static int slot_is_noop(const b2_chunk_info *in, int i) {
+  int f = in->filters[i];
+  if (f == B2_FILTER_SHUFFLE)
+    return (in->filters_meta[i] ? in->filters_meta[i] : in->typesize) <= 1;
+  return b2_filter_is_decode_noop(f);
+}
 
 static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
   int rc = b2_chunk_parse(chunk, len, &d->in);
@@ -39,13 +51,15 @@ static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
   }
   d->nactive = 0;
   d->last_active = -1;
+  d->last_moving = -1;
   d->has_delta = 0;
   for (int i = B2_MAX_FILTERS - 1; i >= 0; i--) {
     int f = d->in.filters[i];
-    if (b2_filter_is_decode_noop(f)) continue;
+    if (slot_is_noop(&d->in, i)) continue;
     d->nactive++;
     d->last_active = i;
     if (f == B2_FILTER_DELTA) d->has_delta = 1;
+    else d->last_moving = i;
   }
   return 0;
 }
@@ -137,7 +151,11 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
     if (rc == 0 && !whole) memcpy(out, t + wlo, whi - wlo);
     return rc;
   }
-  uint8_t *a = b2_chunk_scratch(B2_SCR_PIPE_A, (size_t)bsize);
+  /* With only in-place steps (delta) and the whole block wanted, the
+   * streams go straight to the caller's buffer. */
+  uint8_t *a = whole && d->last_moving < 0
+                   ? out
+                   : b2_chunk_scratch(B2_SCR_PIPE_A, (size_t)bsize);
   if (!a) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
   rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, a);
   if (rc < 0) return rc;
@@ -145,7 +163,7 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
   for (int i = B2_MAX_FILTERS - 1; i >= 0; i--) {
     int f = d->in.filters[i];
     int meta = d->in.filters_meta[i];
-    if (b2_filter_is_decode_noop(f)) continue;
+    if (slot_is_noop(&d->in, i)) continue;
     if (f == B2_FILTER_DELTA) {
       if (boff != 0 && (!ref0 || bsize > ref0_size))
         return b2_fail(B2_E_UNSUPPORTED, "block %d: delta block larger than "
@@ -160,8 +178,8 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
       return 0;
     } else {
       uint8_t *dst;
-      if (i == d->last_active && whole) {
-        dst = out;
+      if (i == d->last_moving && whole) {
+        dst = out; /* only in-place steps (if any) follow */
       } else if (cur == a) {
         dst = b2_chunk_scratch(B2_SCR_PIPE_B, (size_t)bsize);
         if (!dst) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);

@@ -422,6 +422,45 @@ static void test_roundtrip_big(void) {
   free(exp);
 }
 
+/* Pipelines the decoder shortens: delta alone (streams decoded straight
+ * into the caller's buffer, delta in place there), delta under a shuffle
+ * (the shuffle writes to the caller's buffer), and byte shuffles of
+ * 1-byte elements (the identity, skipped). */
+static void test_inplace_pipelines(void) {
+  static const struct {
+    int typesize;
+    uint8_t f[B2_MAX_FILTERS], meta[B2_MAX_FILTERS];
+  } cases[] = {
+      {8, {0, 0, 0, 0, 0, B2_FILTER_DELTA}, {0}},
+      {4, {0, 0, 0, 0, B2_FILTER_DELTA, B2_FILTER_SHUFFLE}, {0}},
+      {1, {0, 0, 0, 0, 0, B2_FILTER_SHUFFLE}, {0}},
+      {1, {0, 0, 0, 0, B2_FILTER_DELTA, B2_FILTER_SHUFFLE}, {0}},
+      {8, {0, 0, 0, 0, 0, B2_FILTER_SHUFFLE}, {0, 0, 0, 0, 0, 1}},
+      {2, {0, 0, 0, 0, B2_FILTER_SHUFFLE, B2_FILTER_BYTEDELTA}, {0}},
+  };
+  static const int codecs[] = {B2_CODEC_LZ4, B2_CODEC_ZSTD, B2_CODEC_BLOSCLZ};
+  static const size_t sizes[] = {200003, 300000};
+  size_t maxn = 300000;
+  uint8_t *src = malloc(maxn);
+  int k = 0;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int ci = 0; ci < 3; ci++)
+      for (int si = 0; si < 2; si++, k++) {
+        b2_cparams p;
+        b2_cparams_default(&p);
+        p.codec = codecs[ci];
+        p.clevel = 1 + k % 9;
+        p.typesize = cases[c].typesize;
+        p.blocksize = si ? 0 : 32768; /* several blocks and a leftover */
+        memcpy(p.filters, cases[c].f, B2_MAX_FILTERS);
+        memcpy(p.filters_meta, cases[c].meta, B2_MAX_FILTERS);
+        size_t n = sizes[si];
+        fill_data(src, n, k % 2 ? D_TEXT : D_SMOOTH);
+        roundtrip(&p, src, n, src, 6);
+      }
+  free(src);
+}
+
 /* Chunk shapes the reference produces for particular inputs. */
 static void test_encode_shapes(void) {
   size_t n = 1 << 20;
@@ -846,6 +885,7 @@ int main(void) {
   T_RUN(test_damaged_chunks);
   T_RUN(test_roundtrip_matrix);
   T_RUN(test_roundtrip_big);
+  T_RUN(test_inplace_pipelines);
   T_RUN(test_threads);
   b2_chunk_thread_cleanup();
   b2_codec_thread_cleanup();
