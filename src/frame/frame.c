@@ -35,7 +35,7 @@ static int open_files(b2_frame *f, const char *path) {
     f->dirfd = fd;
     f->info.layout = B2_LAYOUT_SPARSE;
     fd = openat(f->dirfd, B2_FRAME_SPARSE_INDEX,
-                O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+                O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0)
       return b2_fail(b2_from_errno(errno), "sparse frame: cannot open %s: %s",
                      B2_FRAME_SPARSE_INDEX, strerror(errno));

@@ -17,7 +17,7 @@ int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd,
                    (long long)num);
   char name[32];
   snprintf(name, sizeof name, "%08X.chunk", (unsigned)num);
-  int cfd = openat(f->dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int cfd = openat(f->dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (cfd < 0)
     return b2_fail(b2_from_errno(errno), "chunk file %s: %s", name,
                    strerror(errno));
