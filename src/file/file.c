@@ -273,7 +273,7 @@ static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off, int seq
     size_t lo = (size_t)(off - cs);
     size_t take = (size_t)(B2_MIN(end, cs + cn) - off);
     int rc = b2_file_read_chunk(f, i, lo, take, dst, seq);
-    if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+    if (rc < 0) return rc; /* the frame layer names the chunk */
     dst += take;
     off += (int64_t)take;
     i++;
@@ -292,7 +292,7 @@ static int chunk_reader(void *arg, int64_t chunk, size_t off, size_t len, void *
   gather_ctx *g = arg;
   int rc = b2_file_read_chunk(g->f, chunk, off, len, dst, g->seq);
   if (chunk > g->last) g->last = chunk;
-  return rc < 0 ? b2_context(rc, "chunk %lld", (long long)chunk) : 0;
+  return rc < 0 ? rc : 0;
 }
 
 ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
