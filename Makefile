@@ -36,7 +36,7 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # $(call objs,builddir,sources)
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all san tsan fault test fuzz clean install demo bench
+.PHONY: all san tsan fault test fuzz fuzz-long clean install demo bench
 all: build/b2f build/b2fs
 
 # ---- one rule set per build flavour -------------------------------------
@@ -86,12 +86,21 @@ FUZZ_FLAGS   := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(
                 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 
+# The name-mapping target also links the (pure) mapping of the daemon.
+build/fuzz/fuzz_names: tests/fuzz/fuzz_names.c fuse/names.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -I. -o $@ $^
+
 build/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(PKG_LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+# Each target for at least 10 minutes (issue: reliability).
+fuzz-long: $(FUZZ_BINS)
+	@bash tests/fuzz/run.sh $${FUZZ_LONG_SECONDS:-600} $(FUZZ_BINS)
 
 # ---- install -------------------------------------------------------------
 install: all
