@@ -136,3 +136,60 @@ int b2fs_name_to_source(const char *shown, b2fs_probe_fn probe, void *ctx,
   if (rc < 0) return rc;
   return self == B2FS_FRAME ? b2fs_name_kind(shown, NULL) : B2FS_KIND_PLAIN;
 }
+
+/* ---- changing a directory ---------------------------------------------- */
+
+#define TMP_SUFFIX ".b2tmp"
+#define SPARSE_TMP "chunks.b2frame.tmp"
+
+int b2fs_name_hidden(const char *src) {
+  size_t n = strlen(src), k = sizeof TMP_SUFFIX - 1;
+  if (strcmp(src, SPARSE_TMP) == 0) return 1;
+  return src[0] == '.' && n > k + 1 && memcmp(src + n - k, TMP_SUFFIX, k) == 0;
+}
+
+const char *b2fs_name_suffix(const char *src) {
+  size_t stem;
+  if (b2fs_name_kind(src, &stem) == B2FS_KIND_PLAIN) return src + strlen(src);
+  return src + stem;
+}
+
+int b2fs_name_target(int kind, const char *suffix, const char *shown,
+                     char *out, size_t cap) {
+  char buf[B2FS_NAME_MAX + 1];
+  size_t n = strlen(shown), e = sizeof NPY_EXT - 1;
+  if (n > B2FS_NAME_MAX) return -ENAMETOOLONG;
+  switch (kind) {
+  case B2FS_KIND_PLAIN:
+    return copy_out(out, cap, shown);
+  case B2FS_KIND_LOGICAL:
+    if (join(buf, shown, n, suffix) < 0) return -ENAMETOOLONG;
+    return copy_out(out, cap, buf);
+  case B2FS_KIND_NPY:
+    if (n <= e || memcmp(shown + n - e, NPY_EXT, e) != 0 || !stem_ok(shown, n - e))
+      return -EXDEV;
+    if (join(buf, shown, n - e, ".b2nd") < 0) return -ENAMETOOLONG;
+    return copy_out(out, cap, buf);
+  default:
+    return -EINVAL;
+  }
+}
+
+int b2fs_overlay_probe(void *ctx, const char *name) {
+  const b2fs_overlay *o = ctx;
+  if (o->added && strcmp(name, o->added) == 0) return o->added_as;
+  for (int i = 0; i < 2; i++)
+    if (o->gone[i] && strcmp(name, o->gone[i]) == 0) return B2FS_ABSENT;
+  return o->probe(o->ctx, name);
+}
+
+int b2fs_name_check(const char *shown, const char *src, int is_frame,
+                    b2fs_probe_fn probe, void *ctx) {
+  char out[B2FS_NAME_MAX + 1];
+  int kind = b2fs_name_to_source(shown, probe, ctx, out, sizeof out);
+  if (kind == -ENOENT) return -EEXIST;
+  if (kind < 0) return kind;
+  if (strcmp(out, src) != 0 || (kind != B2FS_KIND_PLAIN) != (is_frame != 0))
+    return -EEXIST;
+  return 0;
+}

@@ -51,4 +51,47 @@ int b2fs_name_to_shown(const char *src, int is_frame, b2fs_probe_fn probe,
 int b2fs_name_to_source(const char *shown, b2fs_probe_fn probe, void *ctx,
                         char *out, size_t cap);
 
+/* ---- changing a directory -------------------------------------------------
+ * New entries get source names chosen so that they are shown under the name
+ * asked for: a new regular file NAME is the frame NAME.b2frame, a frame
+ * moved to NAME keeps its suffix (NAME.b2f, ...; a .b2nd must be moved to
+ * a .npy name), anything else keeps NAME.  b2fs_name_check() then tells
+ * whether the directory, as it will be after the change (an overlay probe),
+ * shows that source entry under NAME. */
+
+/* Suffix of new frames. */
+#define B2FS_NEW_SUFFIX ".b2frame"
+
+/* Is `src` a name the daemon never shows (engine temporaries: ".NAME.b2tmp"
+ * and "chunks.b2frame.tmp")?  1, 0. */
+int b2fs_name_hidden(const char *src);
+
+/* The frame suffix of source name `src` (a pointer into it; "" for none). */
+const char *b2fs_name_suffix(const char *src);
+
+/* Source name for an entry of `kind` with frame suffix `suffix` shown as
+ * `shown` (PLAIN: shown itself; LOGICAL: shown + suffix; NPY: STEM.b2nd for
+ * a shown STEM.npy).  0, -ENAMETOOLONG, or -EXDEV when `shown` cannot name
+ * that kind of view (an array's .npy view under a name without .npy). */
+int b2fs_name_target(int kind, const char *suffix, const char *shown,
+                     char *out, size_t cap);
+
+/* A probe of a directory as it will be: `gone` names absent, `added`
+ * present as `added_as` (B2FS_PRESENT or B2FS_FRAME), the rest as the
+ * underlying probe says.  Pass a b2fs_overlay as ctx of b2fs_overlay_probe. */
+typedef struct b2fs_overlay {
+  b2fs_probe_fn probe;
+  void *ctx;
+  const char *gone[2]; /* NULL: unused */
+  const char *added;   /* NULL: none */
+  int added_as;
+} b2fs_overlay;
+int b2fs_overlay_probe(void *ctx, const char *name);
+
+/* 0 when `shown` names the source entry `src` (a frame when is_frame),
+ * -EEXIST when it would name something else or nothing, or a negative
+ * errno from the probe. */
+int b2fs_name_check(const char *shown, const char *src, int is_frame,
+                    b2fs_probe_fn probe, void *ctx);
+
 #endif /* B2FS_NAMES_H */

@@ -258,6 +258,105 @@ static void test_random_bijection(void) {
   CHECK(!bad);
 }
 
+static void test_hidden_and_suffix(void) {
+  CHECK(b2fs_name_hidden(".a.b2frame.b2tmp"));
+  CHECK(b2fs_name_hidden(".x.b2tmp"));
+  CHECK(b2fs_name_hidden("chunks.b2frame.tmp"));
+  CHECK(!b2fs_name_hidden(".b2tmp"));
+  CHECK(!b2fs_name_hidden("a.b2tmp"));
+  CHECK(!b2fs_name_hidden(".a.b2tmp.b2frame"));
+  CHECK(!b2fs_name_hidden("chunks.b2frame"));
+  CHECK(!strcmp(b2fs_name_suffix("a.b2frame"), ".b2frame"));
+  CHECK(!strcmp(b2fs_name_suffix("a.b2.b2f"), ".b2f"));
+  CHECK(!strcmp(b2fs_name_suffix("x.b2nd"), ".b2nd"));
+  CHECK(!strcmp(b2fs_name_suffix("plain"), ""));
+  CHECK(!strcmp(b2fs_name_suffix(".b2"), ""));
+}
+
+static void test_target(void) {
+  char out[B2FS_NAME_MAX + 1];
+  CHECK_EQ(b2fs_name_target(B2FS_KIND_LOGICAL, ".b2f", "b", out, sizeof out), 0);
+  CHECK(!strcmp(out, "b.b2f"));
+  CHECK_EQ(b2fs_name_target(B2FS_KIND_PLAIN, "", "b.b2", out, sizeof out), 0);
+  CHECK(!strcmp(out, "b.b2"));
+  CHECK_EQ(b2fs_name_target(B2FS_KIND_NPY, ".b2nd", "q.npy", out, sizeof out), 0);
+  CHECK(!strcmp(out, "q.b2nd"));
+  CHECK_EQ(b2fs_name_target(B2FS_KIND_NPY, ".b2nd", "q", out, sizeof out), -EXDEV);
+  CHECK_EQ(b2fs_name_target(B2FS_KIND_NPY, ".b2nd", ".npy", out, sizeof out), -EXDEV);
+  char longname[B2FS_NAME_MAX + 1];
+  memset(longname, 'n', 250);
+  longname[250] = 0;
+  CHECK_EQ(b2fs_name_target(B2FS_KIND_LOGICAL, ".b2frame", longname, out, sizeof out),
+           -ENAMETOOLONG);
+  CHECK_EQ(b2fs_name_target(B2FS_KIND_PLAIN, "", longname, out, sizeof out), 0);
+}
+
+/* Would a new entry `src` (frame or not) show as `shown` in d? */
+static int check_new(dir *d, const char *shown_name, const char *src, int frame,
+                     const char *gone) {
+  b2fs_overlay o = {probe, d, {gone, NULL}, src, frame ? B2FS_FRAME : B2FS_PRESENT};
+  return b2fs_name_check(shown_name, src, frame, b2fs_overlay_probe, &o);
+}
+
+static void test_check(void) {
+  dir d = {0};
+  add(&d, "y.b2frame", 1); /* shown as y */
+  add(&d, "z.b2nd", 0);    /* a directory: blocks z.npy */
+  add(&d, "p", 0);
+  /* a new file "n" is the frame n.b2frame */
+  CHECK_EQ(check_new(&d, "n", "n.b2frame", 1, NULL), 0);
+  /* "y.b2frame" is taken by the frame shown as y: neither way works */
+  CHECK_EQ(check_new(&d, "y.b2frame", "y.b2frame.b2frame", 1, NULL), -EEXIST);
+  /* "z.npy" cannot be a frame (z.b2nd comes first), but a plain file can */
+  CHECK_EQ(check_new(&d, "z.npy", "z.npy.b2frame", 1, NULL), -EEXIST);
+  CHECK_EQ(check_new(&d, "z.npy", "z.npy", 0, NULL), 0);
+  /* moving the frame y over the plain file p: p goes, p.b2frame shows as p */
+  CHECK_EQ(check_new(&d, "p", "p.b2frame", 1, NULL), -EEXIST);
+  CHECK_EQ(check_new(&d, "p", "p.b2frame", 1, "p"), 0);
+  /* a regular file named w.b2 is a frame, shown as w, not as w.b2; a
+   * directory of that name is not (no chunks.b2frame) and keeps it */
+  CHECK_EQ(check_new(&d, "w.b2", "w.b2", 1, NULL), -EEXIST);
+  CHECK_EQ(check_new(&d, "w", "w.b2", 1, NULL), 0);
+  CHECK_EQ(check_new(&d, "w.b2", "w.b2", 0, NULL), 0);
+}
+
+/* The overlay agrees with really adding the entry: when the check passes,
+ * the added entry is shown under the name asked for. */
+static void test_random_new(void) {
+  int bad = 0;
+  for (int iter = 0; iter < 20000 && !bad; iter++) {
+    dir d = {0};
+    int want = (int)rnd(10);
+    while (d.n < want) {
+      char nm[B2FS_NAME_MAX + 1];
+      random_name(nm);
+      int dup = 0;
+      for (int i = 0; i < d.n; i++) dup |= !strcmp(d.name[i], nm);
+      if (!dup) add(&d, nm, (int)rnd(4) != 0);
+    }
+    char nm[B2FS_NAME_MAX + 1], src[B2FS_NAME_MAX + 1];
+    random_name(nm);
+    int frame = (int)rnd(2);
+    if (b2fs_name_target(frame ? B2FS_KIND_LOGICAL : B2FS_KIND_PLAIN,
+                         B2FS_NEW_SUFFIX, nm, src, sizeof src) < 0)
+      continue;
+    int real_frame = frame && b2fs_name_kind(src, NULL) != B2FS_KIND_PLAIN;
+    int exists = 0;
+    for (int i = 0; i < d.n; i++) exists |= !strcmp(d.name[i], src);
+    if (exists) continue;
+    int rc = check_new(&d, nm, src, real_frame, NULL);
+    add(&d, src, real_frame);
+    int kind;
+    const char *back = source(&d, nm, &kind);
+    int ok_now = !strcmp(back, src) && (kind != B2FS_KIND_PLAIN) == real_frame;
+    if ((rc == 0) != ok_now) {
+      fprintf(stderr, "  new %s as %s: check %d, real mapping '%s'\n", src, nm, rc, back);
+      bad = 1;
+    }
+  }
+  CHECK(!bad);
+}
+
 int main(void) {
   T_RUN(test_kind);
   T_RUN(test_simple);
@@ -265,5 +364,9 @@ int main(void) {
   T_RUN(test_nonframe_blocks);
   T_RUN(test_long_and_errors);
   T_RUN(test_random_bijection);
+  T_RUN(test_hidden_and_suffix);
+  T_RUN(test_target);
+  T_RUN(test_check);
+  T_RUN(test_random_new);
   T_END();
 }
