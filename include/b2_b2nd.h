@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "b2_chunk.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -88,6 +90,99 @@ int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap);
 int b2_npy_parse(const void *buf, size_t len, size_t *header_len,
                  char *descr, size_t descr_cap, int *fortran, int *ndim,
                  int64_t shape[B2_B2ND_MAXDIM]);
+
+/* ---- writing ------------------------------------------------------------
+ * Packing an array is the inverse of b2_b2nd_read: choose (or take) chunk
+ * and block shapes, describe them with b2_b2nd_make, store the metalayer
+ * from b2_b2nd_meta_encode, and turn the C-order items into decoded chunks
+ * (b2_b2nd_scatter), encoded and handed to a caller-supplied sink in chunk
+ * order (b2_b2nd_write).  Like reading, this layer does no I/O itself. */
+
+/* Build a geometry from its parts, validated as b2_b2nd_parse validates a
+ * metalayer (ndim 0..B2_B2ND_MAXDIM; shapes, item size and sizes within
+ * limits).  dtype (NumPy's text, copied; NULL: "|u1" for 1-byte items,
+ * else "|V<itemsize>") has dtype format 0.  Free with b2_b2nd_free. */
+int b2_b2nd_make(b2_b2nd *out, int ndim, const int64_t *shape,
+                 const int32_t *chunkshape, const int32_t *blockshape,
+                 int32_t itemsize, const char *dtype);
+
+/* The `b2nd` metalayer bytes for `a`, laid out exactly as the reference
+ * library writes them (fixarray 7: version 0, ndim, shape as int64,
+ * chunk and block shapes as int32, dtype format, dtype as str32).  *out is
+ * malloc'd (the caller frees).  Returns 0 or a negative code. */
+int b2_b2nd_meta_encode(const b2_b2nd *a, uint8_t **out, size_t *len);
+
+/* Targets of the default geometry: chunks of about 4 MiB and blocks of
+ * about 128 KiB (python-blosc2's smallest chunk, and its block for a
+ * core with 512 KiB of L2), never more than these, except when a single
+ * item is larger. */
+#define B2_B2ND_CHUNK_TARGET ((int64_t)4 << 20)
+#define B2_B2ND_BLOCK_TARGET ((int64_t)128 << 10)
+
+/* Choose chunk and block shapes for an array of `shape` and `itemsize`.
+ * On input a shape whose entries are all 0 is to be chosen, any other is
+ * kept as given (no 0 entries then, unless that dimension is empty):
+ * blocks are chosen inside given chunks, chunks as multiples of given
+ * blocks.  Both follow the trailing dimensions: a block (chunk) spans
+ * whole trailing dimensions while they fit its target, then part of the
+ * next one (a divisor of its length when one is near), then 1.  Empty
+ * arrays get 1 everywhere.  Returns 0 or B2_E_INVAL (mixed zero and
+ * non-zero entries, negative values, ndim out of range). */
+int b2_b2nd_choose_shapes(int ndim, const int64_t *shape, int32_t itemsize,
+                          int32_t *chunkshape, int32_t *blockshape);
+
+/* Lay out decoded chunk `chunk` (a->chunk_nbytes bytes at dst: its blocks
+ * in C order, each block's items in C order, padding zeroed) from the
+ * C-order items of a box of the array: box_start[d] .. box_start[d] +
+ * box_shape[d] - 1 along each dimension, held densely at src.  The box
+ * must hold every item of the chunk that lies in the array.  Pure memory,
+ * thread-safe.  Returns 0, or B2_E_INVAL / B2_E_RANGE for a box that
+ * misses part of the chunk or a chunk index out of range. */
+int b2_b2nd_scatter(const b2_b2nd *a, int64_t chunk, const int64_t *box_start,
+                    const int64_t *box_shape, const void *src, void *dst);
+
+/* Reads `len` bytes at `off` of the array's items in C order into dst;
+ * returns 0 or a negative code (an early end of data is B2_E_TRUNCATED). */
+typedef int (*b2_b2nd_source)(void *ctx, uint64_t off, size_t len, void *dst);
+
+/* Takes encoded chunk `chunk` (len bytes), in chunk order 0, 1, ...;
+ * returns >= 0 or a negative code (which stops the write). */
+typedef int (*b2_b2nd_sink)(void *ctx, int64_t chunk, const void *data,
+                            size_t len);
+
+typedef struct b2_b2nd_write_opts {
+  b2_cparams cparams;  /* codec, clevel, filters, splitmode; typesize and
+                          blocksize come from the geometry */
+  int nthreads;        /* chunks encoded at once (1: in the caller) */
+  size_t slab_max;     /* source bytes held at once (0: 256 MiB) */
+  int sequential;      /* the source is read front to back only (a pipe) */
+} b2_b2nd_write_opts;
+
+/* Fill opts with b2_cparams_default(), 1 thread, default slab, random
+ * access allowed. */
+void b2_b2nd_write_opts_default(b2_b2nd_write_opts *o);
+
+/* The chunk parameters for `a` (typesize the item size, or 1 above 255 as
+ * the reference does; blocksize one block's bytes). */
+void b2_b2nd_cparams(const b2_b2nd *a, b2_cparams *cp);
+
+/* Encode the whole array: read its items from `src` a slab at a time (a
+ * row of chunks, or along fewer dimensions when a row exceeds slab_max:
+ * then smaller boxes read by pieces, which needs random access), lay out
+ * and encode every chunk, and give them to `sink` in order.  Memory stays
+ * about slab_max plus two chunks per thread.  A sequential source must
+ * fit a row of chunks in slab_max (B2_E_LIMIT otherwise).  Returns 0 or
+ * the first error (with context naming the chunk). */
+int b2_b2nd_write(const b2_b2nd *a, const b2_b2nd_write_opts *o,
+                  b2_b2nd_source src, void *src_ctx, b2_b2nd_sink sink,
+                  void *sink_ctx);
+
+/* Item size of a NumPy descr as b2_npy_parse returns it ("<f8", "|S10",
+ * "<U3", "<M8[ns]", or a structured dtype's list text with nested fields,
+ * titles and sub-array shapes).  Returns the size (> 0), B2_E_UNSUPPORTED
+ * for object dtypes ('O': not raw data) or B2_E_FORMAT for text that is
+ * not a dtype, B2_E_LIMIT for sizes beyond INT32_MAX. */
+int64_t b2_npy_descr_itemsize(const char *descr);
 
 #ifdef __cplusplus
 }

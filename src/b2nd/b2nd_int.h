@@ -3,6 +3,9 @@
 #define B2_B2ND_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "b2_b2nd.h"
 
 /* Largest piece of a block fetched into scratch at once (bytes).  Blocks
  * whose needed span is larger are fetched in consecutive windows, so a
@@ -15,5 +18,13 @@ extern size_t b2_b2nd_window;
  * The .npy parser reads structured descrs with it and the header writer
  * uses it to check a metalayer's structured dtype before copying it. */
 size_t b2_npy_literal_len(const char *s, size_t n);
+
+/* Check ndim's shapes (chunk and block shapes, block within chunk, sizes
+ * within limits) and set nitems, nchunks, chunk_nbytes and block_nbytes;
+ * itemsize must be set.  Shared by the metalayer parser and b2_b2nd_make. */
+int b2_b2nd_derive(b2_b2nd *a);
+
+/* Copy s[0..n) as a->dtype (NUL-terminated; a NUL inside is refused). */
+int b2_b2nd_set_dtype(b2_b2nd *a, const uint8_t *s, size_t n);
 
 #endif /* B2_B2ND_INT_H */

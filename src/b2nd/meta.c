@@ -13,6 +13,7 @@
 
 #include "b2_b2nd.h"
 #include "b2_error.h"
+#include "b2nd/b2nd_int.h"
 #include "common/msgpack.h"
 #include "common/util.h"
 
@@ -69,7 +70,7 @@ static int get_shape32(b2_mp_reader *c, const char *name, int ndim, int32_t *out
 }
 
 /* Check the shapes and derive item, chunk and byte counts. */
-static int derive(b2_b2nd *a) {
+int b2_b2nd_derive(b2_b2nd *a) {
   uint64_t nitems = 1, nchunks = 1, chunk_items = 1, block_items = 1;
   for (int i = 0; i < a->ndim; i++) {
     int64_t s = a->shape[i];
@@ -111,7 +112,7 @@ static int derive(b2_b2nd *a) {
   return 0;
 }
 
-static int set_dtype(b2_b2nd *a, const uint8_t *s, size_t n) {
+int b2_b2nd_set_dtype(b2_b2nd *a, const uint8_t *s, size_t n) {
   if (memchr(s, 0, n))
     return b2_fail(B2_E_FORMAT, "b2nd: dtype string contains a NUL byte");
   a->dtype = malloc(n + 1);
@@ -139,7 +140,7 @@ static int parse(const uint8_t *meta, size_t len, b2_b2nd *a) {
   if ((rc = get_shape(&c, a)) < 0) return rc;
   if ((rc = get_shape32(&c, "chunkshape", a->ndim, a->chunkshape)) < 0) return rc;
   if ((rc = get_shape32(&c, "blockshape", a->ndim, a->blockshape)) < 0) return rc;
-  if ((rc = derive(a)) < 0) return rc;
+  if ((rc = b2_b2nd_derive(a)) < 0) return rc;
   if (items == 7) {
     if ((rc = get_int(&c, "dtype format", &v)) < 0) return rc;
     if (v < 0 || v > 127)
@@ -150,7 +151,7 @@ static int parse(const uint8_t *meta, size_t len, b2_b2nd *a) {
     if ((rc = b2_mp_read_str(&c, &s, &n)) < 0) return b2_context(rc, "b2nd: dtype");
     if (n > B2_B2ND_MAXDTYPE)
       return b2_fail(B2_E_LIMIT, "b2nd: dtype of %u bytes is too long", n);
-    return set_dtype(a, s, n);
+    return b2_b2nd_set_dtype(a, s, n);
   }
   /* older writers (caterva) stop after the block shape */
   char dflt[24];
@@ -158,7 +159,7 @@ static int parse(const uint8_t *meta, size_t len, b2_b2nd *a) {
     snprintf(dflt, sizeof dflt, "|u1");
   else
     snprintf(dflt, sizeof dflt, "|V%d", a->itemsize);
-  return set_dtype(a, (const uint8_t *)dflt, strlen(dflt));
+  return b2_b2nd_set_dtype(a, (const uint8_t *)dflt, strlen(dflt));
 }
 
 int b2_b2nd_parse(const uint8_t *meta, size_t len, int32_t itemsize, b2_b2nd *out) {

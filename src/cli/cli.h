@@ -13,6 +13,19 @@ int b2f_pack(int argc, char **argv);
 int b2f_unpack(int argc, char **argv);
 int b2f_compact(int argc, char **argv);
 
+/* `b2f pack` of a NumPy .npy file into a b2nd array (cmd_npy.c).
+ * b2f_npy_option: cmd_pack.c's parser offers it each option it does not
+ * know; it takes --npy, --raw, --chunkshape A,B,.. and --blockshape A,B,..
+ * (advancing *i past a value) and returns 1, or 0 for another option.
+ * b2f_npy_wanted: IN is to be packed as an array (IN ends in .npy, or
+ * --npy / --chunkshape / --blockshape was given; never with --raw).
+ * b2f_pack_npy: do it; returns the exit status. */
+struct b2_frame_params;
+int b2f_npy_option(int argc, char **argv, int *i);
+int b2f_npy_wanted(const char *in);
+int b2f_pack_npy(const char *in, const char *out, const struct b2_frame_params *p, int force,
+                 int threads);
+
 /* Write the content of the frame at `path` in `view` (B2_VIEW_*) to fd;
  * returns the exit status (errors reported on stderr). */
 int b2f_copy_content(const char *path, int view, int fd, int show_progress);

@@ -110,6 +110,7 @@ int b2f_pack(int argc, char **argv) {
       const char *v = a[2] ? a + 2 : (++i < argc ? argv[i] : "");
       if ((threads = atoi(v)) < 1 || threads > 64)
         return b2f_usage_error("pack", "-j wants a thread count from 1 to 64");
+    } else if (b2f_npy_option(argc, argv, &i)) { /* cmd_npy.c's options */
     } else if (a[0] == '-' && a[1]) {
       return b2f_usage_error("pack", "unknown option");
     } else if (!in) in = a;
@@ -124,6 +125,7 @@ int b2f_pack(int argc, char **argv) {
     }
   }
   if (!in || !out) return b2f_usage_error("pack", "needs IN and OUT");
+  if (b2f_npy_wanted(in)) return b2f_pack_npy(in, out, &p, force, threads);
   if (!strcmp(out, "-") && p.layout == B2_LAYOUT_SPARSE)
     return b2f_usage_error("pack", "a sparse frame is a directory: it cannot go to stdout");
 
