@@ -236,6 +236,49 @@ int b2_frame_compact_path(const char *path);
  * first problem (a negative code with a detail). */
 int b2_frame_check(b2_frame *f);
 
+/* ---- checksums ----------------------------------------------------------
+ * Frames b2fs writes carry the vlmetalayer B2_FRAME_CSUM_VLMETA: the
+ * CRC-32C of every stored chunk (its bytes as stored, compressed), written
+ * by the same commit as the index, so the two always agree on disk.  It is
+ * an ordinary vlmetalayer to other readers (the reference library opens
+ * such frames unchanged); its content is MessagePack (see
+ * src/frame/checksum.c).  Reads of a chunk (b2_frame_read_chunk,
+ * b2_frame_decode_chunk, b2_frame_decode_range, b2_frame_check) verify it
+ * first and fail with B2_E_CHECKSUM, detail "chunk N: checksum mismatch
+ * (stored 0x..., computed 0x...)".  A chunk is always read whole, so a
+ * range decode verifies (and pays a CRC over) the whole stored chunk.
+ * Frames written by other tools have no checksums and are read unchecked;
+ * opened for writing, they gain the table at their next commit: chunks
+ * put from then on have a checksum, existing ones get theirs at that
+ * commit when they add up to at most 64 MiB, else at the next compaction.
+ * Special index entries (zeros, NaN, uninitialised) have no stored bytes
+ * and nothing to check.  A table that does not fit the frame (damaged,
+ * wrong length) is ignored: reads go unchecked, and b2_frame_checksums
+ * tells why. */
+#define B2_FRAME_CSUM_VLMETA "b2fs.crc32c"
+
+enum b2_csum_state {
+  B2_CSUM_NONE = 0,     /* no table: nothing is verified */
+  B2_CSUM_ALL = 1,      /* every stored chunk has a checksum */
+  B2_CSUM_PARTIAL = 2,  /* some stored chunks have none (see above) */
+  B2_CSUM_IGNORED = 3   /* a table is present but unusable (why) */
+};
+
+typedef struct b2_frame_csum_info {
+  int state;            /* B2_CSUM_* */
+  int verify;           /* reads verify (b2_frame_set_verify) */
+  int64_t checked;      /* stored chunks with a checksum */
+  int64_t unchecked;    /* stored chunks without */
+  char why[160];        /* why a table present was ignored ("" if not) */
+} b2_frame_csum_info;
+
+/* Checksum state of the frame (staged state for a writable frame). */
+int b2_frame_checksums(const b2_frame *f, b2_frame_csum_info *out);
+
+/* Turn verification on reads on (the default at open) or off; any thread,
+ * any time.  Writers keep the table up to date either way. */
+void b2_frame_set_verify(b2_frame *f, int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -225,11 +225,17 @@ static int sweep_sparse(b2_frame *f) {
 int b2_frame_compact(b2_frame *f) {
   int rc = b2_frame_w_begin(f);
   if (rc < 0) return rc;
-  if (f->info.layout == B2_LAYOUT_SPARSE) {
+  /* Compaction reads every chunk anyway: checksums not known yet are
+   * computed now. */
+  rc = b2_frame_csum_fill(f, -1);
+  if (rc < 0) {
+    /* out of memory */
+  } else if (f->info.layout == B2_LAYOUT_SPARSE) {
     rc = b2_frame_commit_locked(f);
     if (!rc) rc = sweep_sparse(f);
   } else {
     rc = b2_frame_w_check_fixups(f);
+    if (!rc) rc = b2_frame_csum_stage(f);
     if (!rc) rc = b2_frame_rewrite(f);
   }
   b2_frame_w_end(f);

@@ -162,6 +162,7 @@ int b2_frame_open(const char *path, b2_frame **out) {
     rc = load_trailer(f, &h);
   }
   if (!rc) rc = b2_frame_load_index(f);
+  if (!rc) rc = b2_frame_csum_load(f);
   if (rc < 0) {
     b2_frame_close(f);
     return rc;
@@ -182,6 +183,7 @@ void b2_frame_close(b2_frame *f) {
   free(f->vlmeta);
   free(f->offsets);
   free(f->starts);
+  b2_frame_csum_free(f);
   free(f);
 }
 

@@ -15,6 +15,7 @@
 #define B2_FRAME_IMPL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,6 +75,20 @@ typedef struct b2_frame_header {
   size_t meta_pos;      /* where the metalayers section starts */
 } b2_frame_header;
 
+/* Checksums of the stored chunks (checksum.c).  crc[i] is the CRC-32C of
+ * chunk i's stored bytes (meaningless for special entries); bit i of
+ * `unknown` (NULL: none) marks a chunk whose checksum is not known.  NULL
+ * crc: the frame carries no usable table (read-only frames only; `why`
+ * says why a vlmetalayer present was ignored).  Changed with the index,
+ * under the same lock. */
+typedef struct b2_frame_csum {
+  uint32_t *crc;
+  uint8_t *unknown;
+  int64_t cap;          /* entries allocated */
+  atomic_int verify;    /* reads check (b2_frame_set_verify) */
+  char why[160];
+} b2_frame_csum;
+
 struct b2_frame {
   b2_frame_info info;
   char *path;
@@ -102,6 +117,8 @@ struct b2_frame {
   /* Variable-length chunks: starts[i] is the logical offset of chunk i,
    * starts[nchunks] == nbytes.  NULL for fixed-size chunks. */
   int64_t *starts;
+
+  b2_frame_csum csum;
 
   /* Writer state; NULL for a frame opened read-only. */
   struct b2_frame_w *w;
@@ -324,5 +341,38 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
  * it may occupy, into b; checks sizes before reading. */
 int b2_frame_read_stored(int fd, int64_t pos, int64_t limit, b2_chunkbuf *b,
                          size_t *len, int32_t *nbytes);
+
+/* ---- checksums (checksum.c) ------------------------------------------ */
+
+/* At open: read the B2_FRAME_CSUM_VLMETA table (a table that does not fit
+ * the frame is ignored); fails only for lack of memory. */
+int b2_frame_csum_load(b2_frame *f);
+void b2_frame_csum_free(b2_frame *f);
+/* Writers: room for `cap` entries (under the write lock); at the end of
+ * b2_frame_w_init, a table for every frame (unknown entries for chunks
+ * without a checksum). */
+int b2_frame_csum_reserve(b2_frame *f, int64_t cap);
+int b2_frame_csum_w_init(b2_frame *f);
+/* Chunk i now holds stored bytes of CRC-32C `crc` (under the write lock). */
+void b2_frame_csum_set(b2_frame *f, int64_t i, uint32_t crc);
+/* Writer mutex held: compute the unknown checksums (reading those
+ * chunks) when they cover at most `budget` stored bytes (< 0: always). */
+int b2_frame_csum_fill(b2_frame *f, int64_t budget);
+/* Writer mutex held: stage the table as a vlmetalayer (before a commit or
+ * a rewrite writes the trailer). */
+int b2_frame_csum_stage(b2_frame *f);
+/* 1 when a read of chunk i verifies its stored bytes: a read path that
+ * reads only part of a chunk must read it whole then (a checksum covers
+ * the whole stored chunk). */
+int b2_frame_csum_active(const b2_frame *f, int64_t i);
+/* Verify the stored bytes p[0..len) of chunk i: 0, or B2_E_CHECKSUM with
+ * "chunk N: checksum mismatch (stored 0x..., computed 0x...)". */
+int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p,
+                        size_t len);
+
+/* Set vlmetalayer `name` to an already compressed content chunk, writer
+ * mutex held (wmeta.c). */
+int b2_frame_w_vlmeta_put(b2_frame *f, const char *name, const uint8_t *chunk,
+                          size_t clen);
 
 #endif /* B2_FRAME_IMPL_H */

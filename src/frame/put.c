@@ -13,6 +13,7 @@
 
 #include "b2_chunk.h"
 #include "b2_error.h"
+#include "common/crc32c.h"
 #include "common/fileio.h"
 #include "common/util.h"
 #include "frame/frame_impl.h"
@@ -135,7 +136,7 @@ static void release_entry(b2_frame *f, int64_t e) {
 /* Set entry i (appending when i == nchunks) under the write lock; the
  * entry it replaces is released after. */
 static void install(b2_frame *f, int64_t i, int64_t entry, int32_t cs,
-                    int32_t nb, int64_t nbytes) {
+                    int32_t nb, int64_t nbytes, uint32_t crc) {
   b2_frame_w *w = f->w;
   int64_t old = -1;
   pthread_rwlock_wrlock(&w->lock);
@@ -144,6 +145,7 @@ static void install(b2_frame *f, int64_t i, int64_t entry, int32_t cs,
   else old = f->offsets[i];
   f->offsets[i] = entry;
   w->csize[i] = cs;
+  b2_frame_csum_set(f, i, crc);
   f->info.nbytes = nbytes;
   if (f->info.layout == B2_LAYOUT_CONTIGUOUS) f->data_end = w->append_pos;
   pthread_rwlock_unlock(&w->lock);
@@ -156,7 +158,7 @@ static int put_entry(b2_frame *f, int64_t i, int64_t entry, int32_t nb) {
   int rc = geometry(f, i, nb, &nbytes);
   if (!rc) rc = b2_frame_w_reserve(f, i + 1);
   if (rc < 0) return rc;
-  install(f, i, entry, 0, nb, nbytes);
+  install(f, i, entry, 0, nb, nbytes, 0);
   return 0;
 }
 
@@ -199,7 +201,8 @@ int b2_frame_put_chunk(b2_frame *f, int64_t i, const void *chunk,
     entry = w->append_pos - f->data_pos;
     if (!rc) w->append_pos += (int64_t)len;
   }
-  if (!rc) install(f, i, entry, (int32_t)len, ci.nbytes, nbytes);
+  if (!rc) install(f, i, entry, (int32_t)len, ci.nbytes, nbytes,
+                   b2_crc32c(0, chunk, len));
   b2_frame_w_end(f);
   return rc;
 }

@@ -142,6 +142,7 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
   rc = b2_frame_read_stored(l.fd, l.pos, l.limit, b, len, &nb);
   release(&l);
   if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+  if ((rc = b2_frame_csum_check(f, i, b->p, *len)) < 0) return rc;
   if (nb != expect)
     return b2_fail(B2_E_FORMAT, "chunk %lld: holds %d bytes where the frame "
                    "expects %d", (long long)i, nb, expect);

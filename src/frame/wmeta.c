@@ -5,6 +5,7 @@
  * variable-length ones in the trailer (a rebuilt trailer is staged; every
  * commit writes a new trailer anyway).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,27 @@ static int stage_trailer(b2_frame *f, const b2_blob *b, int n) {
   return rc;
 }
 
+int b2_frame_w_vlmeta_put(b2_frame *f, const char *name, const uint8_t *chunk,
+                          size_t clen) {
+  if (clen > UINT32_MAX)
+    return b2_fail(B2_E_LIMIT, "vlmetalayer \"%s\": %zu bytes", name, clen);
+  b2_blob b[B2_FRAME_MAX_VLMETA_WRITE + 1];
+  int n = b2_frame_meta_blobs(f, 1, b, B2_FRAME_MAX_VLMETA_WRITE);
+  int k = n < 0 ? -1 : find(b, n, name);
+  if (n >= 0 && k < 0) {
+    if (n == B2_FRAME_MAX_VLMETA_WRITE)
+      n = b2_fail(B2_E_LIMIT, "vlmetalayer \"%s\": the frame has %d already",
+                  name, B2_FRAME_MAX_VLMETA_WRITE);
+    else
+      k = n++;
+  }
+  if (n < 0) return n;
+  b[k].name = name;
+  b[k].data = chunk;
+  b[k].len = (uint32_t)clen;
+  return stage_trailer(f, b, n);
+}
+
 int b2_frame_vlmeta_set(b2_frame *f, const char *name, const void *data,
                         size_t len) {
   int rc = check_name(name);
@@ -100,24 +122,7 @@ int b2_frame_vlmeta_set(b2_frame *f, const char *name, const void *data,
     free(chunk);
     return rc;
   }
-  b2_blob b[B2_FRAME_MAX_VLMETA_WRITE + 1];
-  int n = b2_frame_meta_blobs(f, 1, b, B2_FRAME_MAX_VLMETA_WRITE);
-  int k = n < 0 ? -1 : find(b, n, name);
-  if (n >= 0 && k < 0) {
-    if (n == B2_FRAME_MAX_VLMETA_WRITE)
-      n = b2_fail(B2_E_LIMIT, "vlmetalayer \"%s\": the frame has %d already",
-                  name, B2_FRAME_MAX_VLMETA_WRITE);
-    else
-      k = n++;
-  }
-  if (n >= 0) {
-    b[k].name = name;
-    b[k].data = chunk;
-    b[k].len = (uint32_t)clen;
-    rc = stage_trailer(f, b, n);
-  } else {
-    rc = n;
-  }
+  rc = b2_frame_w_vlmeta_put(f, name, chunk, clen);
   b2_frame_w_end(f);
   free(chunk);
   return rc;

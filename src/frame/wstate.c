@@ -82,16 +82,20 @@ int b2_frame_w_reserve(b2_frame *f, int64_t n) {
   int64_t ncap = w->cap ? w->cap : 16;
   while (ncap < n) ncap *= 2;
   if (ncap > B2_FRAME_MAX_CHUNKS) ncap = B2_FRAME_MAX_CHUNKS;
+  /* Readers may be looking at the tables being moved. */
+  pthread_rwlock_wrlock(&w->lock);
+  int rc = 0;
   int64_t *o = realloc(f->offsets, (size_t)ncap * sizeof *o);
-  if (!o) return b2_fail(B2_E_NOMEM, "out of memory for %lld entries",
-                         (long long)ncap);
-  f->offsets = o;
-  int32_t *c = realloc(w->csize, (size_t)ncap * sizeof *c);
-  if (!c) return b2_fail(B2_E_NOMEM, "out of memory for %lld entries",
-                         (long long)ncap);
-  w->csize = c;
-  w->cap = ncap;
-  return 0;
+  if (o) f->offsets = o;
+  int32_t *c = o ? realloc(w->csize, (size_t)ncap * sizeof *c) : NULL;
+  if (c) w->csize = c;
+  if (!o || !c)
+    rc = b2_fail(B2_E_NOMEM, "out of memory for %lld entries",
+                 (long long)ncap);
+  if (!rc) rc = b2_frame_csum_reserve(f, ncap);
+  if (!rc) w->cap = ncap;
+  pthread_rwlock_unlock(&w->lock);
+  return rc;
 }
 
 int b2_frame_meta_blobs(const b2_frame *f, int vl, b2_blob *out, int max) {
@@ -135,10 +139,22 @@ int b2_frame_w_set_trailer(b2_frame *f, uint8_t *buf, size_t len) {
     free(buf);
     return b2_context(rc, "new trailer");
   }
-  b2_frame_w_retire(f, f->trailer);
-  b2_frame_w_retire(f, f->vlmeta);
+  /* Readers of the trailer's bytes hold the read lock, so the old bytes
+   * can go now; names may be pointed to (b2_frame_vlmeta_name): the old
+   * array stays when the names are the same (every commit restages the
+   * checksums), else it is retired. */
+  free(f->trailer);
   f->trailer = buf;
   f->trailer_len = (uint32_t)len;
+  int same = n == f->info.nvlmeta;
+  for (int k = 0; k < n && same; k++)
+    same = strcmp(m[k].name, f->vlmeta[k].name) == 0;
+  if (same && n > 0) {
+    memcpy(f->vlmeta, m, (size_t)n * sizeof *m);
+    free(m);
+    return 0;
+  }
+  b2_frame_w_retire(f, f->vlmeta);
   f->vlmeta = m;
   f->info.nvlmeta = n;
   return 0;
@@ -315,7 +331,7 @@ int b2_frame_w_init(b2_frame *f) {
   if (!w->c_header) return b2_fail(B2_E_NOMEM, "out of memory");
   memcpy(w->c_header, f->header, w->c_header_len);
   w->c_frame_size = f->info.frame_size;
-  return 0;
+  return b2_frame_csum_w_init(f);
 }
 
 void b2_frame_w_free(b2_frame *f) {

@@ -1,0 +1,328 @@
+/*
+ * checksum.c - per-chunk CRC-32C checksums kept in the vlmetalayer
+ * B2_FRAME_CSUM_VLMETA ("b2fs.crc32c"), verified when chunks are read.
+ *
+ * Content of the vlmetalayer (MessagePack, so tools that decode every
+ * vlmetalayer as MessagePack, as python-blosc2 does, read it too):
+ *
+ *   [1, nchunks, bin(4 * nchunks), nil | bin((nchunks + 7) / 8)]
+ *
+ * the format version, the number of chunks, the CRC-32C of each chunk's
+ * stored bytes (its cbytes bytes as written in the frame, compressed) as
+ * little-endian uint32 in index order (0 for special index entries, which
+ * have no stored bytes and are not checked), then either nil or a bitmap
+ * whose bit i (bit i % 8 of byte i / 8) says chunk i's checksum is not
+ * known.  Unknown checksums come from frames another writer made: when
+ * b2fs opens one for writing, its existing chunks are checksummed at the
+ * first commit if they add up to at most FILL_BUDGET bytes (else by the
+ * next compaction, which reads every chunk anyway), while every chunk b2fs
+ * puts gets its checksum at once.  A vlmetalayer that does not describe
+ * the frame (wrong version, count or lengths) is ignored, with the reason
+ * kept for b2_frame_checksums; a writer replaces it.
+ *
+ * In memory, f->csum holds the table for the staged index; a writable
+ * frame changes it under the writer lock together with the index, and
+ * every commit stages the vlmetalayer in the trailer it writes anyway, so
+ * checksums and index always reach the disk in the same commit.
+ */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_chunk.h"
+#include "b2_error.h"
+#include "common/crc32c.h"
+#include "common/msgpack.h"
+#include "common/util.h"
+#include "frame/frame_impl.h"
+
+#define CSUM_VERSION 1
+/* Unknown checksums a commit computes at most (stored bytes read). */
+#define FILL_BUDGET ((int64_t)64 << 20)
+
+static inline int unknown_bit(const b2_frame_csum *c, int64_t i) {
+  return c->unknown && (c->unknown[i >> 3] >> (i & 7)) & 1;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void set_why(b2_frame_csum *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->why, sizeof c->why, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- reading the vlmetalayer -------------------------------------------- */
+
+static int find_vlmeta(const b2_frame *f) {
+  for (int k = 0; k < f->info.nvlmeta; k++)
+    if (strcmp(f->vlmeta[k].name, B2_FRAME_CSUM_VLMETA) == 0) return k;
+  return -1;
+}
+
+/* Parse content into c (for n chunks); 1 if usable, 0 if ignored (c->why
+ * says why), or B2_E_NOMEM. */
+static int parse(b2_frame_csum *c, const uint8_t *data, size_t len,
+                 int64_t n) {
+  b2_mp_reader r;
+  b2_mp_reader_init(&r, data, len);
+  uint32_t nelem, clen, blen = 0;
+  uint64_t version, count;
+  const uint8_t *crcs, *bits = NULL;
+  b2_mp_item it;
+  if (b2_mp_read_array(&r, &nelem) < 0 || nelem != 4 ||
+      b2_mp_read_uint(&r, &version) < 0 || b2_mp_read_uint(&r, &count) < 0 ||
+      b2_mp_read_bin(&r, &crcs, &clen) < 0 || b2_mp_next(&r, &it) < 0) {
+    set_why(c, "not a checksum table");
+    return 0;
+  }
+  if (version != CSUM_VERSION) {
+    set_why(c, "version %llu (this reader knows %d)",
+            (unsigned long long)version, CSUM_VERSION);
+    return 0;
+  }
+  if (count != (uint64_t)n || clen != 4 * (uint64_t)n) {
+    set_why(c, "%lld checksums for %lld chunks", (long long)(clen / 4),
+            (long long)n);
+    return 0;
+  }
+  if (it.kind == B2_MP_BIN) {
+    bits = it.data;
+    blen = it.len;
+  }
+  if ((it.kind != B2_MP_NIL && it.kind != B2_MP_BIN) ||
+      (bits && blen != (uint64_t)(n + 7) / 8) || r.pos != len) {
+    set_why(c, "malformed map of unknown checksums");
+    return 0;
+  }
+  c->crc = malloc(n > 0 ? (size_t)n * sizeof *c->crc : 1);
+  if (bits) c->unknown = malloc(blen > 0 ? blen : 1);
+  if (!c->crc || (bits && !c->unknown))
+    return b2_fail(B2_E_NOMEM, "out of memory for %lld checksums",
+                   (long long)n);
+  for (int64_t i = 0; i < n; i++) c->crc[i] = b2_le32(crcs + 4 * i);
+  if (bits) memcpy(c->unknown, bits, blen);
+  c->cap = n;
+  return 1;
+}
+
+int b2_frame_csum_load(b2_frame *f) {
+  b2_frame_csum *c = &f->csum;
+  atomic_store_explicit(&c->verify, 1, memory_order_relaxed);
+  int k = find_vlmeta(f);
+  if (k < 0 || f->info.legacy) return 0;
+  uint8_t *data;
+  size_t len;
+  int rc = b2_frame_vlmeta_get(f, B2_FRAME_CSUM_VLMETA, &data, &len);
+  if (rc == B2_E_NOMEM) return rc;
+  if (rc < 0) {
+    snprintf(c->why, sizeof c->why, "%s", b2_last_detail());
+    return 0;
+  }
+  rc = parse(c, data, len, f->info.nchunks);
+  free(data);
+  if (rc <= 0) {
+    free(c->crc);
+    free(c->unknown);
+    c->crc = NULL;
+    c->unknown = NULL;
+    c->cap = 0;
+  }
+  return rc < 0 ? rc : 0;
+}
+
+void b2_frame_csum_free(b2_frame *f) {
+  free(f->csum.crc);
+  free(f->csum.unknown);
+  f->csum.crc = NULL;
+  f->csum.unknown = NULL;
+}
+
+/* ---- writer side --------------------------------------------------------- */
+
+int b2_frame_csum_reserve(b2_frame *f, int64_t cap) {
+  b2_frame_csum *c = &f->csum;
+  if (!c->crc || cap <= c->cap) return 0;
+  uint32_t *p = realloc(c->crc, (size_t)cap * sizeof *p);
+  if (!p) return b2_fail(B2_E_NOMEM, "out of memory for %lld checksums",
+                         (long long)cap);
+  c->crc = p;
+  if (c->unknown) {
+    size_t old = (size_t)(c->cap + 7) / 8, nb = (size_t)(cap + 7) / 8;
+    uint8_t *u = realloc(c->unknown, nb);
+    if (!u) return b2_fail(B2_E_NOMEM, "out of memory for %lld checksums",
+                           (long long)cap);
+    memset(u + old, 0, nb - old);
+    c->unknown = u;
+  }
+  c->cap = cap;
+  return 0;
+}
+
+int b2_frame_csum_w_init(b2_frame *f) {
+  b2_frame_csum *c = &f->csum;
+  int64_t cap = f->w->cap, n = f->info.nchunks;
+  if (c->crc) return b2_frame_csum_reserve(f, cap);
+  /* No usable table: every stored chunk's checksum is unknown. */
+  c->crc = calloc((size_t)cap, sizeof *c->crc);
+  c->unknown = calloc((size_t)(cap + 7) / 8, 1);
+  if (!c->crc || !c->unknown)
+    return b2_fail(B2_E_NOMEM, "out of memory for %lld checksums",
+                   (long long)cap);
+  c->cap = cap;
+  for (int64_t i = 0; i < n; i++)
+    if (f->offsets[i] >= 0) c->unknown[i >> 3] |= (uint8_t)(1u << (i & 7));
+  return 0;
+}
+
+void b2_frame_csum_set(b2_frame *f, int64_t i, uint32_t crc) {
+  b2_frame_csum *c = &f->csum;
+  if (!c->crc || i >= c->cap) return;
+  c->crc[i] = crc;
+  if (c->unknown) c->unknown[i >> 3] &= (uint8_t)~(1u << (i & 7));
+}
+
+/* Stored bytes of the chunks whose checksum is unknown. */
+static int64_t unknown_bytes(const b2_frame *f) {
+  const b2_frame_csum *c = &f->csum;
+  int64_t sum = 0;
+  if (!c->unknown) return 0;
+  for (int64_t i = 0; i < f->info.nchunks; i++)
+    if (f->offsets[i] >= 0 && unknown_bit(c, i)) sum += f->w->csize[i];
+  return sum;
+}
+
+int b2_frame_csum_fill(b2_frame *f, int64_t budget) {
+  b2_frame_csum *c = &f->csum;
+  if (!c->crc || !c->unknown) return 0;
+  int64_t want = unknown_bytes(f);
+  if (want == 0 || (budget >= 0 && want > budget)) return 0;
+  b2_chunkbuf b = {NULL, 0};
+  int filled = 0;
+  for (int64_t i = 0; i < f->info.nchunks; i++) {
+    if (f->offsets[i] < 0 || !unknown_bit(c, i)) continue;
+    size_t len;
+    /* The writer mutex is held: nothing changes the entry meanwhile. */
+    b2_frame_rdlock(f);
+    int rc = b2_frame_load_chunk(f, i, &b, &len);
+    b2_frame_rdunlock(f);
+    if (rc == B2_E_NOMEM) {
+      free(b.p);
+      return rc;
+    }
+    if (rc < 0) continue; /* unreadable: stays unknown (and is reported
+                             by whoever reads it) */
+    uint32_t crc = b2_crc32c(0, b.p, len);
+    pthread_rwlock_wrlock(&f->w->lock);
+    b2_frame_csum_set(f, i, crc);
+    pthread_rwlock_unlock(&f->w->lock);
+    filled = 1;
+  }
+  free(b.p);
+  if (filled) f->w->dirty = 1;
+  return 0;
+}
+
+/* The vlmetalayer's content for the staged index. */
+static int encode(const b2_frame *f, uint8_t **out, size_t *olen) {
+  const b2_frame_csum *c = &f->csum;
+  int64_t n = f->info.nchunks, nunknown = 0;
+  uint8_t *le = malloc(n > 0 ? 4 * (size_t)n : 1);
+  uint8_t *bits = calloc((size_t)(n + 7) / 8 + 1, 1);
+  if (!le || !bits) {
+    free(le);
+    free(bits);
+    return b2_fail(B2_E_NOMEM, "out of memory for %lld checksums",
+                   (long long)n);
+  }
+  for (int64_t i = 0; i < n; i++) {
+    int stored = f->offsets[i] >= 0;
+    b2_put_le32(le + 4 * i, stored ? c->crc[i] : 0);
+    if (stored && unknown_bit(c, i)) {
+      bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+      nunknown++;
+    }
+  }
+  b2_mp_writer w;
+  b2_mp_writer_init(&w, NULL, 0);
+  b2_mp_put_array(&w, 4);
+  b2_mp_put_uint(&w, CSUM_VERSION);
+  b2_mp_put_uint(&w, (uint64_t)n);
+  b2_mp_put_bin(&w, le, 4 * (size_t)n);
+  int rc = nunknown ? b2_mp_put_bin(&w, bits, (size_t)(n + 7) / 8)
+                    : b2_mp_put_nil(&w);
+  free(le);
+  free(bits);
+  if (rc < 0) {
+    b2_mp_writer_free(&w);
+    return b2_fail(rc, "checksum table of %lld chunks", (long long)n);
+  }
+  *out = w.buf;
+  *olen = w.len;
+  return 0;
+}
+
+int b2_frame_csum_stage(b2_frame *f) {
+  if (!f->csum.crc) return 0;
+  int rc = b2_frame_csum_fill(f, FILL_BUDGET);
+  uint8_t *content = NULL, *chunk = NULL;
+  size_t len = 0, clen = 0;
+  if (!rc) rc = encode(f, &content, &len);
+  if (!rc) rc = b2_frame_build_vlchunk(content, len, &chunk, &clen);
+  free(content);
+  if (!rc) rc = b2_frame_w_vlmeta_put(f, B2_FRAME_CSUM_VLMETA, chunk, clen);
+  free(chunk);
+  /* No room for one more vlmetalayer: the frame goes without. */
+  if (rc == B2_E_LIMIT) rc = 0;
+  return rc < 0 ? b2_context(rc, "checksums") : 0;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+int b2_frame_csum_active(const b2_frame *f, int64_t i) {
+  const b2_frame_csum *c = &f->csum;
+  return c->crc && i < c->cap && !unknown_bit(c, i) &&
+         atomic_load_explicit(&c->verify, memory_order_relaxed);
+}
+
+int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p,
+                        size_t len) {
+  if (!b2_frame_csum_active(f, i)) return 0;
+  uint32_t want = f->csum.crc[i], got = b2_crc32c(0, p, len);
+  if (got == want) return 0;
+  return b2_fail(B2_E_CHECKSUM, "chunk %lld: checksum mismatch (stored "
+                 "0x%08x, computed 0x%08x)", (long long)i, want, got);
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+void b2_frame_set_verify(b2_frame *f, int on) {
+  if (f) atomic_store_explicit(&f->csum.verify, on != 0, memory_order_relaxed);
+}
+
+int b2_frame_checksums(const b2_frame *f, b2_frame_csum_info *out) {
+  if (!f || !out) return b2_fail(B2_E_INVAL, "frame checksums: no argument");
+  memset(out, 0, sizeof *out);
+  b2_frame_rdlock(f);
+  const b2_frame_csum *c = &f->csum;
+  out->verify = atomic_load_explicit(&c->verify, memory_order_relaxed);
+  snprintf(out->why, sizeof out->why, "%s", c->why);
+  if (c->crc) {
+    for (int64_t i = 0; i < f->info.nchunks; i++) {
+      if (b2_frame_entry(f, i) < 0) continue;
+      if (unknown_bit(c, i)) out->unchecked++;
+      else out->checked++;
+    }
+    out->state = out->unchecked ? B2_CSUM_PARTIAL : B2_CSUM_ALL;
+  } else {
+    out->state = c->why[0] ? B2_CSUM_IGNORED : B2_CSUM_NONE;
+    for (int64_t i = 0; i < f->info.nchunks; i++)
+      if (b2_frame_entry(f, i) >= 0) out->unchecked++;
+  }
+  b2_frame_rdunlock(f);
+  return 0;
+}
