@@ -6,10 +6,14 @@
  * split into blocks of `blockshape` items (padded likewise), each block and
  * the blocks within a chunk in C order.  This layer maps C-order byte
  * ranges of the array to byte ranges of decoded chunks, and writes the
- * NumPy .npy header that makes the array a plain file.
+ * NumPy .npy header that makes the array a plain file.  Its write side
+ * describes a new array (shapes, metalayer) and turns C-order items into
+ * encoded chunks.
  *
  * It does no I/O: reads go through a caller-supplied chunk reader, so the
- * same code serves `b2f cat` (partial decode) and the mount (chunk cache).
+ * same code serves `b2f cat` (partial decode) and the mount (chunk cache);
+ * writes take items from a caller-supplied source and give chunks to a
+ * caller-supplied sink (a frame, in `b2f pack`).
  */
 #ifndef B2_B2ND_H
 #define B2_B2ND_H

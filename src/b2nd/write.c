@@ -7,7 +7,8 @@
  * source delivers as runs of C-order bytes: one run for L = 0 (a row of
  * chunks, read strictly front to back), more and shorter runs for larger L.
  * L is the smallest level whose box fits slab_max, so memory stays bounded
- * when a row of chunks is huge.  Each chunk of the slab is laid out
+ * when a row of chunks is huge.  Chunks in flight take a plain and an
+ * encoded buffer each: two per thread, fewer when chunks are huge.  Each chunk of the slab is laid out
  * (b2_b2nd_scatter) and encoded, by a worker pool in batches when threads
  * are asked for, then handed to the sink in chunk order.  Since slabs go
  * in C order of their indices and a slab's chunks are consecutive in the
@@ -25,6 +26,7 @@
 
 #define MAXD B2_B2ND_MAXDIM
 #define SLAB_DEFAULT ((size_t)256 << 20)
+#define JOBS_MEM ((size_t)512 << 20) /* chunk buffers of all jobs together */
 
 void b2_b2nd_write_opts_default(b2_b2nd_write_opts *o) {
   memset(o, 0, sizeof *o);
@@ -222,9 +224,11 @@ int b2_b2nd_write(const b2_b2nd *a, const b2_b2nd_write_opts *o, b2_b2nd_source 
   int rc = pick_level(&w, o);
   if (rc < 0) return rc;
 
-  int nthreads = B2_MAX(1, B2_MIN(o->nthreads, 64));
-  w.njobs = nthreads == 1 ? 1 : 2 * nthreads;
+  /* two chunks in flight per thread, within JOBS_MEM for huge chunks */
   size_t enc_cap = b2_chunk_bound((size_t)a->chunk_nbytes);
+  int64_t fit = (int64_t)(JOBS_MEM / ((size_t)a->chunk_nbytes + enc_cap));
+  int nthreads = (int)B2_MAX(1, B2_MIN((int64_t)B2_MIN(o->nthreads, 64), fit));
+  w.njobs = nthreads == 1 ? 1 : (int)B2_MIN(2 * (int64_t)nthreads, fit);
   size_t slab_bytes = (size_t)slab_items(&w, w.level) * (size_t)a->itemsize;
   w.slab = malloc(slab_bytes ? slab_bytes : 1);
   w.jobs = calloc((size_t)w.njobs, sizeof *w.jobs);

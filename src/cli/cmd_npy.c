@@ -212,7 +212,7 @@ static int clear_output(const char *out, int force) {
   if (!force || lstat(out, &st) < 0) return 0;
   b2_frame *old;
   if (S_ISDIR(st.st_mode) || b2_frame_open(out, &old) < 0) {
-    fprintf(stderr, "b2f pack: %s: exists and is not a frame file: not replaced\n", out);
+    fprintf(stderr, "b2f pack: %s: not replaced: only a contiguous frame file is\n", out);
     return -1;
   }
   b2_frame_close(old);
