@@ -1,0 +1,699 @@
+/*
+ * bench_decode.c - decode speed of the b2fs chunk layer (built and run by
+ * scripts/bench-decode; see there for the options).
+ *
+ * Generates two data sets in memory (a smooth float64 signal and
+ * pseudo-English text), encodes each into 1 MiB chunks with
+ * b2_chunk_encode for every codec x filter configuration, then measures,
+ * best of N runs:
+ *   - full decode (b2_chunk_decode) of all chunks on 1 thread and on T
+ *     threads (each decoding its share of the chunks, all started
+ *     together),
+ *   - "codec only": the codec libraries themselves (liblz4, libzstd, zlib;
+ *     our own blosclz decoder, there being no other) decoding the same
+ *     streams into the same output, with no filters: what the codecs
+ *     allow on this data,
+ *   - 4 KiB random reads (b2_chunk_decode_range at 4 KiB-aligned offsets).
+ * Every full decode, threaded decode and partial read is checked byte for
+ * byte against the source once per configuration, outside the timing.
+ * MB/s counts decoded bytes, 1 MB = 10^6 bytes.
+ */
+#include "b2_chunk.h"
+#include "b2_codec.h"
+#include "b2_error.h"
+
+#include <lz4.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#define MIB ((size_t)1 << 20)
+#define CHUNK MIB
+#define READ_SIZE 4096
+#define MAX_THREADS 16
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("bench-decode: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+static void die_rc(int rc, const char *what) {
+  die("%s: %s (%s)", what, b2_strerror(rc), b2_last_detail());
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) die("out of memory (%zu bytes)", n);
+  return p;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint32_t rd32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+
+/* splitmix64: a small seeded generator, the same numbers everywhere. */
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s) {
+  return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- data sets ------------------------------------------------------------ */
+
+/* A sensor-like signal: three sines of different periods plus a little
+ * noise, sampled at a resolution of 2^-12 (as an ADC reading scaled to
+ * float64), so the low mantissa bits are zero and the noise keeps the
+ * lowest significant ones random, as in real measurements. */
+static void gen_signal(uint8_t *buf, size_t n) {
+  uint64_t s = 42;
+  size_t count = n / sizeof(double);
+  const double tau = 6.283185307179586;
+  for (size_t i = 0; i < count; i++) {
+    double t = (double)i;
+    double v = 100.0 * sin(tau * t / 65536.0) +
+               20.0 * sin(tau * t / 977.3 + 0.3) +
+               3.0 * sin(tau * t / 61.7 + 1.1) +
+               2e-3 * (rng_unit(&s) - 0.5);
+    v = nearbyint(v * 4096.0) / 4096.0;
+    memcpy(buf + i * sizeof v, &v, sizeof v);
+  }
+  memset(buf + count * sizeof(double), 0, n - count * sizeof(double));
+}
+
+static const char *const vocab[] = {
+    "the", "of", "and", "to", "a", "in", "is", "it", "that", "was", "for",
+    "on", "are", "with", "as", "he", "be", "at", "by", "this", "had", "not",
+    "but", "from", "or", "have", "an", "they", "which", "one", "you", "were",
+    "her", "all", "she", "there", "would", "their", "we", "him", "been",
+    "has", "when", "who", "will", "more", "no", "if", "out", "so", "said",
+    "what", "up", "its", "about", "into", "than", "them", "can", "only",
+    "other", "new", "some", "could", "time", "these", "two", "may", "then",
+    "do", "first", "any", "my", "now", "such", "like", "our", "over", "man",
+    "me", "even", "most", "made", "after", "also", "did", "many", "before",
+    "must", "through", "back", "years", "where", "much", "your", "way",
+    "well", "down", "should", "because", "each", "just", "those", "people",
+    "how", "too", "little", "state", "good", "very", "make", "world",
+    "still", "own", "see", "men", "work", "long", "get", "here", "between",
+    "both", "life", "being", "under", "never", "day", "same", "another",
+    "know", "while", "last", "might", "us", "great", "old", "year", "off",
+    "come", "since", "against", "go", "came", "right", "used", "take",
+    "three", "himself", "few", "house", "use", "during", "without", "again",
+    "place", "around", "however", "home", "small", "found", "thought",
+    "went", "say", "part", "once", "general", "high", "upon", "school",
+    "every", "does", "got", "united", "left", "number", "course", "war",
+    "until", "always", "away", "something", "fact", "though", "water",
+    "less", "public", "put", "think", "almost", "hand", "enough", "far",
+    "took", "head", "yet", "government", "system", "better", "set", "told",
+    "nothing", "night", "end", "why", "called", "didn't", "eyes", "find",
+    "going", "look", "asked", "later", "knew", "point", "next", "program",
+    "city", "business", "give", "group", "toward", "young", "days", "let",
+    "room", "president", "side", "social", "given", "present", "several",
+    "order", "national", "possible", "rather", "second", "face", "per",
+    "among", "form", "important", "often", "things", "looked", "early",
+    "white", "case", "john", "become", "large", "big", "need", "four",
+    "within", "felt", "along", "children", "saw", "best", "church", "ever",
+    "least", "power", "development", "light", "thing", "seemed", "family",
+    "interest", "want", "members", "mind", "country", "area", "others",
+    "although", "turned", "done", "open", "god", "service", "certain",
+    "kind", "problem", "began", "different", "door", "thus", "help", "sense",
+    "means", "whole", "matter", "perhaps", "itself", "york", "times", "law",
+    "human", "line", "above", "name", "example", "action", "company",
+    "hands", "local", "show", "whether", "five", "history", "gave", "today",
+    "either", "act", "feet", "across", "taken", "past", "quite", "anything",
+    "seen", "having", "death", "body", "week", "experience", "half",
+    "really", "field", "word", "free", "information", "money", "kept",
+    "morning", "car", "value", "behind", "itself", "office", "political"};
+#define NVOCAB (sizeof vocab / sizeof vocab[0])
+
+/* Sentences of words drawn with a skewed (Zipf-like) frequency. */
+static void gen_text(uint8_t *buf, size_t n) {
+  uint64_t s = 7;
+  size_t pos = 0;
+  int words_left = 0, sentences = 0;
+  while (pos < n) {
+    char w[64];
+    int first = words_left == 0;
+    if (first) words_left = 6 + (int)(rng_next(&s) % 18);
+    double u = rng_unit(&s);
+    const char *word = vocab[(size_t)((double)NVOCAB * u * u * u)];
+    size_t len = strlen(word);
+    memcpy(w, word, len);
+    if (first && w[0] >= 'a' && w[0] <= 'z') w[0] = (char)(w[0] - 32);
+    if (--words_left == 0) {
+      w[len++] = '.';
+      w[len++] = (++sentences % 5 == 0) ? '\n' : ' ';
+    } else {
+      if (rng_next(&s) % 13 == 0) w[len++] = ',';
+      w[len++] = ' ';
+    }
+    size_t k = len < n - pos ? len : n - pos;
+    memcpy(buf + pos, w, k);
+    pos += k;
+  }
+}
+
+/* ---- configurations ------------------------------------------------------- */
+
+struct dataset {
+  const char *name;
+  int typesize;
+  uint8_t *src;
+  size_t n;
+};
+
+struct filtcfg {
+  const char *name;
+  uint8_t f[B2_MAX_FILTERS];
+  int signal_only;
+};
+
+/* Filters run in slot order on encode: delta before shuffle, bytedelta
+ * after shuffle (on its byte planes), as Blosc users set them. */
+static const struct filtcfg filtcfgs[] = {
+    {"none", {0, 0, 0, 0, 0, 0}, 0},
+    {"shuffle", {0, 0, 0, 0, 0, B2_FILTER_SHUFFLE}, 0},
+    {"bitshuffle", {0, 0, 0, 0, 0, B2_FILTER_BITSHUFFLE}, 0},
+    {"delta+shuffle", {0, 0, 0, 0, B2_FILTER_DELTA, B2_FILTER_SHUFFLE}, 1},
+    {"shuffle+bytedelta", {0, 0, 0, 0, B2_FILTER_SHUFFLE, B2_FILTER_BYTEDELTA},
+     1},
+};
+#define NFILTCFG (sizeof filtcfgs / sizeof filtcfgs[0])
+
+struct codeccfg {
+  int codec, clevel;
+};
+static const struct codeccfg codeccfgs[] = {
+    {B2_CODEC_BLOSCLZ, 5}, {B2_CODEC_LZ4, 5},  {B2_CODEC_LZ4HC, 5},
+    {B2_CODEC_ZLIB, 5},    {B2_CODEC_ZSTD, 5}, {B2_CODEC_ZSTD, 1},
+};
+#define NCODECCFG (sizeof codeccfgs / sizeof codeccfgs[0])
+
+/* The encoded chunks of one configuration: chunk i at buf + i * stride. */
+struct encoded {
+  const struct dataset *ds;
+  size_t nchunks, stride;
+  uint8_t *buf;
+  size_t *len;      /* cbytes of each chunk */
+  size_t total;     /* sum of cbytes */
+  b2_cparams p;
+};
+
+static const uint8_t *chunk_at(const struct encoded *e, size_t i) {
+  return e->buf + i * e->stride;
+}
+
+static size_t chunk_nbytes(const struct encoded *e, size_t i) {
+  size_t off = i * CHUNK;
+  return e->ds->n - off < CHUNK ? e->ds->n - off : CHUNK;
+}
+
+/* ---- per-thread codec contexts for the codec-only decode ------------------ */
+
+struct wctx {
+  ZSTD_DCtx *zd;
+  z_stream zs;
+  int zs_ready;
+};
+
+static void wctx_free(struct wctx *w) {
+  ZSTD_freeDCtx(w->zd);
+  if (w->zs_ready) inflateEnd(&w->zs);
+  memset(w, 0, sizeof *w);
+}
+
+/* One stream, straight through the codec library. */
+static int raw_stream(struct wctx *w, int format, const uint8_t *s, size_t sl,
+                      uint8_t *d, size_t dl) {
+  switch (format) {
+  case B2_FORMAT_LZ4:
+    return LZ4_decompress_safe((const char *)s, (char *)d, (int)sl, (int)dl) ==
+                   (int)dl
+               ? 0
+               : -1;
+  case B2_FORMAT_ZSTD: {
+    if (!w->zd && !(w->zd = ZSTD_createDCtx())) return -1;
+    size_t r = ZSTD_decompressDCtx(w->zd, d, dl, s, sl);
+    return !ZSTD_isError(r) && r == dl ? 0 : -1;
+  }
+  case B2_FORMAT_ZLIB: {
+    z_stream *z = &w->zs;
+    if (!w->zs_ready) {
+      memset(z, 0, sizeof *z);
+      if (inflateInit(z) != Z_OK) return -1;
+      w->zs_ready = 1;
+    } else if (inflateReset(z) != Z_OK) {
+      return -1;
+    }
+    z->next_in = (Bytef *)(uintptr_t)s;
+    z->avail_in = (uInt)sl;
+    z->next_out = d;
+    z->avail_out = (uInt)dl;
+    return inflate(z, Z_FINISH) == Z_STREAM_END && z->total_out == dl ? 0
+                                                                      : -1;
+  }
+  default: /* blosclz: ours is the only decoder */
+    return b2_stream_decompress(format, s, sl, d, dl, NULL, 0) == (int)dl
+               ? 0
+               : -1;
+  }
+}
+
+/* Decode the codec streams of a chunk (we wrote it: trusted layout) into
+ * dst without running any filter. */
+static int codec_only_chunk(struct wctx *w, const uint8_t *c, size_t len,
+                            uint8_t *dst) {
+  b2_chunk_info in;
+  int rc = b2_chunk_parse(c, len, &in);
+  if (rc < 0) return rc;
+  if (in.special) {
+    memset(dst, 0, (size_t)in.nbytes);
+    return 0;
+  }
+  if (in.memcpyed) {
+    memcpy(dst, c + in.header_len, (size_t)in.nbytes);
+    return 0;
+  }
+  for (int32_t b = 0; b < in.nblocks; b++) {
+    int last = b == in.nblocks - 1 && in.leftover > 0;
+    int32_t bsize = last ? in.leftover : in.blocksize;
+    int32_t ns = in.split && !last ? in.typesize : 1;
+    int32_t neb = bsize / ns;
+    const uint8_t *p = c + rd32(c + in.header_len + 4 * (size_t)b);
+    uint8_t *o = dst + (size_t)b * (size_t)in.blocksize;
+    for (int32_t j = 0; j < ns; j++, o += neb) {
+      int32_t cs = (int32_t)rd32(p);
+      p += 4;
+      if (cs <= 0) { /* zeros, or a byte run with its token */
+        memset(o, cs == 0 ? 0 : -cs, (size_t)neb);
+        p += cs < 0;
+      } else if (cs == neb) {
+        memcpy(o, p, (size_t)neb);
+        p += cs;
+      } else {
+        if (raw_stream(w, in.format, p, (size_t)cs, o, (size_t)neb) < 0)
+          return B2_E_CODEC;
+        p += cs;
+      }
+    }
+  }
+  return 0;
+}
+
+/* ---- thread team ---------------------------------------------------------- */
+
+enum { JOB_ENCODE, JOB_DECODE, JOB_CODEC, JOB_MEMCPY, JOB_QUIT };
+
+struct job {
+  int kind;
+  struct encoded *e;
+  uint8_t *out;
+  int rc[MAX_THREADS];
+};
+
+struct team {
+  int n; /* threads taking part, the caller included */
+  pthread_t th[MAX_THREADS];
+  pthread_barrier_t start, done;
+  struct job *job;
+  struct wctx w[MAX_THREADS];
+};
+
+static struct team team;
+
+static int run_share(struct job *j, int me, int n) {
+  struct encoded *e = j->e;
+  size_t lo = e->nchunks * (size_t)me / (size_t)n;
+  size_t hi = e->nchunks * (size_t)(me + 1) / (size_t)n;
+  for (size_t i = lo; i < hi; i++) {
+    size_t nb = chunk_nbytes(e, i);
+    uint8_t *out = j->out + i * CHUNK;
+    int rc = 0;
+    switch (j->kind) {
+    case JOB_ENCODE:
+      rc = b2_chunk_encode(&e->p, e->ds->src + i * CHUNK, nb,
+                           e->buf + i * e->stride, e->stride);
+      if (rc >= 0) e->len[i] = (size_t)rc;
+      break;
+    case JOB_DECODE:
+      rc = b2_chunk_decode(chunk_at(e, i), e->len[i], out, nb);
+      if (rc >= 0 && (size_t)rc != nb) rc = B2_E_FORMAT;
+      break;
+    case JOB_CODEC:
+      rc = codec_only_chunk(&team.w[me], chunk_at(e, i), e->len[i], out);
+      break;
+    case JOB_MEMCPY:
+      memcpy(out, e->ds->src + i * CHUNK, nb);
+      break;
+    default:
+      break;
+    }
+    if (rc < 0) {
+      if (j->kind != JOB_CODEC)
+        fprintf(stderr, "bench-decode: chunk %zu: %s (%s)\n", i,
+                b2_strerror(rc), b2_last_detail());
+      return rc;
+    }
+  }
+  return 0;
+}
+
+static void *worker(void *arg) {
+  int me = (int)(intptr_t)arg;
+  for (;;) {
+    pthread_barrier_wait(&team.start);
+    struct job *j = team.job;
+    if (j->kind == JOB_QUIT) break;
+    j->rc[me] = run_share(j, me, team.n);
+    pthread_barrier_wait(&team.done);
+  }
+  wctx_free(&team.w[me]);
+  b2_chunk_thread_cleanup();
+  b2_codec_thread_cleanup();
+  return NULL;
+}
+
+static void team_start(int n) {
+  team.n = n;
+  if (n < 2) return;
+  if (pthread_barrier_init(&team.start, NULL, (unsigned)n) ||
+      pthread_barrier_init(&team.done, NULL, (unsigned)n))
+    die("pthread_barrier_init failed");
+  for (int i = 1; i < n; i++)
+    if (pthread_create(&team.th[i], NULL, worker, (void *)(intptr_t)i))
+      die("pthread_create failed");
+}
+
+static void team_stop(void) {
+  if (team.n >= 2) {
+    struct job q = {.kind = JOB_QUIT};
+    team.job = &q;
+    pthread_barrier_wait(&team.start);
+    for (int i = 1; i < team.n; i++) pthread_join(team.th[i], NULL);
+    pthread_barrier_destroy(&team.start);
+    pthread_barrier_destroy(&team.done);
+  }
+  wctx_free(&team.w[0]);
+}
+
+/* Run job over all chunks on `n` threads (1 or team.n); returns seconds. */
+static double run_job(struct job *j, int n) {
+  memset(j->rc, 0, sizeof j->rc);
+  double t0 = now();
+  if (n < 2) {
+    j->rc[0] = run_share(j, 0, 1);
+  } else {
+    team.job = j;
+    pthread_barrier_wait(&team.start);
+    j->rc[0] = run_share(j, 0, team.n);
+    pthread_barrier_wait(&team.done);
+  }
+  double t = now() - t0;
+  for (int i = 0; i < MAX_THREADS; i++)
+    if (j->rc[i] < 0) die("job %d failed on thread %d", j->kind, i);
+  return t;
+}
+
+static double best_of(struct job *j, int n, int runs) {
+  double best = 1e30;
+  for (int r = 0; r < runs; r++) {
+    double t = run_job(j, n);
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+/* ---- one configuration ---------------------------------------------------- */
+
+struct opts {
+  size_t mib;
+  int runs, threads, tsv, nreads, verbose;
+  const char *only_data, *only_codec, *only_filter;
+};
+
+struct result {
+  int32_t blocksize;
+  double ratio, mbs1, mbsn, mbs_codec, read_us;
+};
+
+static void verify(const struct dataset *ds, const uint8_t *out,
+                   const char *what, const char *cfg) {
+  if (memcmp(ds->src, out, ds->n) != 0) {
+    size_t k = 0;
+    while (ds->src[k] == out[k]) k++;
+    die("%s (%s): decoded bytes differ from the source at byte %zu", cfg,
+        what, k);
+  }
+}
+
+/* Random 4 KiB reads: the same seeded positions for every config.  A
+ * first, untimed pass checks every read against the source and stops
+ * early after READ_BUDGET seconds (slow codecs); the timed passes then
+ * repeat that many reads.  Returns microseconds per read. */
+#define READ_BUDGET 0.04
+static double time_reads(const struct encoded *e, int nreads, int runs,
+                         uint8_t *buf, const char *cfg) {
+  size_t nslots = e->ds->n / READ_SIZE;
+  if (nslots == 0 || nreads <= 0) return 0;
+  double best = 1e30;
+  for (int pass = -1; pass < runs; pass++) {
+    uint64_t s = 99;
+    double t0 = now();
+    for (int r = 0; r < nreads; r++) {
+      size_t pos = (size_t)(rng_next(&s) % nslots) * READ_SIZE;
+      size_t ci = pos / CHUNK, off = pos % CHUNK;
+      size_t nb = chunk_nbytes(e, ci);
+      size_t len = READ_SIZE < nb - off ? READ_SIZE : nb - off;
+      int rc = b2_chunk_decode_range(chunk_at(e, ci), e->len[ci], off, len,
+                                     buf);
+      if (rc < 0) die_rc(rc, "b2_chunk_decode_range");
+      if (pass < 0) {
+        if (memcmp(buf, e->ds->src + pos, len) != 0)
+          die("%s: 4 KiB read at %zu differs from the source", cfg, pos);
+        if (r >= 20 && now() - t0 > READ_BUDGET) nreads = r + 1;
+      }
+    }
+    double t = now() - t0;
+    if (pass >= 0 && t < best) best = t;
+  }
+  return best / nreads * 1e6;
+}
+
+static void run_config(const struct dataset *ds, const struct codeccfg *cc,
+                       const struct filtcfg *fc, const struct opts *o,
+                       uint8_t *out, struct result *res) {
+  char cfg[128];
+  snprintf(cfg, sizeof cfg, "%s %s/%d %s", ds->name, b2_codec_name(cc->codec),
+           cc->clevel, fc->name);
+  struct encoded e;
+  memset(&e, 0, sizeof e);
+  e.ds = ds;
+  e.nchunks = (ds->n + CHUNK - 1) / CHUNK;
+  e.stride = b2_chunk_bound(CHUNK);
+  e.buf = xmalloc(e.nchunks * e.stride);
+  e.len = xmalloc(e.nchunks * sizeof *e.len);
+  b2_cparams_default(&e.p);
+  e.p.codec = cc->codec;
+  e.p.clevel = cc->clevel;
+  e.p.typesize = ds->typesize;
+  memcpy(e.p.filters, fc->f, B2_MAX_FILTERS);
+  memset(e.p.filters_meta, 0, B2_MAX_FILTERS);
+  res->blocksize = b2_chunk_blocksize(&e.p, CHUNK);
+
+  struct job j = {.e = &e, .out = out};
+  j.kind = JOB_ENCODE;
+  double t_enc = run_job(&j, team.n); /* not measured: use every thread */
+  double t_start = now();
+  e.total = 0;
+  for (size_t i = 0; i < e.nchunks; i++) e.total += e.len[i];
+  res->ratio = (double)ds->n / (double)e.total;
+
+  /* Rounds of (1 thread, team, codec alone), interleaved so that other
+   * load on the machine hits the columns alike; keep the best of each.
+   * In round 0 the output is poisoned first and checked afterwards. */
+  struct job cj = {.kind = JOB_CODEC, .e = &e, .out = out};
+  double best1 = 1e30, bestn = 1e30, bestc = 1e30, t;
+  j.kind = JOB_DECODE;
+  for (int r = 0; r < o->runs; r++) {
+    if (r == 0) memset(out, 0xA5, ds->n);
+    if ((t = run_job(&j, 1)) < best1) best1 = t;
+    if (r == 0) {
+      verify(ds, out, "1 thread", cfg);
+      memset(out, 0x5A, ds->n);
+    }
+    if ((t = run_job(&j, team.n)) < bestn) bestn = t;
+    if (r == 0) verify(ds, out, "threads", cfg);
+    if ((t = run_job(&cj, 1)) < bestc) bestc = t;
+  }
+  double mb = (double)ds->n / 1e6;
+  res->mbs1 = mb / best1;
+  res->mbsn = mb / bestn;
+  res->mbs_codec = mb / bestc;
+  double t_reads = now();
+  res->read_us = time_reads(&e, o->nreads, o->runs, out, cfg);
+  if (o->verbose)
+    fprintf(stderr, "%s: encode %.2f s, decode %.2f s, reads %.2f s\n", cfg,
+            t_enc, t_reads - t_start, now() - t_reads);
+  free(e.buf);
+  free(e.len);
+}
+
+/* ---- output ----------------------------------------------------------------- */
+
+static void print_header(const struct opts *o) {
+  if (o->tsv) {
+    printf("#tsv\tdata\tcodec\tclevel\tfilter\tblocksize\tratio\tmbs_1t"
+           "\tmbs_%dt\tmbs_codec\tpct_codec\tread4k_us\n",
+           o->threads);
+    return;
+  }
+  char tcol[16];
+  snprintf(tcol, sizeof tcol, "%dT MB/s", o->threads);
+  printf("%-6s %-10s %-17s %6s %7s %8s %8s %11s %6s %9s\n", "data", "codec",
+         "filter", "ratio", "blk KiB", "1T MB/s", tcol, "codec MB/s",
+         "%codec", "4K rd us");
+}
+
+static void print_row(const struct dataset *ds, const struct codeccfg *cc,
+                      const struct filtcfg *fc, const struct result *r,
+                      const struct opts *o) {
+  int32_t blocksize = r->blocksize;
+  double pct = 100.0 * r->mbs1 / r->mbs_codec;
+  if (o->tsv) {
+    printf("tsv\t%s\t%s\t%d\t%s\t%d\t%.3f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\n",
+           ds->name, b2_codec_name(cc->codec), cc->clevel, fc->name, blocksize,
+           r->ratio, r->mbs1, r->mbsn, r->mbs_codec, pct, r->read_us);
+  } else {
+    char codec[24];
+    snprintf(codec, sizeof codec, "%s/%d", b2_codec_name(cc->codec),
+             cc->clevel);
+    printf("%-6s %-10s %-17s %6.2f %7d %8.0f %8.0f %11.0f %5.0f%% %9.1f\n",
+           ds->name, codec, fc->name, r->ratio, blocksize / 1024, r->mbs1,
+           r->mbsn, r->mbs_codec, pct, r->read_us);
+  }
+  fflush(stdout);
+}
+
+static void usage(void) {
+  fputs("usage: bench_decode [--mib N] [--runs N] [--threads N] [--reads N]\n"
+        "                    [--data signal|text] [--codec NAME]\n"
+        "                    [--filter NAME] [--tsv] [--verbose]\n",
+        stderr);
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  struct opts o = {.mib = 64, .runs = 3, .threads = 2, .nreads = 2000};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--tsv")) { o.tsv = 1; continue; }
+    if (!strcmp(a, "--verbose")) { o.verbose = 1; continue; }
+    if (!v) usage();
+    if (!strcmp(a, "--mib")) o.mib = (size_t)atol(v);
+    else if (!strcmp(a, "--runs")) o.runs = atoi(v);
+    else if (!strcmp(a, "--threads")) o.threads = atoi(v);
+    else if (!strcmp(a, "--reads")) o.nreads = atoi(v);
+    else if (!strcmp(a, "--data")) o.only_data = v;
+    else if (!strcmp(a, "--codec")) o.only_codec = v;
+    else if (!strcmp(a, "--filter")) o.only_filter = v;
+    else usage();
+    i++;
+  }
+  if (o.mib < 1 || o.mib > 4096 || o.runs < 1 || o.threads < 1 ||
+      o.threads > MAX_THREADS || o.nreads < 0)
+    usage();
+  int known = !o.only_data || !strcmp(o.only_data, "signal") ||
+              !strcmp(o.only_data, "text");
+  if (!known) die("unknown data set '%s' (signal, text)", o.only_data);
+  known = !o.only_codec;
+  for (size_t c = 0; c < NCODECCFG; c++)
+    if (o.only_codec && !strcmp(o.only_codec, b2_codec_name(codeccfgs[c].codec)))
+      known = 1;
+  if (!known) die("unknown codec '%s'", o.only_codec);
+  known = !o.only_filter;
+  for (size_t f = 0; f < NFILTCFG; f++)
+    if (o.only_filter && !strcmp(o.only_filter, filtcfgs[f].name)) known = 1;
+  if (!known) die("unknown filter set '%s'", o.only_filter);
+
+  size_t n = o.mib * MIB;
+  struct dataset sets[2] = {{"signal", 8, NULL, n}, {"text", 1, NULL, n}};
+  uint8_t *out = xmalloc(n);
+  team_start(o.threads);
+
+  /* memcpy of the whole data set: the memory-bandwidth ceiling */
+  sets[0].src = xmalloc(n);
+  gen_signal(sets[0].src, n);
+  struct encoded me = {.ds = &sets[0], .nchunks = (n + CHUNK - 1) / CHUNK};
+  struct job mj = {.kind = JOB_MEMCPY, .e = &me, .out = out};
+  run_job(&mj, 1);
+  double mc1 = (double)n / 1e6 / best_of(&mj, 1, o.runs);
+  double mcn = (double)n / 1e6 / best_of(&mj, team.n, o.runs);
+  double load[1] = {-1};
+  getloadavg(load, 1); /* other work on the machine skews the timings */
+  if (o.tsv)
+    printf("#tsv\tmemcpy\t%zu MiB\tsimd %s\t1t %.0f\t%dt %.0f\tload %.2f\n",
+           o.mib, b2_simd_level(), mc1, o.threads, mcn, load[0]);
+  else
+    printf("%zu MiB per data set, 1 MiB chunks, best of %d, filters %s; "
+           "memcpy %.0f MB/s (1T), %.0f MB/s (%dT); load average %.2f on "
+           "%ld CPUs\n",
+           o.mib, o.runs, b2_simd_level(), mc1, mcn, o.threads, load[0],
+           sysconf(_SC_NPROCESSORS_ONLN));
+  print_header(&o);
+
+  for (size_t d = 0; d < 2; d++) {
+    struct dataset *ds = &sets[d];
+    if (o.only_data && strcmp(o.only_data, ds->name) != 0) continue;
+    if (!ds->src) {
+      ds->src = xmalloc(n);
+      gen_text(ds->src, n);
+    }
+    for (size_t c = 0; c < NCODECCFG; c++) {
+      if (o.only_codec &&
+          strcmp(o.only_codec, b2_codec_name(codeccfgs[c].codec)) != 0)
+        continue;
+      for (size_t f = 0; f < NFILTCFG; f++) {
+        if (filtcfgs[f].signal_only && ds->typesize == 1) continue;
+        if (o.only_filter && strcmp(o.only_filter, filtcfgs[f].name) != 0)
+          continue;
+        struct result r;
+        run_config(ds, &codeccfgs[c], &filtcfgs[f], &o, out, &r);
+        print_row(ds, &codeccfgs[c], &filtcfgs[f], &r, &o);
+      }
+    }
+  }
+  team_stop();
+  b2_chunk_thread_cleanup();
+  b2_codec_thread_cleanup();
+  free(out);
+  free(sets[0].src);
+  free(sets[1].src);
+  return 0;
+}
