@@ -86,7 +86,10 @@ static const char *pack_usage =
     "                [--blocksize N] [--sparse] [-j THREADS] [--force] IN OUT\n"
     "  CODEC blosclz|lz4|lz4hc|zlib|zstd (zstd), CLEVEL 0-9 (1), FILTERS a comma list of\n"
     "  shuffle,bitshuffle,delta,trunc_prec,bytedelta or none (shuffle), TYPESIZE (8),\n"
-    "  chunksize (1M).  IN or OUT may be '-' (stdin, stdout).\n";
+    "  chunksize (1M).  IN or OUT may be '-' (stdin, stdout).\n"
+    "  IN ending in .npy (or --npy) is packed as a b2nd array (OUT.b2nd; the mount shows\n"
+    "  it as a .npy file): --chunkshape A,B,.. --blockshape A,B,.. (chosen automatically\n"
+    "  otherwise); --raw packs a .npy file as plain bytes instead.\n";
 
 int b2f_pack(int argc, char **argv) {
   b2_frame_params p;
