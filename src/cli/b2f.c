@@ -20,6 +20,7 @@ static const struct {
     {"pack", b2f_pack, "pack [OPTIONS] IN OUT   compress a plain file into a frame"},
     {"unpack", b2f_unpack, "unpack IN OUT           write a frame's content to a plain file"},
     {"compact", b2f_compact, "compact PATH...         reclaim the dead space of frames"},
+    {"scrub", b2f_scrub, "scrub [-q] DIR...       report every damaged chunk of the frames in trees"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

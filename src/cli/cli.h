@@ -12,6 +12,7 @@ int b2f_verify(int argc, char **argv);
 int b2f_pack(int argc, char **argv);
 int b2f_unpack(int argc, char **argv);
 int b2f_compact(int argc, char **argv);
+int b2f_scrub(int argc, char **argv);
 
 /* `b2f pack` of a NumPy .npy file into a b2nd array (cmd_npy.c).
  * b2f_npy_option: cmd_pack.c's parser offers it each option it does not
