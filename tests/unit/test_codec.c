@@ -212,6 +212,47 @@ static void test_malformed(void) {
   free(g);
 }
 
+/* Hand-built blosclz streams: a literal run of `dist` bytes, one match of
+ * `len` bytes at distance `dist`, and a literal tail of 0 or 17 bytes (so
+ * the match copy runs with and without room to over-write), for every
+ * short distance and many lengths; compared with a byte-by-byte copy. */
+static void test_blosclz_matches(void) {
+  uint8_t s[512], want[512], got[512];
+  for (int dist = 1; dist <= 40; dist++)
+    for (int len = 3; len <= 300; len += len < 40 ? 1 : 37)
+      for (int tail = 0; tail <= 17; tail += 17) {
+        size_t k = 0, w = 0;
+        for (int done = 0; done < dist;) { /* literal runs of <= 32 */
+          int n = dist - done < 32 ? dist - done : 32;
+          s[k++] = (uint8_t)(n - 1);
+          for (int i = 0; i < n; i++, done++)
+            s[k++] = want[w++] = (uint8_t)(rnd() | 1);
+        }
+        if (len <= 8) {
+          s[k++] = (uint8_t)((len - 2) << 5);
+        } else {
+          s[k++] = 7 << 5;
+          int ext = len - 9;
+          for (; ext >= 255; ext -= 255) s[k++] = 255;
+          s[k++] = (uint8_t)ext;
+        }
+        s[k++] = (uint8_t)(dist - 1);
+        for (int i = 0; i < len; i++, w++) want[w] = want[w - (size_t)dist];
+        if (tail) {
+          s[k++] = (uint8_t)(tail - 1);
+          for (int i = 0; i < tail; i++) s[k++] = want[w++] = (uint8_t)rnd();
+        }
+        memset(got, 0xEE, sizeof got);
+        int rc = b2_stream_decompress(B2_FORMAT_BLOSCLZ, s, k, got, w, NULL, 0);
+        if (rc != (int)w || memcmp(got, want, w) != 0 || got[w] != 0xEE) {
+          fprintf(stderr, "  dist %d len %d tail %d: rc %d\n", dist, len,
+                  tail, rc);
+          t_failed_ = 1;
+          return;
+        }
+      }
+}
+
 /* Known blosclz streams. */
 static void test_blosclz_vectors(void) {
   uint8_t out[16];
@@ -552,6 +593,7 @@ int main(void) {
   T_RUN(test_dictionary);
   T_RUN(test_malformed);
   T_RUN(test_blosclz_vectors);
+  T_RUN(test_blosclz_matches);
   T_RUN(test_shuffle_vectors);
   T_RUN(test_bitshuffle_vectors);
   T_RUN(test_simd_equal);
