@@ -5,8 +5,9 @@
  * kernel about is a b2fs_inode holding an O_PATH descriptor of the source
  * entry; inodes are keyed by (st_dev, st_ino, kind) so that one source
  * file seen both as a frame and as plain bytes (hard links) gives two
- * inodes.  Frames are read through one shared b2_file per inode
- * (b2fs_handle, refcounted by the opens using it).
+ * inodes.  Frames are read and written through one shared b2_file per
+ * inode (b2fs_handle, refcounted by the opens using it); while a frame is
+ * open for writing, that writable handle serves every open of the inode.
  */
 #ifndef B2FS_H
 #define B2FS_H
@@ -41,6 +42,8 @@ typedef struct b2fs_opts {
   int no_default_perms;  /* -o no_default_permissions */
   int has_fsname;        /* the user gave -o fsname= */
   int has_max_read;      /* the user gave -o max_read= */
+  unsigned compact_pct;   /* -o compact_pct= (0: never compact at close) */
+  uint64_t compact_min;   /* -o compact_min= (bytes) */
   int show_help;
   int show_version;
 } b2fs_opts;
@@ -69,19 +72,37 @@ typedef struct b2fs_handle {
   b2_file *file;
   b2fs_sig sig;
   int refs;                      /* users, +1 while current (inode lock) */
+  int writable;                  /* opened for writing (logical view) */
+  char *path;                    /* writable: the real path it was opened at
+                                    (changed under `use` and the inode lock) */
+  pthread_rwlock_t use;          /* writable: held shared around each use of
+                                    file, exclusively to reopen it at a new
+                                    path (b2fs_use) */
   pthread_mutex_t errlock;
   uint64_t logged[8];            /* hashes of the last details logged */
   unsigned nlogged;
 } b2fs_handle;
 
 typedef struct b2fs_inode {
-  int fd;                        /* O_PATH descriptor of the source entry */
-  dev_t dev;
+  _Atomic int fd;                /* O_PATH descriptor of the source entry
+                                    (replaced when the frame is rewritten) */
+  dev_t dev;                     /* dev, ino, sparse: under the table lock */
   ino_t ino;
   int kind;                      /* B2FS_KIND_* (PLAIN: passed through) */
-  int sparse;                    /* a frame directory shown as a file */
+  _Atomic int sparse;            /* a frame directory shown as a file */
   uint64_t nlookup;              /* under the table lock */
   struct b2fs_inode *next;       /* hash chain */
+  int *old_fds;                  /* descriptors replaced, closed with the
+                                    inode (table lock) */
+  int nold;
+  char *doomed;                  /* hidden name of a removed sparse frame,
+                                    deleted with the inode (nslock) */
+  _Atomic int gone;              /* removed or replaced through the mount */
+
+  pthread_mutex_t wlock;         /* opening and closing writable handles */
+  pthread_mutex_t nslock;        /* renames and removals of the entry vs.
+                                    compaction and recreation */
+  _Atomic int rw;                /* cur is a writable handle */
 
   pthread_mutex_t lock;          /* guards the fields below */
   b2fs_handle *cur;              /* handle of the frame's current version */
@@ -91,6 +112,8 @@ typedef struct b2fs_inode {
   blkcnt_t blocks;               /* disk use of a sparse frame */
   int open_valid;                /* open_sig holds the last open's sig */
   b2fs_sig open_sig;
+  struct timespec wtime;         /* last change through the mount while
+                                    writable (0: none) */
 } b2fs_inode;
 
 typedef struct b2fs {
@@ -108,15 +131,28 @@ int b2fs_table_init(void);
 void b2fs_table_destroy(void);
 b2fs_inode *b2fs_inode_get(fuse_ino_t ino);
 fuse_ino_t b2fs_inode_id(b2fs_inode *in);
+/* One more lookup of an inode that may be going away: 0 if it already
+ * reached zero (then leave it alone), 1 if pinned (forget it after). */
+int b2fs_inode_pin(b2fs_inode *in);
 /* Find or add the inode for an O_PATH fd (taken over: closed if an inode
  * already exists), counting one lookup.  NULL when out of memory. */
 b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse);
 void b2fs_inode_forget(b2fs_inode *in, uint64_t n);
+/* The known inode of a source entry, with one lookup counted (give it back
+ * with b2fs_inode_forget(in, 1)); NULL when the kernel knows none. */
+b2fs_inode *b2fs_inode_find(const struct stat *st, int kind);
+/* The inode's source entry was replaced (compaction, new parameters): take
+ * over O_PATH fd of the new entry (the old one is closed with the inode). */
+void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st);
+/* Lock the nslocks of two inodes (either may be NULL or equal) in a fixed
+ * order, and unlock them. */
+void b2fs_nslock2(b2fs_inode *a, b2fs_inode *b);
+void b2fs_nsunlock2(b2fs_inode *a, b2fs_inode *b);
 
 /* "/proc/self/fd/N" of the inode's descriptor (buf >= 32 bytes). */
 const char *b2fs_fd_path(int fd, char *buf, size_t cap);
 
-/* ---- frames (frame.c) and their shared handles (handle.c) -------------- */
+/* ---- frames (frame.c) and their shared handles (handle.c, whandle.c) ---- */
 /* Is the directory entry `name` under dirfd a frame (suffix + file or dir
  * holding chunks.b2frame)?  `st` is its lstat.  1, 0. */
 int b2fs_is_frame(int dirfd, const char *name, const struct stat *st);
@@ -129,14 +165,67 @@ int b2fs_probe_dir(void *ctx, const char *name);
 int b2fs_stat(b2fs_inode *in, struct stat *st);
 
 /* Open / release the shared frame handle; *keep_cache tells whether the
- * kernel may keep its cached pages.  Negative errno on failure. */
+ * kernel may keep its cached pages.  Negative errno on failure.  While the
+ * frame is open for writing, every open gets the writable handle. */
 int b2fs_frame_open(b2fs_inode *in, b2fs_handle **h, int *keep_cache);
-void b2fs_frame_release(b2fs_inode *in, b2fs_handle *h);
+/* Drop one user.  The last user of a writable handle commits, compacts when
+ * worthwhile and closes it: the commit's error comes back (-errno). */
+int b2fs_frame_release(b2fs_inode *in, b2fs_handle *h);
 /* The same for metadata only (xattrs, no page-cache decision); pass it
  * back to b2fs_frame_release. */
 int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h);
 /* The inode is going away: let go of its current handle (no user left). */
 void b2fs_frame_forget(b2fs_inode *in);
+
+/* Writable handles (whandle.c).  The writable handle (opened now unless
+ * the inode has one); -EROFS for .npy views and frames the writer cannot
+ * keep valid. */
+int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **h, int *keep_cache);
+/* Make the writable file f (just created at path) the inode's handle, with
+ * one user; takes f over.  Negative errno. */
+int b2fs_frame_install_rw(b2fs_inode *in, b2_file *f, const char *path,
+                          b2fs_handle **h);
+/* The file of a handle for one use (a read, write, flush...): for a
+ * writable handle, held against reopening until b2fs_unuse.  NULL when the
+ * handle lost its file (a reopen failed): answer EIO. */
+b2_file *b2fs_use(b2fs_handle *h);
+void b2fs_unuse(b2fs_handle *h);
+/* Reads and fsyncs through a read-only handle h go to the inode's writable
+ * handle while there is one: that handle with one more user (release it),
+ * or NULL to use h itself. */
+b2fs_handle *b2fs_frame_redirect(b2fs_inode *in, b2fs_handle *h);
+/* A write changed the frame (for the times shown). */
+void b2fs_frame_touched(b2fs_inode *in);
+/* The engine rewrites a contiguous frame into a new file on some commits
+ * (an empty frame, compaction): if the inode's source entry was replaced
+ * that way, rebind the inode to the new file.  Call after commits. */
+void b2fs_frame_follow(b2fs_inode *in);
+/* A lookup found the source entry at `path`: let a writable inode whose
+ * file was rewritten there follow it first (so the lookup finds it). */
+void b2fs_frame_follow_path(const char *path);
+/* Entries were renamed: reopen writable frames whose real path changed
+ * (the engine works on the path it was given). */
+void b2fs_frame_repath_all(void);
+/* Is any frame open for writing? */
+int b2fs_frame_any_writable(void);
+
+/* Internals shared by handle.c and whandle.c (inode lock held where said). */
+b2fs_handle *b2fs_handle_new(b2_file *f, const b2fs_sig *sig);
+int b2fs_handle_free(b2fs_handle *h); /* closes the file: its engine code */
+void b2fs_handle_take(b2fs_inode *in); /* one more user of cur (lock) */
+/* Make h current with one user (lock); *old: a replaced handle to free. */
+void b2fs_handle_make_cur(b2fs_inode *in, b2fs_handle *h, b2fs_handle **old);
+/* The inode lets go of cur (lock); returns it if now unused. */
+b2fs_handle *b2fs_handle_drop(b2fs_inode *in);
+int b2fs_handle_sig(b2fs_inode *in, b2fs_sig *sig);
+/* The page-cache decision of an open with signature sig (lock). */
+int b2fs_handle_keep(b2fs_inode *in, const b2fs_sig *sig);
+/* whandle.c: registry of inodes with a writable current handle (called
+ * under the inode lock by make_cur/drop), and the close of the last user. */
+void b2fs_wreg_add(b2fs_inode *in);
+void b2fs_wreg_del(b2fs_inode *in);
+int b2fs_wclose(b2fs_inode *in, b2fs_handle *h);
+
 /* Most unused frame handles kept open for later opens. */
 void b2fs_frame_set_idle_max(int n);
 /* Log a failure on a handle once per distinct detail (of the last 8). */
@@ -152,11 +241,39 @@ const char *b2fs_src_path(b2fs_inode *in, char *buf, size_t cap);
 int b2fs_plain_keep_cache(b2fs_inode *in, const struct stat *st);
 /* errno for an engine code from a read or an open. */
 int b2fs_errno(int rc);
+/* errno for an engine code from a write, flush or truncate. */
+int b2fs_werrno(int rc);
+
+/* ---- the source tree (srcops.c) ----------------------------------------- */
+/* Current real path of the inode's source entry (its directory's path and
+ * name, as the kernel tracks them), -ENOENT once removed. */
+int b2fs_real_path(b2fs_inode *in, char *buf, size_t cap);
+/* Real path of entry `name` of the directory open at dirfd. */
+int b2fs_path_at(int dirfd, const char *name, char *buf, size_t cap);
+/* Remove a sparse frame directory `name` of dirfd: its files, then it. */
+int b2fs_remove_frame_dir(int dirfd, const char *name);
+/* Remove a directory's hidden entries (engine leftovers): 1 if it held only
+ * those (now gone), 0 if it holds more, -errno. */
+int b2fs_clear_hidden(int dirfd, const char *name);
+/* Mode shown for a sparse frame from its directory's mode and back. */
+mode_t b2fs_sparse_dir_mode(mode_t shown);
+/* Give a new entry to the caller of the request (when running as root). */
+void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req);
+/* Owner and mode (and with times, the times) of `before` on the entry at
+ * fd (a new file that replaced the one described by before). */
+void b2fs_copy_attrs(int fd, const struct stat *before, int times);
 
 /* A per-thread buffer of at least n bytes (kept for the thread's life). */
 void *b2fs_tls_buf(size_t n);
 
 /* ---- operations ---------------------------------------------------------- */
+/* Look up source entry `src` (of view `kind`) in the directory at pfd and
+ * fill e (counting one lookup).  -errno; -ENOENT when absent. */
+int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e);
+/* The handle of an open's fh, and whether the open may write. */
+b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi);
+int b2fs_fh_writes(const struct fuse_file_info *fi);
+
 void b2fs_ops_read(struct fuse_lowlevel_ops *ops);
 void b2fs_ops_dir(struct fuse_lowlevel_ops *ops);
 void b2fs_ops_xattr(struct fuse_lowlevel_ops *ops);

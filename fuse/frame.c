@@ -3,6 +3,8 @@
  * (size, mtime, ctime, inode of the frame file: it changes when the frame
  * is rewritten in SOURCE), and the attributes shown for it (view size,
  * regular-file mode, disk use), recomputed only when the signature changes.
+ * A frame open for writing shows the size of its writable handle, and the
+ * time of its last change through the mount until that is committed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -56,6 +58,17 @@ int b2fs_errno(int rc) {
   }
 }
 
+int b2fs_werrno(int rc) {
+  switch (rc) {
+  case B2_E_LIMIT:
+    return EFBIG;
+  case B2_E_EXIST:
+    return EEXIST;
+  default:
+    return b2fs_errno(rc);
+  }
+}
+
 static int ts_eq(struct timespec a, struct timespec b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
@@ -97,7 +110,8 @@ const char *b2fs_src_path(b2fs_inode *in, char *buf, size_t cap) {
 /* Size of the view for signature sig (under the inode lock); 0 when the
  * frame cannot be opened. */
 static int64_t view_size(b2fs_inode *in, const b2fs_sig *sig) {
-  if (in->cur && b2fs_sig_eq(&in->cur->sig, sig)) return b2_file_size(in->cur->file);
+  if (in->cur && !in->cur->writable && b2fs_sig_eq(&in->cur->sig, sig))
+    return b2_file_size(in->cur->file);
   b2_file *f;
   if (sig->size < 0 || b2fs_open_view(in, &f) < 0) return 0;
   int64_t n = b2_file_size(f);
@@ -136,19 +150,30 @@ int b2fs_stat(b2fs_inode *in, struct stat *st) {
   if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
     return -errno;
   if (in->kind == B2FS_KIND_PLAIN) return 0;
+  if (in->rw && st->st_nlink == 0) { /* rewritten by our writer? */
+    b2fs_frame_follow(in);
+    if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  }
   b2fs_sig sig;
   b2fs_sig_of(in, st, &sig);
   pthread_mutex_lock(&in->lock);
+  b2fs_handle *w = in->cur && in->cur->writable ? in->cur : NULL;
   if (!in->attr_valid || !b2fs_sig_eq(&in->attr_sig, &sig)) {
-    in->lsize = view_size(in, &sig);
+    in->lsize = w ? (w->file ? b2_file_size(w->file) : 0) : view_size(in, &sig);
     in->blocks = in->sparse ? sparse_blocks(in->fd) : st->st_blocks;
     in->attr_sig = sig;
     in->attr_valid = 1;
   }
-  int64_t lsize = in->lsize;
+  if (w && !w->file) w = NULL; /* lost at a reopen */
+  int64_t lsize = w ? b2_file_size(w->file) : in->lsize;
   blkcnt_t blocks = in->blocks;
+  struct timespec wtime = in->wtime;
   pthread_mutex_unlock(&in->lock);
   st->st_size = lsize;
+  if (wtime.tv_sec) {
+    st->st_mtim = ts_max(st->st_mtim, wtime);
+    st->st_ctim = ts_max(st->st_ctim, wtime);
+  }
   if (in->sparse) {
     st->st_mode = S_IFREG | (st->st_mode & 07777 & ~(mode_t)0111);
     st->st_nlink = 1;

@@ -4,9 +4,11 @@
  * An open takes the inode's current handle when the frame's signature is
  * the one the handle was opened with, else opens the frame again and makes
  * that handle current; the kernel may keep its cached pages only when the
- * signature is the one of the previous open.  Read failures are logged
- * once per distinct detail.  Plain files' page-cache decision lives here
- * too.
+ * signature is the one of the previous open.  While the frame is open for
+ * writing (whandle.c) its writable handle is current and every open takes
+ * it, whatever the signature says: the changes are our own.  Read failures
+ * are logged once per distinct detail.  Plain files' page-cache decision
+ * lives here too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,43 +28,60 @@ int b2fs_open_view(b2fs_inode *in, b2_file **out) {
 }
 
 /* Handles: refs counts the opens (and peeks) using a handle plus one while
- * it is its inode's current handle.  A current handle nobody uses is kept
- * (frame parsed, chunk cache warm) for the next open, up to idle_max of
- * them; a handle of an older version of the frame lives until its last
- * user is done.  All under the inode lock. */
+ * it is its inode's current handle.  A current read-only handle nobody
+ * uses is kept (frame parsed, chunk cache warm) for the next open, up to
+ * idle_max of them; a handle of an older version of the frame lives until
+ * its last user is done.  All under the inode lock. */
 static atomic_int idle_kept;
 static int idle_max = 256;
 
 void b2fs_frame_set_idle_max(int n) { idle_max = n; }
 
-static b2fs_handle *handle_new(b2_file *f, const b2fs_sig *sig) {
+b2fs_handle *b2fs_handle_new(b2_file *f, const b2fs_sig *sig) {
   b2fs_handle *h = calloc(1, sizeof *h);
   if (!h) return NULL;
   h->file = f;
-  h->sig = *sig;
+  if (sig) h->sig = *sig;
   pthread_mutex_init(&h->errlock, NULL);
+  pthread_rwlock_init(&h->use, NULL);
   return h;
 }
 
-static void handle_free(b2fs_handle *h) {
-  if (!h) return;
-  b2_file_close(h->file);
+int b2fs_handle_free(b2fs_handle *h) {
+  if (!h) return 0;
+  int rc = h->file ? b2_file_close(h->file) : 0;
   pthread_mutex_destroy(&h->errlock);
+  pthread_rwlock_destroy(&h->use);
+  free(h->path);
   free(h);
+  return rc;
 }
 
-/* Take one more user of the inode's current handle. */
-static void take_cur(b2fs_inode *in) {
-  if (in->cur->refs++ == 1) atomic_fetch_sub(&idle_kept, 1);
+void b2fs_handle_take(b2fs_inode *in) {
+  if (in->cur->refs++ == 1 && !in->cur->writable) atomic_fetch_sub(&idle_kept, 1);
 }
 
-/* The inode lets go of its current handle; returns it if now unused. */
-static b2fs_handle *drop_cur(b2fs_inode *in) {
+b2fs_handle *b2fs_handle_drop(b2fs_inode *in) {
   b2fs_handle *h = in->cur;
   in->cur = NULL;
   if (!h) return NULL;
-  if (h->refs == 1) atomic_fetch_sub(&idle_kept, 1);
+  if (h->writable) {
+    in->rw = 0;
+    b2fs_wreg_del(in);
+  } else if (h->refs == 1) {
+    atomic_fetch_sub(&idle_kept, 1);
+  }
   return --h->refs == 0 ? h : NULL;
+}
+
+void b2fs_handle_make_cur(b2fs_inode *in, b2fs_handle *h, b2fs_handle **old) {
+  *old = b2fs_handle_drop(in);
+  h->refs = 2; /* the inode and this user */
+  in->cur = h;
+  if (h->writable) {
+    in->rw = 1;
+    b2fs_wreg_add(in);
+  }
 }
 
 /* Open the frame again as the inode's current handle, with one user
@@ -76,18 +95,16 @@ static int install_new(b2fs_inode *in, const b2fs_sig *sig, b2fs_handle **old) {
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
     return -b2fs_errno(rc);
   }
-  b2fs_handle *h = handle_new(f, sig);
+  b2fs_handle *h = b2fs_handle_new(f, sig);
   if (!h) {
     b2_file_close(f);
     return -ENOMEM;
   }
-  *old = drop_cur(in);
-  h->refs = 2; /* the inode and this user */
-  in->cur = h;
+  b2fs_handle_make_cur(in, h, old);
   return 0;
 }
 
-static int current_sig(b2fs_inode *in, b2fs_sig *sig) {
+int b2fs_handle_sig(b2fs_inode *in, b2fs_sig *sig) {
   struct stat st;
   if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
     return -errno;
@@ -95,29 +112,32 @@ static int current_sig(b2fs_inode *in, b2fs_sig *sig) {
   return 0;
 }
 
+int b2fs_handle_keep(b2fs_inode *in, const b2fs_sig *sig) {
+  int keep = in->open_valid && b2fs_sig_eq(&in->open_sig, sig);
+  in->open_sig = *sig;
+  in->open_valid = 1;
+  return keep;
+}
+
 /* The inode's current handle for the frame as it is now, with one more
  * user; with keep_cache, also the page-cache decision of an open. */
 static int get_handle(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
   b2fs_sig sig;
   b2fs_handle *old = NULL;
-  int rc = current_sig(in, &sig);
+  int rc = b2fs_handle_sig(in, &sig);
   if (rc < 0) return rc;
   pthread_mutex_lock(&in->lock);
-  if (in->cur && b2fs_sig_eq(&in->cur->sig, &sig)) {
-    take_cur(in);
+  if (in->cur && (in->cur->writable || b2fs_sig_eq(&in->cur->sig, &sig))) {
+    b2fs_handle_take(in);
   } else {
     rc = install_new(in, &sig, &old);
   }
   if (rc == 0) {
     *h = in->cur;
-    if (keep_cache) {
-      *keep_cache = in->open_valid && b2fs_sig_eq(&in->open_sig, &sig);
-      in->open_sig = sig;
-      in->open_valid = 1;
-    }
+    if (keep_cache) *keep_cache = in->cur->writable ? 1 : b2fs_handle_keep(in, &sig);
   }
   pthread_mutex_unlock(&in->lock);
-  handle_free(old);
+  b2fs_handle_free(old);
   return rc;
 }
 
@@ -129,23 +149,32 @@ int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h) {
   return get_handle(in, h, NULL);
 }
 
-void b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
+int b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
   b2fs_handle *dead = NULL;
+  int close_rw = 0;
   pthread_mutex_lock(&in->lock);
   if (--h->refs == 0) {
     dead = h; /* an older version, no longer current */
   } else if (h->refs == 1 && in->cur == h) {
-    if (atomic_fetch_add(&idle_kept, 1) >= idle_max) dead = drop_cur(in);
+    if (h->writable)
+      close_rw = 1;
+    else if (atomic_fetch_add(&idle_kept, 1) >= idle_max)
+      dead = b2fs_handle_drop(in);
   }
   pthread_mutex_unlock(&in->lock);
-  handle_free(dead);
+  int rc = close_rw ? b2fs_wclose(in, h) : b2fs_handle_free(dead);
+  return rc < 0 ? -b2fs_werrno(rc) : 0;
 }
 
 void b2fs_frame_forget(b2fs_inode *in) {
   pthread_mutex_lock(&in->lock);
-  b2fs_handle *dead = drop_cur(in);
+  b2fs_handle *dead = b2fs_handle_drop(in);
   pthread_mutex_unlock(&in->lock);
-  handle_free(dead);
+  if (dead && dead->writable && dead->file) {
+    int rc = b2_file_flush(dead->file);
+    if (rc < 0) b2fs_frame_log(in, dead, "commit at unmount", rc);
+  }
+  b2fs_handle_free(dead);
 }
 
 static uint64_t fnv1a(const char *s) {

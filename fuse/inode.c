@@ -2,8 +2,11 @@
  * inode.c - the inode table: one b2fs_inode per (st_dev, st_ino, kind) of
  * the source, with the kernel's lookup count; an inode dies (its O_PATH
  * descriptor closed) when the kernel forgets its last lookup.  The FUSE
- * inode number is the inode's address (the root is FUSE_ROOT_ID).
+ * inode number is the inode's address (the root is FUSE_ROOT_ID).  When a
+ * frame's file is replaced by a rewrite of our own (compaction, new
+ * parameters) the inode is rebound to the new file under the same number.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -28,10 +31,28 @@ int b2fs_table_init(void) {
   return b2fs_g.buckets ? 0 : -1;
 }
 
+/* A sparse frame removed while open was only hidden: delete it now. */
+static void remove_doomed(b2fs_inode *in) {
+  if (!in->doomed) return;
+  int parent = openat(in->fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (parent >= 0) {
+    if (b2fs_remove_frame_dir(parent, in->doomed) < 0)
+      b2fs_log("cannot remove the deleted frame %s", in->doomed);
+    close(parent);
+  }
+  free(in->doomed);
+  in->doomed = NULL;
+}
+
 static void inode_free(b2fs_inode *in) {
   b2fs_frame_forget(in);
+  remove_doomed(in);
   if (in->fd >= 0) close(in->fd);
+  for (int i = 0; i < in->nold; i++) close(in->old_fds[i]);
+  free(in->old_fds);
   pthread_mutex_destroy(&in->lock);
+  pthread_mutex_destroy(&in->wlock);
+  pthread_mutex_destroy(&in->nslock);
   free(in);
 }
 
@@ -101,11 +122,83 @@ b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse) 
   in->sparse = sparse;
   in->nlookup = 1;
   pthread_mutex_init(&in->lock, NULL);
+  pthread_mutex_init(&in->wlock, NULL);
+  pthread_mutex_init(&in->nslock, NULL);
   in->next = b2fs_g.buckets[h];
   b2fs_g.buckets[h] = in;
   if (++b2fs_g.count > b2fs_g.nbuckets) grow();
   pthread_mutex_unlock(&b2fs_g.table_lock);
   return in;
+}
+
+int b2fs_inode_pin(b2fs_inode *in) {
+  if (in == &b2fs_g.root) return 1;
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  int ok = in->nlookup > 0;
+  if (ok) in->nlookup++;
+  pthread_mutex_unlock(&b2fs_g.table_lock);
+  return ok;
+}
+
+b2fs_inode *b2fs_inode_find(const struct stat *st, int kind) {
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  size_t h = hash_key(st->st_dev, st->st_ino, kind) & (b2fs_g.nbuckets - 1);
+  b2fs_inode *in = b2fs_g.buckets[h];
+  for (; in; in = in->next)
+    if (in->dev == st->st_dev && in->ino == st->st_ino && in->kind == kind) {
+      in->nlookup++;
+      break;
+    }
+  pthread_mutex_unlock(&b2fs_g.table_lock);
+  return in;
+}
+
+/* Unhook in from its bucket (table lock held). */
+static void unhook(b2fs_inode *in) {
+  size_t h = hash_key(in->dev, in->ino, in->kind) & (b2fs_g.nbuckets - 1);
+  for (b2fs_inode **pp = &b2fs_g.buckets[h]; *pp; pp = &(*pp)->next)
+    if (*pp == in) {
+      *pp = in->next;
+      return;
+    }
+}
+
+void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st) {
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  int *olds = realloc(in->old_fds, (size_t)(in->nold + 1) * sizeof *olds);
+  if (olds) {
+    in->old_fds = olds;
+    olds[in->nold++] = in->fd;
+  } /* else the old descriptor leaks: other threads may still use it */
+  unhook(in);
+  in->dev = st->st_dev;
+  in->ino = st->st_ino;
+  in->sparse = S_ISDIR(st->st_mode);
+  in->fd = fd;
+  size_t h = hash_key(in->dev, in->ino, in->kind) & (b2fs_g.nbuckets - 1);
+  in->next = b2fs_g.buckets[h];
+  b2fs_g.buckets[h] = in;
+  pthread_mutex_unlock(&b2fs_g.table_lock);
+  pthread_mutex_lock(&in->lock);
+  in->attr_valid = 0;
+  pthread_mutex_unlock(&in->lock);
+}
+
+void b2fs_nslock2(b2fs_inode *a, b2fs_inode *b) {
+  if (a == b) b = NULL;
+  if (a && b && (uintptr_t)a > (uintptr_t)b) {
+    b2fs_inode *t = a;
+    a = b;
+    b = t;
+  }
+  if (a) pthread_mutex_lock(&a->nslock);
+  if (b) pthread_mutex_lock(&b->nslock);
+}
+
+void b2fs_nsunlock2(b2fs_inode *a, b2fs_inode *b) {
+  if (a == b) b = NULL;
+  if (a) pthread_mutex_unlock(&a->nslock);
+  if (b) pthread_mutex_unlock(&b->nslock);
 }
 
 void b2fs_inode_forget(b2fs_inode *in, uint64_t n) {
@@ -121,12 +214,7 @@ void b2fs_inode_forget(b2fs_inode *in, uint64_t n) {
     pthread_mutex_unlock(&b2fs_g.table_lock);
     return;
   }
-  size_t h = hash_key(in->dev, in->ino, in->kind) & (b2fs_g.nbuckets - 1);
-  for (b2fs_inode **pp = &b2fs_g.buckets[h]; *pp; pp = &(*pp)->next)
-    if (*pp == in) {
-      *pp = in->next;
-      break;
-    }
+  unhook(in);
   b2fs_g.count--;
   pthread_mutex_unlock(&b2fs_g.table_lock);
   inode_free(in);

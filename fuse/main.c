@@ -77,6 +77,8 @@ static int open_root(const char *source, char *abs, size_t cap) {
   r->kind = B2FS_KIND_PLAIN;
   r->nlookup = 1;
   pthread_mutex_init(&r->lock, NULL);
+  pthread_mutex_init(&r->wlock, NULL);
+  pthread_mutex_init(&r->nslock, NULL);
   return 0;
 }
 

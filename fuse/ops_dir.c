@@ -3,7 +3,8 @@
  * directory (names, inode numbers, types, which entries are frames) and
  * maps every name with names.c against that snapshot, so one listing is
  * consistent with itself; readdir pages through it; rewinding (offset 0
- * after entries were served) takes a new snapshot.
+ * after entries were served) takes a new snapshot.  The engine's temporary
+ * files (names.h: b2fs_name_hidden) are left out.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -85,6 +86,10 @@ static int snap_load(dsnap *s, int fd) {
   struct dirent *de;
   errno = 0;
   while ((de = readdir(dir))) {
+    if (b2fs_name_hidden(de->d_name)) {
+      errno = 0;
+      continue;
+    }
     if (s->n == cap) {
       size_t ncap = cap ? cap * 2 : 64;
       dent *ne = realloc(s->e, ncap * sizeof *ne);

@@ -1,12 +1,15 @@
 /*
- * ops_read.c - FUSE operations on names and file contents: init, lookup,
- * forget, getattr, readlink, open, read, release, statfs.  Plain files are
- * passed through (reads spliced from the source descriptor); frames are
- * read through their shared b2_file.
+ * ops_read.c - FUSE operations on names and open files: init, lookup,
+ * forget, getattr, readlink, statfs, open, read, flush, fsync, release.
+ * Plain files are passed through (reads spliced from the source
+ * descriptor); frames are read through their shared b2_file.  An open for
+ * writing of a frame takes its writable handle; close(2) (FUSE flush)
+ * commits it, so that close reports errors such as ENOSPC.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +27,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn) {
   conn->max_readahead = B2FS_IO_MAX;
   unsigned want = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
                   FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_CACHE_SYMLINKS |
-                  FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_ASYNC_READ;
+                  FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_ASYNC_READ |
+                  FUSE_CAP_ATOMIC_O_TRUNC;
   conn->want |= want & conn->capable;
-  conn->want &= ~(unsigned)FUSE_CAP_EXPORT_SUPPORT;
+  /* No write-back cache: the kernel would then keep its own size and
+   * times of a file and miss frames changed behind the mount. */
+  conn->want &= ~(unsigned)(FUSE_CAP_EXPORT_SUPPORT | FUSE_CAP_WRITEBACK_CACHE);
   conn->time_gran = 1;
 }
 
@@ -61,6 +67,35 @@ static void reply_negative(fuse_req_t req) {
   fuse_reply_entry(req, &e);
 }
 
+int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
+  int fd = openat(pfd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return -err;
+  }
+  int sparse = 0;
+  if (kind != B2FS_KIND_PLAIN && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode) && b2fs_holds_sparse_index(fd))
+      sparse = 1;
+    else
+      kind = B2FS_KIND_PLAIN; /* changed since the name was resolved */
+  }
+  b2fs_inode *in = b2fs_inode_ref(fd, &st, kind, sparse);
+  if (!in) return -ENOMEM;
+  memset(e, 0, sizeof *e);
+  int rc = b2fs_stat(in, &e->attr);
+  if (rc < 0) {
+    b2fs_inode_forget(in, 1);
+    return rc;
+  }
+  e->ino = b2fs_inode_id(in);
+  e->attr_timeout = b2fs_g.opts.timeout;
+  e->entry_timeout = b2fs_g.opts.timeout;
+  return 0;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   b2fs_inode *p = b2fs_inode_get(parent);
   if (p->kind != B2FS_KIND_PLAIN) {
@@ -72,8 +107,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     return;
   }
   char src[B2FS_NAME_MAX + 1];
-  int kind = b2fs_name_to_source(name, b2fs_probe_dir, &p->fd, src, sizeof src);
-  if (kind == -ENOENT) {
+  int pfd = p->fd;
+  int kind = b2fs_name_to_source(name, b2fs_probe_dir, &pfd, src, sizeof src);
+  if (kind == -ENOENT || (kind >= 0 && b2fs_name_hidden(src))) {
     reply_negative(req);
     return;
   }
@@ -81,41 +117,19 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, -kind);
     return;
   }
-  int fd = openat(p->fd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0 || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
-    int err = errno;
-    if (fd >= 0) close(fd);
-    if (err == ENOENT)
-      reply_negative(req);
-    else
-      fuse_reply_err(req, err);
-    return;
-  }
-  int sparse = 0;
-  if (kind != B2FS_KIND_PLAIN && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode) && b2fs_holds_sparse_index(fd))
-      sparse = 1;
-    else
-      kind = B2FS_KIND_PLAIN; /* changed since the name was resolved */
-  }
-  b2fs_inode *in = b2fs_inode_ref(fd, &st, kind, sparse);
-  if (!in) {
-    fuse_reply_err(req, ENOMEM);
-    return;
+  if (kind != B2FS_KIND_PLAIN && b2fs_frame_any_writable()) {
+    /* A frame we rewrote under this name: its inode follows first. */
+    char path[PATH_MAX];
+    if (b2fs_path_at(pfd, src, path, sizeof path) == 0) b2fs_frame_follow_path(path);
   }
   struct fuse_entry_param e;
-  memset(&e, 0, sizeof e);
-  int rc = b2fs_stat(in, &e.attr);
-  if (rc < 0) {
-    b2fs_inode_forget(in, 1);
+  int rc = b2fs_entry(pfd, src, kind, &e);
+  if (rc == -ENOENT)
+    reply_negative(req);
+  else if (rc < 0)
     fuse_reply_err(req, -rc);
-    return;
-  }
-  e.ino = b2fs_inode_id(in);
-  e.attr_timeout = b2fs_g.opts.timeout;
-  e.entry_timeout = b2fs_g.opts.timeout;
-  if (fuse_reply_entry(req, &e) != 0) b2fs_inode_forget(in, 1);
+  else if (fuse_reply_entry(req, &e) != 0)
+    b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -166,44 +180,72 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 }
 
 /* ---- contents ------------------------------------------------------------ */
+/* A frame open's fh: its handle, with bit 0 set when it may write. */
+b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi) {
+  return (b2fs_handle *)(uintptr_t)(fi->fh & ~(uint64_t)1);
+}
+int b2fs_fh_writes(const struct fuse_file_info *fi) { return (int)(fi->fh & 1); }
+
+static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi) {
+  struct stat st;
+  char path[64];
+  if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+    fuse_reply_err(req, errno);
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    fuse_reply_err(req, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
+    return;
+  }
+  /* Offsets come with every request: no O_APPEND on our descriptor. */
+  int flags = fi->flags & (O_ACCMODE | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME);
+  int fd = open(b2fs_fd_path(in->fd, path, sizeof path), flags | O_CLOEXEC);
+  if (fd < 0) {
+    fuse_reply_err(req, errno);
+    return;
+  }
+  if (fstat(fd, &st) == 0) fi->keep_cache = b2fs_plain_keep_cache(in, &st);
+  fi->fh = (uint64_t)fd;
+  fi->noflush = 1;
+  if (fuse_reply_open(req, fi) != 0) close(fd);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT))) {
-    fuse_reply_err(req, EROFS);
-    return;
-  }
   if (in->kind == B2FS_KIND_PLAIN) {
-    struct stat st;
-    char path[64];
-    if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
-      fuse_reply_err(req, errno);
-      return;
-    }
-    if (!S_ISREG(st.st_mode)) {
-      fuse_reply_err(req, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
-      return;
-    }
-    int fd = open(b2fs_fd_path(in->fd, path, sizeof path), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      fuse_reply_err(req, errno);
-      return;
-    }
-    fi->fh = (uint64_t)fd;
-    fi->keep_cache = b2fs_plain_keep_cache(in, &st);
-    fi->noflush = 1;
-    if (fuse_reply_open(req, fi) != 0) close(fd);
+    open_plain(req, in, fi);
     return;
   }
+  int writes = (fi->flags & O_ACCMODE) != O_RDONLY;
   b2fs_handle *h;
-  int keep = 0;
-  int rc = b2fs_frame_open(in, &h, &keep);
+  int keep = 0, rc;
+  if (writes || (fi->flags & O_TRUNC)) {
+    rc = b2fs_frame_open_rw(in, &h, &keep);
+    b2_file *f = rc == 0 && (fi->flags & O_TRUNC) ? b2fs_use(h) : NULL;
+    if (f && b2_file_size(f) > 0) {
+      int brc = b2_file_truncate(f, 0);
+      b2fs_unuse(h);
+      f = NULL;
+      if (brc < 0) {
+        b2fs_frame_log(in, h, "truncate at open", brc);
+        b2fs_frame_release(in, h);
+        rc = -b2fs_werrno(brc);
+      } else {
+        b2fs_frame_touched(in);
+        keep = 0;
+      }
+    }
+    if (f) b2fs_unuse(h);
+  } else {
+    rc = b2fs_frame_open(in, &h, &keep);
+  }
   if (rc < 0) {
     fuse_reply_err(req, -rc);
     return;
   }
-  fi->fh = (uint64_t)(uintptr_t)h;
+  fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)(writes != 0);
   fi->keep_cache = keep;
-  fi->noflush = 1;
+  fi->noflush = !writes;
   if (fuse_reply_open(req, fi) != 0) b2fs_frame_release(in, h);
 }
 
@@ -218,26 +260,72 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
     return;
   }
-  b2fs_handle *h = (b2fs_handle *)(uintptr_t)fi->fh;
+  b2fs_handle *h = b2fs_fh_handle(fi);
+  b2fs_handle *w = b2fs_frame_redirect(in, h);
+  b2fs_handle *use = w ? w : h;
   unsigned char *buf = b2fs_tls_buf(size);
-  if (!buf) {
-    fuse_reply_err(req, ENOMEM);
-    return;
-  }
+  b2_file *f = b2fs_use(use);
   size_t done = 0;
-  while (done < size) {
-    ssize_t n = b2_file_pread(h->file, buf + done, size - done, (int64_t)off + (int64_t)done);
+  int err = !buf ? ENOMEM : !f ? EIO : 0;
+  int tries = 0;
+  while (!err && done < size) {
+    ssize_t n = b2_file_pread(f, buf + done, size - done, (int64_t)off + (int64_t)done);
+    /* A size change racing with the read (kernel read-ahead of a file
+     * being truncated and written): read again. */
+    if (n == B2_E_RANGE && use->writable && tries++ < 20) {
+      sched_yield();
+      continue;
+    }
+    if (n < 0 && use->writable && (int64_t)off + (int64_t)done >= b2_file_size(f)) break;
     if (n < 0) {
       char what[64];
       snprintf(what, sizeof what, "read at offset %lld", (long long)off + (long long)done);
-      b2fs_frame_log(in, h, what, (int)n);
-      fuse_reply_err(req, b2fs_errno((int)n));
-      return;
+      b2fs_frame_log(in, use, what, (int)n);
+      err = b2fs_errno((int)n);
+      break;
     }
     if (n == 0) break;
     done += (size_t)n;
   }
-  fuse_reply_buf(req, (const char *)buf, done);
+  b2fs_unuse(use);
+  if (err)
+    fuse_reply_err(req, err);
+  else
+    fuse_reply_buf(req, (const char *)buf, done);
+  if (w) b2fs_frame_release(in, w);
+}
+
+/* Commit a frame through the handle of an open (or the writable one). */
+static int commit(b2fs_inode *in, b2fs_handle *h, const char *what) {
+  b2fs_handle *w = b2fs_frame_redirect(in, h);
+  b2fs_handle *use = w ? w : h;
+  b2_file *f = b2fs_use(use);
+  int rc = f ? b2_file_flush(f) : B2_E_IO;
+  if (rc < 0 && f) b2fs_frame_log(in, use, what, rc);
+  b2fs_unuse(use);
+  b2fs_frame_follow(in);
+  if (w) b2fs_frame_release(in, w);
+  return rc < 0 ? -b2fs_werrno(rc) : 0;
+}
+
+/* close(2) of an open that may write: commit, so that close sees errors. */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  b2fs_inode *in = b2fs_inode_get(ino);
+  int rc = 0;
+  if (in->kind != B2FS_KIND_PLAIN && b2fs_fh_writes(fi))
+    rc = commit(in, b2fs_fh_handle(fi), "commit at close");
+  fuse_reply_err(req, -rc);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+                     struct fuse_file_info *fi) {
+  b2fs_inode *in = b2fs_inode_get(ino);
+  int rc;
+  if (in->kind == B2FS_KIND_PLAIN)
+    rc = (datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) < 0 ? -errno : 0;
+  else
+    rc = commit(in, b2fs_fh_handle(fi), "fsync");
+  fuse_reply_err(req, -rc);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
@@ -245,15 +333,16 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
   if (in->kind == B2FS_KIND_PLAIN)
     close((int)fi->fh);
   else
-    b2fs_frame_release(in, (b2fs_handle *)(uintptr_t)fi->fh);
+    b2fs_frame_release(in, b2fs_fh_handle(fi)); /* errors are logged */
   fuse_reply_err(req, 0);
 }
 
-/* With default_permissions the kernel checks modes itself; without it,
- * only writing is refused here (the mount is read-only). */
+/* With default_permissions the kernel checks modes itself and never asks;
+ * without it, access is granted here and the source file system decides
+ * when the call is made. */
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask) {
-  (void)ino;
-  fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+  (void)ino, (void)mask;
+  fuse_reply_err(req, 0);
 }
 
 void b2fs_ops_read(struct fuse_lowlevel_ops *ops) {
@@ -267,5 +356,7 @@ void b2fs_ops_read(struct fuse_lowlevel_ops *ops) {
   ops->statfs = op_statfs;
   ops->open = op_open;
   ops->read = op_read;
+  ops->flush = op_flush;
+  ops->fsync = op_fsync;
   ops->release = op_release;
 }

@@ -2,11 +2,22 @@
  * ops_xattr.c - extended attributes.  A frame answers only its own
  * "user.b2.*" attributes (b2_file_xattr_list/get); other names get ENODATA
  * without opening the frame (ls asks every file for security.* ones).
- * Plain files and directories show their source attributes; symlinks none.
+ * Setting user.b2.codec, clevel, filters, typesize, chunksize, blocksize or
+ * layout before a frame's first write recreates it with that parameter
+ * (b2_file_set_param; the inode is rebound to the new file); the
+ * user.b2.vlmeta.NAME attributes can be set and removed at any time (each
+ * change is committed at once).  Other frame attributes are read-only.
+ * Plain files and directories show and take their source attributes;
+ * symlinks none.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "b2fs.h"
 
@@ -58,7 +69,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     reply_sized(req, size, 0, buf);
     return;
   }
-  ssize_t n = b2_file_xattr_list(h->file, buf, size);
+  b2_file *f = b2fs_use(h);
+  ssize_t n = f ? b2_file_xattr_list(f, buf, size) : 0;
+  b2fs_unuse(h);
   b2fs_frame_release(in, h);
   reply_sized(req, size, n < 0 ? -xattr_errno(n) : n, buf);
 }
@@ -91,12 +104,173 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     fuse_reply_err(req, ENODATA);
     return;
   }
-  ssize_t n = b2_file_xattr_get(h->file, name, buf, size);
+  b2_file *f = b2fs_use(h);
+  ssize_t n = f ? b2_file_xattr_get(f, name, buf, size) : B2_E_NOENT;
+  b2fs_unuse(h);
   b2fs_frame_release(in, h);
   reply_sized(req, size, n < 0 ? -xattr_errno(n) : n, buf);
+}
+
+/* ---- changing attributes ------------------------------------------------- */
+
+#define VLMETA_PREFIX FRAME_XATTR_PREFIX "vlmeta."
+
+static const char *const param_keys[] = {"codec",     "clevel",    "filters", "typesize",
+                                         "chunksize", "blocksize", "layout"};
+
+static int is_param(const char *key) {
+  for (size_t i = 0; i < sizeof param_keys / sizeof param_keys[0]; i++)
+    if (!strcmp(key, param_keys[i])) return 1;
+  return 0;
+}
+
+/* A new creation parameter for an empty frame: the engine creates the
+ * frame anew, so the inode moves to the new file (owner, mode and times of
+ * the old one kept), with renames and removals of the entry held off. */
+static int set_param(b2fs_inode *in, const char *key, const char *value, size_t size) {
+  char *val = malloc(size + 1);
+  if (!val) return -ENOMEM;
+  memcpy(val, value, size);
+  val[size] = 0;
+  b2fs_handle *h;
+  int rc = b2fs_frame_open_rw(in, &h, NULL);
+  if (rc < 0) {
+    free(val);
+    return rc;
+  }
+  char path[PATH_MAX];
+  struct stat before;
+  pthread_mutex_lock(&in->nslock);
+  rc = b2fs_real_path(in, path, sizeof path);
+  if (rc == 0 && strcmp(path, h->path) != 0) rc = -EBUSY; /* renamed while open */
+  if (rc == 0 && fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+    rc = -errno;
+  b2_file *f = b2fs_use(h);
+  if (rc == 0 && !f) rc = -EIO;
+  if (rc == 0) {
+    int brc = b2_file_set_param(f, key, val);
+    if (brc < 0) {
+      if (brc != B2_E_INVAL && brc != B2_E_BUSY) b2fs_frame_log(in, h, "set parameter", brc);
+      rc = -b2fs_werrno(brc);
+    }
+    /* Rebind even after a failure: the frame may have been recreated. */
+    int nfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (nfd >= 0 && fstat(nfd, &st) == 0 &&
+        (st.st_ino != before.st_ino || st.st_dev != before.st_dev)) {
+      b2fs_copy_attrs(nfd, &before, 1);
+      fstat(nfd, &st);
+      b2fs_inode_rebind(in, nfd, &st);
+    } else if (nfd >= 0) {
+      close(nfd);
+    }
+  }
+  b2fs_unuse(h);
+  pthread_mutex_unlock(&in->nslock);
+  int rc2 = b2fs_frame_release(in, h);
+  free(val);
+  return rc ? rc : rc2;
+}
+
+/* Set (value != NULL) or remove a variable-length metalayer, committed at
+ * once.  .npy views get a writable logical handle of their own. */
+static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_t size,
+                      int flags) {
+  b2fs_handle *h = NULL;
+  b2_file *own = NULL;
+  int rc;
+  if (in->kind == B2FS_KIND_LOGICAL) {
+    rc = b2fs_frame_open_rw(in, &h, NULL);
+    if (rc < 0) return rc;
+  } else {
+    char path[PATH_MAX];
+    rc = b2fs_real_path(in, path, sizeof path);
+    if (rc < 0) return rc;
+    int brc = b2_file_open(b2fs_g.env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &own);
+    if (brc < 0) return brc == B2_E_UNSUPPORTED ? -EROFS : -b2fs_errno(brc);
+  }
+  b2_file *f = own ? own : b2fs_use(h);
+  if (!f) {
+    b2fs_unuse(h);
+    b2fs_frame_release(in, h);
+    return -EIO;
+  }
+  b2_frame *fr = b2_file_frame(f);
+  int brc = 0;
+  if (!value || (flags & (XATTR_CREATE | XATTR_REPLACE))) {
+    uint8_t *old = NULL;
+    size_t len;
+    int have = b2_frame_vlmeta_get(fr, name, &old, &len) == 0;
+    free(old);
+    if (have && (flags & XATTR_CREATE)) rc = -EEXIST;
+    if (!have && (!value || (flags & XATTR_REPLACE))) rc = -ENODATA;
+  }
+  if (rc == 0) {
+    brc = value ? b2_frame_vlmeta_set(fr, name, value, size) : b2_frame_vlmeta_del(fr, name);
+    if (brc == 0) brc = b2_file_flush(f);
+    if (brc < 0) rc = brc == B2_E_NOENT ? -ENODATA : -b2fs_werrno(brc);
+  }
+  if (own) {
+    int crc = b2_file_close(own);
+    if (rc == 0 && crc < 0) rc = -b2fs_werrno(crc);
+  } else {
+    b2fs_unuse(h);
+    b2fs_frame_follow(in);
+    int rc2 = b2fs_frame_release(in, h);
+    if (rc == 0) rc = rc2;
+  }
+  return rc;
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                        const char *value, size_t size, int flags) {
+  b2fs_inode *in = b2fs_inode_get(ino);
+  int rc;
+  if (in->kind == B2FS_KIND_PLAIN) {
+    char path[64];
+    if (!plain_ok(in))
+      rc = -EPERM;
+    else
+      rc = setxattr(b2fs_fd_path(in->fd, path, sizeof path), name, value, size, flags) < 0
+               ? -errno
+               : 0;
+  } else if (strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX)) != 0) {
+    rc = -ENOTSUP;
+  } else if (!strncmp(name, VLMETA_PREFIX, strlen(VLMETA_PREFIX)) &&
+             name[strlen(VLMETA_PREFIX)]) {
+    rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), value, size, flags);
+  } else if (is_param(name + strlen(FRAME_XATTR_PREFIX))) {
+    rc = in->kind == B2FS_KIND_LOGICAL ? set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size)
+                                       : -EROFS;
+  } else {
+    rc = -EPERM; /* computed or fixed attributes */
+  }
+  fuse_reply_err(req, -rc);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
+  b2fs_inode *in = b2fs_inode_get(ino);
+  int rc;
+  if (in->kind == B2FS_KIND_PLAIN) {
+    char path[64];
+    if (!plain_ok(in))
+      rc = -ENODATA;
+    else
+      rc = removexattr(b2fs_fd_path(in->fd, path, sizeof path), name) < 0 ? -errno : 0;
+  } else if (!strncmp(name, VLMETA_PREFIX, strlen(VLMETA_PREFIX)) &&
+             name[strlen(VLMETA_PREFIX)]) {
+    rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), NULL, 0, 0);
+  } else if (!strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))) {
+    rc = -EPERM;
+  } else {
+    rc = -ENODATA;
+  }
+  fuse_reply_err(req, -rc);
 }
 
 void b2fs_ops_xattr(struct fuse_lowlevel_ops *ops) {
   ops->listxattr = op_listxattr;
   ops->getxattr = op_getxattr;
+  ops->setxattr = op_setxattr;
+  ops->removexattr = op_removexattr;
 }

@@ -23,6 +23,9 @@ enum {
   KEY_NO_DP,
   KEY_FSNAME,
   KEY_MAX_READ,
+  KEY_IDLE_FLUSH,
+  KEY_COMPACT_PCT,
+  KEY_COMPACT_MIN,
 };
 
 static const struct fuse_opt spec[] = {
@@ -33,7 +36,7 @@ static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
     FUSE_OPT_KEY("idle_frames=", KEY_IDLE),
     FUSE_OPT_KEY("no_default_permissions", KEY_NO_DP),
-    /* write-path options: checked now, used once writing lands */
+    /* writing */
     FUSE_OPT_KEY("codec=", KEY_PARAM),
     FUSE_OPT_KEY("clevel=", KEY_PARAM),
     FUSE_OPT_KEY("filters=", KEY_PARAM),
@@ -42,6 +45,9 @@ static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("blocksize=", KEY_PARAM),
     FUSE_OPT_KEY("layout=", KEY_PARAM),
     FUSE_OPT_KEY("dirty_max=", KEY_DIRTY),
+    FUSE_OPT_KEY("idle_flush=", KEY_IDLE_FLUSH),
+    FUSE_OPT_KEY("compact_pct=", KEY_COMPACT_PCT),
+    FUSE_OPT_KEY("compact_min=", KEY_COMPACT_MIN),
     /* noticed, then left for libfuse */
     FUSE_OPT_KEY("fsname=", KEY_FSNAME),
     FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
@@ -146,6 +152,30 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
       return -1;
     }
     return 0;
+  case KEY_IDLE_FLUSH: {
+    int ms;
+    if (parse_int(val, 0, 3600 * 1000, &ms) < 0) {
+      fprintf(stderr, "b2fs: bad idle_flush '%s' (milliseconds, 0 for never)\n", val);
+      return -1;
+    }
+    o->env.idle_ms = (unsigned)ms;
+    return 0;
+  }
+  case KEY_COMPACT_PCT: {
+    int pct;
+    if (parse_int(val, 0, 100, &pct) < 0) {
+      fprintf(stderr, "b2fs: bad compact_pct '%s' (0-100, 0 for never)\n", val);
+      return -1;
+    }
+    o->compact_pct = (unsigned)pct;
+    return 0;
+  }
+  case KEY_COMPACT_MIN:
+    if (b2_parse_size(val, &o->compact_min) < 0) {
+      fprintf(stderr, "b2fs: bad compact_min '%s' (want e.g. 16M)\n", val);
+      return -1;
+    }
+    return 0;
   case KEY_NO_DP:
     o->no_default_perms = 1;
     return 0;
@@ -165,6 +195,9 @@ int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o) {
   b2_env_opts_default(&o->env);
   o->timeout = 1.0;
   o->idle_frames = -1;
+  o->env.idle_ms = 1000;
+  o->compact_pct = 25;
+  o->compact_min = 16u << 20;
   parse_state ps;
   memset(&ps, 0, sizeof ps);
   ps.o = o;
@@ -197,9 +230,22 @@ void b2fs_opts_help(const char *prog) {
          "    -o idle_frames=N       frames kept open while unused (default:\n"
          "                           a 16th of the descriptor limit, <= 1024)\n"
          "    -o no_default_permissions  let b2fs, not the kernel, check access\n"
-         "    -o codec=,clevel=,filters=,typesize=,chunksize=,blocksize=,\n"
-         "       layout=,dirty_max=  parameters of written frames (checked;\n"
-         "                           writing is not available yet); several\n"
-         "                           filters as filters=shuffle+delta\n\n",
+         "\nWriting: a new file NAME is stored as the frame NAME.b2frame, with\n"
+         "    -o codec=NAME          blosclz lz4 lz4hc zlib zstd (default zstd)\n"
+         "    -o clevel=N            0-9 (default 1)\n"
+         "    -o filters=LIST        e.g. shuffle, bitshuffle, shuffle+delta, none\n"
+         "                           (default shuffle)\n"
+         "    -o typesize=N          item size for the filters (default 8)\n"
+         "    -o chunksize=SIZE      (default 1M)    -o blocksize=SIZE (default auto)\n"
+         "    -o layout=contiguous|sparse            (default contiguous)\n"
+         "    -o dirty_max=SIZE      written data held before writers wait (64M)\n"
+         "    -o idle_flush=MS       commit files idle this long (default 1000;\n"
+         "                           0: only at fsync and close)\n"
+         "    -o compact_pct=N,compact_min=SIZE  rewrite a frame at its last\n"
+         "                           close when dead bytes exceed N%% of it and\n"
+         "                           SIZE (defaults 25, 16M; compact_pct=0: never)\n"
+         "    Before a file's first write, setfattr -n user.b2.codec -v lz4 FILE\n"
+         "    (and clevel, filters, typesize, chunksize, blocksize, layout) sets\n"
+         "    its own parameters; user.b2.vlmeta.NAME can be set any time.\n\n",
          prog);
 }

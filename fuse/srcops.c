@@ -1,0 +1,133 @@
+/*
+ * srcops.c - changes to SOURCE entries that take more than one call:
+ * real paths of entries (for the engine, which works on paths), removing
+ * a sparse frame's directory, clearing engine leftovers, and carrying
+ * owner, mode and times over to a file that replaced another.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2fs.h"
+
+int b2fs_real_path(b2fs_inode *in, char *buf, size_t cap) {
+  char proc[64];
+  int fd = in->fd;
+  struct stat st;
+  if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  if (st.st_nlink == 0) return -ENOENT;
+  ssize_t n = readlink(b2fs_fd_path(fd, proc, sizeof proc), buf, cap);
+  if (n < 0) return -errno;
+  if ((size_t)n >= cap) return -ENAMETOOLONG;
+  buf[n] = 0;
+  if (buf[0] != '/') return -ENOENT; /* not a path in our namespace */
+  return 0;
+}
+
+int b2fs_path_at(int dirfd, const char *name, char *buf, size_t cap) {
+  char proc[64];
+  ssize_t n = readlink(b2fs_fd_path(dirfd, proc, sizeof proc), buf, cap);
+  if (n < 0) return -errno;
+  if ((size_t)n >= cap || buf[0] != '/') return -ENAMETOOLONG;
+  size_t k = strlen(name);
+  int slash = !(n == 1); /* the root directory "/" */
+  if ((size_t)n + (size_t)slash + k + 1 > cap) return -ENAMETOOLONG;
+  if (slash) buf[n++] = '/';
+  memcpy(buf + n, name, k + 1);
+  return 0;
+}
+
+/* Call fn on every entry of directory `name` of dirfd but . and .. */
+typedef int (*entry_fn)(int dfd, const char *name, unsigned char type, void *arg);
+static int each_entry(int pfd, const char *name, entry_fn fn, void *arg) {
+  int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return -errno;
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    int err = errno;
+    close(dfd);
+    return -err;
+  }
+  int rc = 0;
+  struct dirent *e;
+  while (rc >= 0 && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    rc = fn(dirfd(d), e->d_name, e->d_type, arg);
+  }
+  closedir(d);
+  return rc;
+}
+
+/* A sparse frame holds regular files only (chunks.b2frame, NNNNNNNN.chunk
+ * and temporaries); anything else is left, and so is the directory. */
+static int unlink_file(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)arg;
+  if (type != DT_REG && type != DT_UNKNOWN) return 0;
+  if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT) return -errno;
+  return 0;
+}
+
+int b2fs_remove_frame_dir(int dirfd, const char *name) {
+  int rc = each_entry(dirfd, name, unlink_file, NULL);
+  if (rc < 0) return rc;
+  return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+static int count_shown(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)dfd, (void)type;
+  if (!b2fs_name_hidden(name)) (*(int *)arg)++;
+  return 0;
+}
+
+static int unlink_hidden(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)arg;
+  if (!b2fs_name_hidden(name)) return 0;
+  if (type == DT_DIR) return b2fs_remove_frame_dir(dfd, name);
+  if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT) return -errno;
+  return 0;
+}
+
+int b2fs_clear_hidden(int dirfd, const char *name) {
+  int shown = 0;
+  int rc = each_entry(dirfd, name, count_shown, &shown);
+  if (rc < 0) return rc;
+  if (shown) return 0;
+  rc = each_entry(dirfd, name, unlink_hidden, NULL);
+  return rc < 0 ? rc : 1;
+}
+
+mode_t b2fs_sparse_dir_mode(mode_t shown) {
+  mode_t m = shown & 07777;
+  return m | ((m & 0444) >> 2); /* searchable where readable */
+}
+
+void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req) {
+  if (geteuid() != 0) return;
+  const struct fuse_ctx *ctx = fuse_req_ctx(req);
+  if (ctx->uid == 0 && ctx->gid == 0) return;
+  if (fchownat(dirfd, name, ctx->uid, ctx->gid, AT_SYMLINK_NOFOLLOW) < 0)
+    b2fs_log("cannot give %s to uid %u: %s", name, (unsigned)ctx->uid, strerror(errno));
+}
+
+void b2fs_copy_attrs(int fd, const struct stat *before, int times) {
+  char proc[64];
+  struct stat now;
+  if (fstatat(fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return;
+  if ((now.st_uid != before->st_uid || now.st_gid != before->st_gid) &&
+      fchownat(fd, "", before->st_uid, before->st_gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+    b2fs_log("cannot keep the owner of a rewritten frame: %s", strerror(errno));
+  b2fs_fd_path(fd, proc, sizeof proc);
+  /* Sparse <-> contiguous: the directory is searchable where readable. */
+  mode_t mode = before->st_mode & 07777;
+  if (S_ISDIR(now.st_mode) && !S_ISDIR(before->st_mode)) mode = b2fs_sparse_dir_mode(mode);
+  if (!S_ISDIR(now.st_mode) && S_ISDIR(before->st_mode)) mode &= ~(mode_t)0111;
+  if ((now.st_mode & 07777) != mode) (void)chmod(proc, mode);
+  if (!times) return;
+  struct timespec ts[2] = {before->st_atim, before->st_mtim};
+  (void)utimensat(AT_FDCWD, proc, ts, 0);
+}
