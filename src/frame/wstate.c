@@ -150,7 +150,10 @@ int b2_frame_w_set_trailer(b2_frame *f, uint8_t *buf, size_t len) {
   for (int k = 0; k < n && same; k++)
     same = strcmp(m[k].name, f->vlmeta[k].name) == 0;
   if (same && n > 0) {
-    memcpy(f->vlmeta, m, (size_t)n * sizeof *m);
+    for (int k = 0; k < n; k++) { /* the names stay untouched */
+      f->vlmeta[k].pos = m[k].pos;
+      f->vlmeta[k].len = m[k].len;
+    }
     free(m);
     return 0;
   }
