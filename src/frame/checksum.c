@@ -24,6 +24,13 @@
  * frame changes it under the writer lock together with the index, and
  * every commit stages the vlmetalayer in the trailer it writes anyway, so
  * checksums and index always reach the disk in the same commit.
+ *
+ * Cost: read.c loads every chunk whole, range decodes included, and the
+ * check is one CRC pass over the stored bytes (about 20 GB/s with SSE4.2,
+ * 1-2 GB/s portable): nothing for whole-chunk decodes, and for a small
+ * range read of a poorly compressed 1 MiB chunk about as much as the
+ * pread itself.  A future read path that loads only some blocks of a
+ * chunk must load it whole while b2_frame_csum_active says so.
  */
 #include <stdarg.h>
 #include <stdatomic.h>

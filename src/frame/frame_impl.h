@@ -9,7 +9,8 @@
  * `b2_frame_w`: readers then hold its rwlock (read side) while they look
  * at the index, the geometry or the metalayers and while they read chunk
  * bytes; writers serialise on its mutex and take the write side only to
- * change those.
+ * change those.  checksum.c keeps the per-chunk CRC-32C table (vlmetalayer
+ * b2fs.crc32c) beside the index and verifies chunks as read.c loads them.
  */
 #ifndef B2_FRAME_IMPL_H
 #define B2_FRAME_IMPL_H
