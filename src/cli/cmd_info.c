@@ -156,6 +156,11 @@ int b2f_info(int argc, char **argv) {
   put_int(&o, "chunksize", in->chunksize);
   put_int(&o, "blocksize", in->blocksize);
   put_int(&o, "varlen", in->varlen_chunks);
+  b2_frame_csum_info ci;
+  if (b2_frame_checksums(f, &ci) == 0) {
+    static const char *const states[] = {"none", "all chunks", "partial", "ignored"};
+    put_str(&o, "checksums", ci.state >= 0 && ci.state <= 3 ? states[ci.state] : "unknown");
+  }
 
   const char *names[256];
   int n = 0;

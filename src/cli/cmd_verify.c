@@ -68,7 +68,7 @@ static int verify_one(const char *path, int quiet) {
     }
     rc = b2_frame_decode_chunk(f, i, buf, cap);
     if (rc < 0) {
-      status = b2f_report(path, b2_context(rc, "chunk %lld", (long long)i));
+      status = b2f_report(path, rc); /* the frame layer names the chunk */
       break;
     }
   }
