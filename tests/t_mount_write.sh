@@ -1,0 +1,423 @@
+#!/usr/bin/env bash
+# t_mount_write.sh - the write path of the b2fs daemon end to end.
+#
+#   1. tests/mount_ex.c (random operations against a shadow file, every
+#      read compared) on four mounts: zstd and blosclz contiguous, lz4 and
+#      zstd sparse, small chunks; one with a tiny cache and compaction at
+#      every close, one committing after 20 ms idle.
+#   2. A mount with the default parameters: new files are NAME.b2frame,
+#      renames keep the suffix (files and directories, across directories,
+#      over other entries), plain files written through, .npy views and the
+#      older layout refuse writing (EROFS), a frame of another codec keeps
+#      it, mkdir/rmdir, chmod/chown/touch, symlinks, statfs, truncate,
+#      user.b2.* parameters and vlmeta, hidden engine temporaries; cp -a,
+#      rsync -a and tar round trips; sqlite3 databases (rollback journal and
+#      WAL) pass PRAGMA integrity_check after a remount.
+#   3. Compaction at the last close (new file, owner, mode, times kept).
+#   4. Disk full (a 4 MiB tmpfs as SOURCE): ENOSPC at write, fsync or
+#      close; the frame keeps its last committed content.
+# After every mount, each frame left in its SOURCE passes `b2f verify` and
+# no engine temporaries are left; daemon logs hold no sanitizer report.
+#
+# Env: B2FS, B2F, B2FS_FIXTURES, PY (set by tests/run.sh); CC for the
+# exerciser; B2FS_EX_SEED replays an exerciser run, B2FS_EX_OPS sets its
+# operations per mount (default 30000).
+set -u
+cd "$(dirname "$0")/.."
+B2FS=${B2FS:-$PWD/build/san/b2fs}
+B2F=${B2F:-$PWD/build/san/b2f}
+FIX=${B2FS_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
+PY=${PY:-/usr/bin/python3}
+T="timeout -s KILL 300"
+
+if [ ! -x "$B2FS" ] || [ ! -x "$B2F" ]; then echo "skip mount_write: b2fs or b2f is not built"; exit 0; fi
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+  echo "skip mount_write: no /dev/fuse or fusermount3"; exit 0
+fi
+
+TMP=$(mktemp -d /tmp/b2fs-t_mount_write.XXXXXX)
+. tests/mount_lib.sh
+SMALL=""
+cleanup() {
+  unmount_all
+  if [ -n "$SMALL" ] && mountpoint -q "$SMALL"; then umount "$SMALL" 2>/dev/null || umount -l "$SMALL"; fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# frames_in DIR: every frame in DIR (files with a frame suffix, sparse
+# frame directories), one per line.
+frames_in() {
+  find "$1" \( -type d \( -name '*.b2frame' -o -name '*.b2f' -o -name '*.b2' -o -name '*.b2nd' \) \
+                 -exec test -f '{}/chunks.b2frame' ';' -print -prune \) -o \
+            \( -type f \( -name '*.b2frame' -o -name '*.b2f' -o -name '*.b2' -o -name '*.b2nd' \) -print \)
+}
+
+# verify_source NAME DIR: every frame passes b2f verify; no temporaries.
+verify_source() {
+  local name=$1 dir=$2 bad="" n=0 f
+  while IFS= read -r f; do
+    n=$((n + 1))
+    $T "$B2F" verify "$f" >/dev/null 2>"$TMP/verify.err" || bad="$bad ${f#"$dir"/}($(head -c 200 "$TMP/verify.err"))"
+  done < <(frames_in "$dir")
+  local left
+  left=$(find "$dir" \( -name '.*.b2tmp' -o -name 'chunks.b2frame.tmp' \) | head -3)
+  [ -n "$left" ] && bad="$bad leftovers: $left"
+  if [ -z "$bad" ]; then ok "${name}_frames_verify"; echo "  $n frames verified in ${dir#"$TMP"/}"
+  else nok "${name}_frames_verify" "$bad"; fi
+}
+
+# check NAME COND...: ok when the command succeeds.
+check() { local n=$1; shift; if "$@"; then ok "$n"; else nok "$n" "${CHECK_WHY:-failed}"; fi; CHECK_WHY=""; }
+CHECK_WHY=""
+sha() { sha256sum <"$1" | cut -c1-64; }
+fsize() { stat -c %s "$1"; }
+
+# ---- 1. the random exerciser -------------------------------------------------
+EX=$TMP/mount_ex
+if ${CC:-cc} -O2 -std=c11 -Wall -Wextra -Werror -o "$EX" tests/mount_ex.c 2>"$TMP/cc.log"; then
+  SEED=${B2FS_EX_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+  NOPS=${B2FS_EX_OPS:-30000}
+  echo "  exerciser seed $SEED, $NOPS operations per mount (B2FS_EX_SEED=$SEED replays)"
+  i=0
+  for cfg in "zstd_contig codec=zstd,clevel=1,chunksize=64K" \
+             "lz4_sparse codec=lz4,chunksize=64K,layout=sparse" \
+             "blosclz_contig_smallcache codec=blosclz,filters=bitshuffle,typesize=4,chunksize=64K,cache_size=2M,dirty_max=512K,compact_min=0" \
+             "zstd_sparse_idle codec=zstd,clevel=3,filters=shuffle+delta,chunksize=64K,layout=sparse,idle_flush=20,timeout=0"; do
+    set -- $cfg
+    name=ex_$1 opts=$2 i=$((i + 1))
+    src=$TMP/$name.src mnt=$TMP/$name.mnt
+    mkdir -p "$src" "$mnt"
+    if ! mount_bg "$name" "$src" "$mnt" "$opts"; then
+      nok "$name" "daemon did not mount: $(head -c 300 "${LOGS[$mnt]}")"; continue
+    fi
+    if $T "$EX" "$mnt/file" "$TMP/$name.shadow" $((SEED + i)) "$NOPS" 65536 >"$TMP/$name.out" 2>&1; then
+      ok "$name"; sed -n 's/^done/  done/p' "$TMP/$name.out"
+    else
+      nok "$name" "$(head -c 2000 "$TMP/$name.out")"
+    fi
+    unmount_fg "$mnt" "$name"
+    verify_source "$name" "$src"
+    if cmp -s <($T "$B2F" cat "$src/file.b2frame" 2>/dev/null) "$TMP/$name.shadow"; then ok "${name}_source_content"
+    else nok "${name}_source_content" "the frame in SOURCE differs from the shadow file"; fi
+    rm -rf "$src" "$TMP/$name.shadow"
+  done
+else
+  echo "skip exerciser: cannot compile tests/mount_ex.c: $(head -c 200 "$TMP/cc.log")"
+fi
+
+# ---- 2. the default parameters: names, attributes, tools ----------------------
+S=$TMP/src M=$TMP/mnt
+mkdir -p "$S" "$M"
+have_fix=0
+[ -f "$FIX/manifest.tsv" ] && have_fix=1
+if [ $have_fix = 1 ]; then
+  cp "$FIX/b2nd/u8-2d-400x3.b2nd" "$S/arr.b2nd"
+  cp "$FIX/legacy/legacy-zstd-shuffle-odd.b2frame" "$S/leg.b2frame"
+  cp "$FIX/cframe/lz4-shuffle-f64.b2frame" "$S/l4.b2frame"
+fi
+printf 'abc' >"$S/notes.txt"
+printf 'plaintext\n' >"$S/plain.txt"
+: >"$S/.left.b2tmp"
+if ! mount_bg main "$S" "$M" "timeout=1"; then
+  nok main_mount "daemon did not mount: $(head -c 300 "${LOGS[$M]}")"; exit 0
+fi
+
+# New files are frames with the mount's parameters.
+echo hello >"$M/a"
+xa() { getfattr --only-values -n "user.b2.$1" "$2" 2>/dev/null; }
+CHECK_WHY="source: $(ls "$S" | tr '\n' ' ')"
+check new_file_is_frame test -f "$S/a.b2frame" -a ! -e "$S/a" -a "$(cat "$M/a")" = hello
+if command -v getfattr >/dev/null; then
+  got="$(xa codec "$M/a") $(xa clevel "$M/a") $(xa filters "$M/a") $(xa typesize "$M/a") $(xa chunksize "$M/a")"
+  CHECK_WHY="got $got"
+  check new_file_defaults test "$got" = "zstd 1 shuffle 8 1048576"
+fi
+# Hidden temporaries, and the listing shows frames by their short names.
+listed=$(ls -A "$M" | sort | tr '\n' ' ')
+CHECK_WHY="listed: $listed"
+check listing_hides_temporaries test "$listed" = \
+  "$( ([ $have_fix = 1 ] && echo "arr.npy l4 leg"; echo "a notes.txt plain.txt") | tr ' ' '\n' | sort | tr '\n' ' ')"
+rm "$S/.left.b2tmp"
+
+# Renames keep the frame suffix, across directories, and directories move.
+mv "$M/a" "$M/b"; mkdir "$M/d1"; mv "$M/b" "$M/d1/c"; mv "$M/d1" "$M/d2"
+CHECK_WHY="source: $(cd "$S" && find . | sort | tr '\n' ' ')"
+check rename_keeps_suffix test -f "$S/d2/c.b2frame" -a ! -e "$S/a.b2frame" -a ! -e "$S/b.b2frame" \
+  -a "$(cat "$M/d2/c")" = hello
+echo first >"$M/p"; echo second >"$M/q"; mv "$M/p" "$M/q"
+CHECK_WHY="q: $(cat "$M/q"), source: $(ls "$S" | tr '\n' ' ')"
+check rename_over_frame test "$(cat "$M/q")" = first -a -f "$S/q.b2frame" -a ! -e "$S/p.b2frame"
+echo frame >"$M/r"; mv "$M/notes.txt" "$M/n2.txt"; mv "$M/r" "$M/n2.txt"
+CHECK_WHY="n2.txt: $(cat "$M/n2.txt"), source: $(ls "$S" | tr '\n' ' ')"
+check rename_frame_over_plain test "$(cat "$M/n2.txt")" = frame -a -f "$S/n2.txt.b2frame" -a ! -e "$S/n2.txt"
+printf 'abc' >"$S/notes.txt"
+# A plain file moved to a frame suffix would become a frame: mv copies it.
+mv "$M/plain.txt" "$M/plain.b2"
+CHECK_WHY="plain.b2: $(cat "$M/plain.b2" 2>&1), source: $(ls "$S" | tr '\n' ' ')"
+check rename_plain_to_suffix test "$(cat "$M/plain.b2")" = plaintext -a -f "$S/plain.b2.b2frame" -a ! -e "$S/plain.txt"
+
+# Plain files are written through as they are.
+echo def >>"$M/notes.txt"
+CHECK_WHY="source: $(od -c "$S/notes.txt" | head -2)"
+check plain_write_through test "$(cat "$S/notes.txt")" = "abcdef"
+
+# .npy views and the older layout refuse writing; another codec is kept.
+if [ $have_fix = 1 ]; then
+  e1=$( (echo x >>"$M/arr.npy") 2>&1); e2=$(truncate -s 10 "$M/arr.npy" 2>&1); e3=$( (echo x >>"$M/leg") 2>&1)
+  CHECK_WHY="got: $e1 / $e2 / $e3"
+  check npy_and_legacy_erofs test -n "$e1" -a -n "$e2" -a -n "$e3" -a \
+    "$(sha "$S/arr.b2nd")" = "$(sha "$FIX/b2nd/u8-2d-400x3.b2nd")"
+  [[ "$e1$e2$e3" == *"Read-only file system"*"Read-only file system"*"Read-only file system"* ]] || nok npy_and_legacy_erofs_errno "$e1 / $e2 / $e3"
+  $T "$B2F" cat "$FIX/cframe/lz4-shuffle-f64.b2frame" >"$TMP/l4.want"
+  printf 'PATCHED!' | dd of="$M/l4" bs=1 seek=100000 conv=notrunc status=none
+  printf 'PATCHED!' | dd of="$TMP/l4.want" bs=1 seek=100000 conv=notrunc status=none
+  CHECK_WHY="codec $(xa codec "$M/l4" 2>/dev/null)"
+  check existing_codec_kept test "$(sha "$M/l4")" = "$(sha "$TMP/l4.want")" -a \
+    "$($B2F info "$S/l4.b2frame" 2>/dev/null | awk '$1 == "codec" {print $2}')" = lz4
+fi
+
+# Directories, modes, owners, times, links, sizes.
+mkdir "$M/dx"; d1=$([ -d "$S/dx" ] && echo made); rmdir "$M/dx"
+mkdir "$M/dy"; : >"$S/dy/.z.b2frame.b2tmp"; shown=$(ls -A "$M/dy"); rmdir "$M/dy"
+CHECK_WHY="dx $d1, dy showed '$shown', source: $(ls -A "$S" | tr '\n' ' ')"
+check mkdir_rmdir test "$d1" = made -a ! -e "$S/dx" -a -z "$shown" -a ! -e "$S/dy"
+echo data >"$M/m"
+chmod 640 "$M/m"; chown 1234:2345 "$M/m"; touch -d '2001-02-03 04:05:06 UTC' "$M/m"
+want=$(date -d '2001-02-03 04:05:06 UTC' +%s)
+CHECK_WHY="mount: $(stat -c '%a %u %g %Y' "$M/m"), source: $(stat -c '%a %u %g %Y' "$S/m.b2frame")"
+check chmod_chown_utimens test "$(stat -c '%a %u %g %Y' "$M/m")" = "640 1234 2345 $want" -a \
+  "$(stat -c '%a %u %g %Y' "$S/m.b2frame")" = "640 1234 2345 $want"
+ln -s some/target "$M/ln"
+CHECK_WHY="readlink: $(readlink "$M/ln")"
+check symlink_readlink test "$(readlink "$M/ln")" = some/target -a -L "$S/ln"
+CHECK_WHY="$(stat -f -c '%b %S' "$M") vs $(stat -f -c '%b %S' "$S")"
+check statfs test "$(stat -f -c '%b %S' "$M")" = "$(stat -f -c '%b %S' "$S")"
+head -c 100000 /dev/urandom >"$TMP/t.bin"; cp "$TMP/t.bin" "$M/t"
+truncate -s 5000000 "$M/t"; truncate -s 5000000 "$TMP/t.bin"
+g1=$(fsize "$M/t") t1=$(sha "$M/t") t2=$(sha "$TMP/t.bin")
+truncate -s 777 "$M/t"; truncate -s 777 "$TMP/t.bin"
+CHECK_WHY="grown to $g1, shrunk to $(fsize "$M/t")"
+check truncate_grow_shrink test "$g1" = 5000000 -a "$t1" = "$t2" -a "$(fsize "$M/t")" = 777 -a \
+  "$(sha "$M/t")" = "$(sha "$TMP/t.bin")"
+
+# Parameters of one file before its first write, vlmeta at any time.
+if command -v setfattr >/dev/null; then
+  touch "$M/px"
+  e=""
+  for kv in codec=lz4 clevel=5 filters=bitshuffle typesize=4 chunksize=256K; do
+    setfattr -n "user.b2.${kv%%=*}" -v "${kv#*=}" "$M/px" 2>>"$TMP/setfattr.err" || e="$e $kv"
+  done
+  head -c 1000000 /dev/urandom >"$TMP/px.bin"; cp "$TMP/px.bin" "$M/px"
+  got="$(xa codec "$M/px") $(xa clevel "$M/px") $(xa filters "$M/px") $(xa typesize "$M/px") $(xa chunksize "$M/px")"
+  CHECK_WHY="failed:$e $(cat "$TMP/setfattr.err"); got $got"
+  check xattr_params_before_write test -z "$e" -a "$got" = "lz4 5 bitshuffle 4 262144" -a \
+    "$(sha "$M/px")" = "$(sha "$TMP/px.bin")"
+  err=$(setfattr -n user.b2.codec -v zlib "$M/px" 2>&1)
+  CHECK_WHY="setfattr said '$err', codec $(xa codec "$M/px")"
+  check xattr_params_after_write_refused test -n "$err" -a "$(xa codec "$M/px")" = lz4
+  touch "$M/sp"; setfattr -n user.b2.layout -v sparse "$M/sp"; seq 1 100000 >"$M/sp"
+  CHECK_WHY="source: $(ls -la "$S" | grep sp)"
+  check xattr_layout_sparse test -d "$S/sp.b2frame" -a -f "$S/sp.b2frame/chunks.b2frame" -a \
+    "$(sha "$M/sp")" = "$(seq 1 100000 | sha256sum | cut -c1-64)"
+  setfattr -n user.b2.vlmeta.note -v 'hello there' "$M/px"
+  setfattr -n user.b2.vlmeta.gone -v x "$M/px"; setfattr -x user.b2.vlmeta.gone "$M/px"
+  CHECK_WHY="note '$(xa vlmeta.note "$M/px")', gone '$(xa vlmeta.gone "$M/px")'"
+  check xattr_vlmeta test "$(xa vlmeta.note "$M/px")" = "hello there" -a -z "$(xa vlmeta.gone "$M/px")"
+  err=$(setfattr -n user.b2.nchunks -v 3 "$M/px" 2>&1)
+  CHECK_WHY="setfattr said '$err'"
+  check xattr_readonly_refused test -n "$err"
+else
+  echo "skip xattrs: setfattr/getfattr (package attr) are not installed"
+fi
+
+# Real tools: cp -a, rsync -a, tar (both ways).
+TREE=$TMP/tree
+mkdir -p "$TREE/sub/deeper" "$TREE/empty_dir"
+head -c 3000000 /dev/urandom >"$TREE/rand"; chmod 600 "$TREE/rand"
+seq 1 200000 >"$TREE/sub/text"
+head -c 1000000 /dev/zero >"$TREE/zeros"
+: >"$TREE/empty"
+ln -s sub/text "$TREE/link"
+"$PY" -c "
+import math, struct, sys
+sys.stdout.buffer.write(b''.join(struct.pack('<d', math.sin(i / 1000.0)) for i in range(700000)))" >"$TREE/sub/deeper/f64"
+touch -d '2010-01-01 00:00:00' "$TREE/sub/text" "$TREE/rand"
+# tree_sig DIR: names, types, sizes, modes and mtimes (seconds: tar keeps
+# no more) of files; links.
+tree_sig() {
+  (cd "$1" && find . -type f -printf '%P f %s %m %Ts\n'; find . -type l -printf '%P l %l\n'; \
+   find . -mindepth 1 -type d -printf '%P d %m\n') | sort
+}
+tool_check() { # NAME DIR [REFERENCE]
+  local ref=${3:-$TREE}
+  if diff -r --no-dereference "$ref" "$2" >"$TMP/diff.out" 2>&1 &&
+     diff <(tree_sig "$2") <(tree_sig "$ref") >>"$TMP/diff.out"; then
+    ok "$1"
+  else
+    nok "$1" "$(head -c 600 "$TMP/diff.out")"
+  fi
+}
+$T cp -a "$TREE" "$M/cp" && tool_check cp_round_trip "$M/cp"
+if command -v rsync >/dev/null; then
+  $T rsync -a "$TREE/" "$M/rs/" && tool_check rsync_round_trip "$M/rs"
+  cp -a "$TREE" "$TMP/tree2"
+  echo more >>"$TMP/tree2/sub/text"; touch -d '2011-01-01' "$TMP/tree2/sub/text"; rm "$TMP/tree2/zeros"
+  $T rsync -a --delete "$TMP/tree2/" "$M/rs/" && tool_check rsync_update "$M/rs" "$TMP/tree2"
+else
+  echo "skip rsync: not installed"
+fi
+mkdir "$M/tar" "$TMP/untar"
+$T tar -C "$TREE" -cf - . | $T tar -C "$M/tar" -xf - && tool_check tar_into_mount "$M/tar"
+$T tar -C "$M/tar" -cf - . | $T tar -C "$TMP/untar" -xf - && tool_check tar_out_of_mount "$TMP/untar"
+
+# sqlite3: a database with a rollback journal and one in WAL mode.
+SQL_N=""
+if command -v sqlite3 >/dev/null; then
+  sq() { $T sqlite3 "$@"; }
+  for mode in delete wal; do
+    db=$M/db_$mode.sqlite
+    sq "$db" "pragma journal_mode=$mode; create table t(a integer primary key, b text, c real);" >/dev/null
+    for k in 1 2 3 4; do
+      sq "$db" "begin; $(for j in $(seq 1 250); do echo "insert into t(b, c) values (hex(randomblob(150)), $j * 0.5);"; done) commit;"
+    done
+    sq "$db" "update t set b = lower(b) where a % 3 = 0; delete from t where a % 7 = 0; create index ti on t(c);"
+    [ $mode = delete ] && sq "$db" "vacuum;"
+    SQL_N="$SQL_N $(sq "$db" 'select count(*) from t;')"
+  done
+  CHECK_WHY="counts$SQL_N"
+  check sqlite_write test "$SQL_N" = " 858 858"
+else
+  echo "skip sqlite: sqlite3 is not installed"
+fi
+
+unmount_fg "$M" main
+verify_source main "$S"
+
+# Everything again after a remount.
+if mount_bg main2 "$S" "$M" "timeout=1"; then
+  if [ -n "$SQL_N" ]; then
+    got=""
+    for mode in delete wal; do
+      got="$got $(sq "$M/db_$mode.sqlite" 'pragma integrity_check;') $(sq "$M/db_$mode.sqlite" 'select count(*) from t;')"
+    done
+    CHECK_WHY="got$got"
+    check sqlite_after_remount test "$got" = " ok 858 ok 858"
+  fi
+  tool_check cp_after_remount "$M/cp"
+  command -v getfattr >/dev/null &&
+    { CHECK_WHY="note '$(xa vlmeta.note "$M/px")'"; check vlmeta_after_remount test "$(xa vlmeta.note "$M/px")" = "hello there"; }
+  unmount_fg "$M" main2
+  verify_source main2 "$S"
+fi
+
+# ---- 3. compaction at the last close ------------------------------------------
+C=$TMP/csrc
+mkdir -p "$C"
+if mount_bg compact "$C" "$M" "chunksize=64K,compact_min=0,compact_pct=25"; then
+  out=$($T "$PY" - "$M/f" "$C/f.b2frame" <<'EOF'
+import os, sys, time
+path, src = sys.argv[1], sys.argv[2]
+data = os.urandom(1 << 20)
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+for _ in range(4):
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+os.fchown(fd, 4321, 4321)
+os.utime(fd, (1000000000, 1000000000))
+before = os.stat(src)
+os.close(fd)
+for _ in range(100):  # the compaction runs when the kernel releases the file
+    after = os.stat(src)
+    if after.st_ino != before.st_ino:
+        break
+    time.sleep(0.05)
+ok = (after.st_ino != before.st_ino and after.st_size < before.st_size // 2 and
+      (after.st_mode & 0o7777, after.st_uid, after.st_gid, int(after.st_mtime)) ==
+      (0o600, 4321, 4321, 1000000000) and open(path, "rb").read() == data and
+      os.stat(path).st_mtime == after.st_mtime)
+print("ok" if ok else "bad: %d -> %d bytes, inode %s, mode %o, owner %d:%d, mtime %d" % (
+    before.st_size, after.st_size, "new" if after.st_ino != before.st_ino else "same",
+    after.st_mode & 0o7777, after.st_uid, after.st_gid, after.st_mtime))
+EOF
+)
+  if [ "$out" = ok ]; then ok compaction_at_close; else nok compaction_at_close "$out"; fi
+  unmount_fg "$M" compact
+  verify_source compact "$C"
+fi
+
+# ---- 4. disk full ----------------------------------------------------------------
+SMALL=$TMP/small
+mkdir -p "$SMALL"
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=4m tmpfs "$SMALL" 2>/dev/null; then
+  head -c $((16 << 20)) /dev/urandom >"$TMP/full.bin"
+  if mount_bg full "$SMALL" "$M" "chunksize=64K,dirty_max=1M"; then
+    out=$($T "$PY" - "$M/big" "$TMP/full.bin" <<'EOF'
+import errno, os, sys
+path, data = sys.argv[1], open(sys.argv[2], "rb").read()
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, data[:1 << 20])
+os.fsync(fd)
+where, off = "nowhere", 1 << 20
+try:
+    while off < len(data):
+        off += os.pwrite(fd, data[off:off + 65536], off)
+    where = "fsync"
+    os.fsync(fd)
+    where = "nowhere"
+except OSError as e:
+    where = where if where == "fsync" else "write"
+    if e.errno != errno.ENOSPC:
+        print("bad: %s failed with %s" % (where, e)); sys.exit()
+try:
+    os.close(fd)
+except OSError as e:
+    if e.errno != errno.ENOSPC:
+        print("bad: close failed with %s" % e); sys.exit()
+    where = where if where != "nowhere" else "close"
+print("ENOSPC at " + where)
+EOF
+)
+    if [[ "$out" == "ENOSPC at "* && "$out" != *nowhere ]]; then ok enospc_reported; echo "  $out"
+    else nok enospc_reported "$out"; fi
+    sleep 0.5
+    n=$(fsize "$M/big")
+    cmp -s "$M/big" <(head -c "$n" "$TMP/full.bin") && [ "$n" -ge $((1 << 20)) ] && rc=0 || rc=1
+    CHECK_WHY="size $n or content wrong"
+    check enospc_committed_content test $rc = 0
+    rm "$M/big"
+    echo after >"$M/small"
+    CHECK_WHY="$(cat "$M/small" 2>&1)"
+    check enospc_space_back test "$(cat "$M/small")" = after
+    unmount_fg "$M" full
+    verify_source full "$SMALL"
+  fi
+  # The frame of a failed write keeps its last commit (checked on disk).
+  if mount_bg full2 "$SMALL" "$M" "chunksize=64K"; then
+    head -c $((1 << 20)) "$TMP/full.bin" >"$M/keep"
+    out=$($T "$PY" - "$M/keep" "$TMP/full.bin" <<'EOF'
+import os, sys
+path, data = sys.argv[1], open(sys.argv[2], "rb").read()
+fd = os.open(path, os.O_RDWR)
+try:
+    os.pwrite(fd, data[(1 << 20):], 1 << 20)
+    os.fsync(fd)
+except OSError:
+    pass
+try:
+    os.close(fd)
+except OSError:
+    pass
+EOF
+)
+    unmount_fg "$M" full2
+    verify_source full2 "$SMALL"
+    CHECK_WHY="size $($B2F cat "$SMALL/keep.b2frame" 2>/dev/null | wc -c)"
+    check enospc_frame_on_disk test "$($T "$B2F" cat "$SMALL/keep.b2frame" | sha256sum | cut -c1-64)" = \
+      "$(head -c $((1 << 20)) "$TMP/full.bin" | sha256sum | cut -c1-64)"
+  fi
+  umount "$SMALL" 2>/dev/null || umount -l "$SMALL"
+else
+  echo "skip disk_full: needs root to mount a small tmpfs"
+fi
+exit 0
