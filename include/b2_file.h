@@ -10,7 +10,10 @@
  *
  * Reads go through the shared chunk cache of a b2_env when one is given
  * (whole chunks decoded once, shared by all handles), with partial decode for
- * small reads of uncached chunks and read-ahead for sequential access.
+ * small reads of uncached chunks (from the stored chunk, which read-only
+ * handles keep in the cache, compressed) and read-ahead for sequential
+ * access.  Chunks a sequential reader has finished leave the cache again
+ * (drop-behind): the kernel's page cache holds what it was given.
  * Without an env (env == NULL) reads decode straight from the frame.
  *
  * A handle is safe to use from several threads at once.
@@ -34,9 +37,11 @@ extern "C" {
 typedef struct b2_env b2_env;
 
 typedef struct b2_env_opts {
-  size_t cache_size;  /* bytes of decoded chunks kept (default 256 MiB) */
+  size_t cache_size;  /* bytes of chunks kept, decoded or stored (default
+                         256 MiB) */
   size_t dirty_max;   /* bytes of dirty chunks held before writers wait */
-  int nthreads;       /* worker threads for read-ahead and compression */
+  int nthreads;       /* worker threads for read-ahead and compression
+                         (default: one per online CPU, at least 2) */
   int readahead;      /* chunks decoded ahead on sequential reads (0: off) */
   b2_cparams cparams; /* parameters of new frames */
   int32_t chunksize;  /* chunk size of new frames */
@@ -69,6 +74,22 @@ int64_t b2_file_size(const b2_file *f);
 
 /* Read up to n bytes at off; returns bytes read (short only at the end). */
 ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off);
+
+/* The same read without the copy when it can be avoided: when the bytes
+ * lie within one chunk whose decoded form is in the env's cache (or is
+ * loaded there because the reader is sequential), p->data points at them
+ * inside the cache and the entry stays pinned; otherwise they are read
+ * into buf (which must hold n bytes) and p->data == buf.  Returns what
+ * b2_file_pread returns.  Call b2_file_unpin(p) when done with p->data,
+ * whatever the result.  For servers that send from memory (FUSE replies). */
+struct b2_cache_entry;
+typedef struct b2_file_pin {
+  const void *data;             /* the bytes read */
+  struct b2_cache_entry *entry; /* internal: the pinned entry, or NULL */
+  b2_file *file;                /* internal */
+} b2_file_pin;
+ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_pin *p);
+void b2_file_unpin(b2_file_pin *p);
 
 /* Frame and array under the handle (array NULL unless a b2nd view). */
 b2_frame *b2_file_frame(const b2_file *f);

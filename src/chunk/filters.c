@@ -62,10 +62,25 @@ void b2_unshuffle_window(size_t typesize, size_t bsize, const uint8_t *src,
                          size_t lo, size_t hi, uint8_t *dst) {
   size_t nelem = bsize / typesize, body = nelem * typesize;
   size_t k = lo;
-  if (typesize > 1 && nelem > 1) {
-    /* byte b of element e sits at b * nelem + e in the shuffled block */
-    for (; k < hi && k < body; k++)
-      dst[k - lo] = src[(k % typesize) * nelem + k / typesize];
+  if (typesize > 1 && nelem > 1 && lo < body) {
+    /* Byte b of element e sits at b * nelem + e in the shuffled block. */
+    size_t end = hi < body ? hi : body;
+    size_t e = lo / typesize, b = lo % typesize;
+    for (; k < end && b != 0; k++) { /* the rest of a first partial element */
+      dst[k - lo] = src[b * nelem + e];
+      if (++b == typesize) b = 0, e++;
+    }
+    size_t whole = (end - k) / typesize;
+    if (whole) { /* whole elements: one stream at a time */
+      uint8_t *d = dst + (k - lo);
+      for (size_t j = 0; j < typesize; j++) {
+        const uint8_t *s = src + j * nelem + e;
+        for (size_t m = 0; m < whole; m++) d[m * typesize + j] = s[m];
+      }
+      k += whole * typesize;
+      e += whole;
+    }
+    for (b = 0; k < end; k++, b++) dst[k - lo] = src[b * nelem + e];
   }
   if (k < hi) memcpy(dst + (k - lo), src + k, hi - k);
 }

@@ -34,12 +34,17 @@ struct b2_file {
   int view;
   int flags;
   uint64_t id;          /* key of this frame in the shared cache */
+  uint64_t cid;         /* key of its stored (compressed) chunks there,
+                           read-only handles only; 0: not kept */
   int has_array;
   b2_b2nd array;
   char *npy;            /* .npy header (B2_VIEW_NPY) */
   size_t npylen;
   _Atomic int64_t size; /* size of the view (written files: in memory) */
   _Atomic int64_t next_off;   /* end of the previous read (sequential?) */
+  _Atomic int streaming;      /* how the previous read looked (read.c) */
+  _Atomic int64_t stream_chunk; /* the last chunk a sequential reader of
+                                   the logical view finished (-1: none) */
   _Atomic int64_t ahead;      /* read-ahead has been queued below this chunk */
   b2_pool_group group;        /* read-ahead jobs in flight */
 

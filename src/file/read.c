@@ -1,0 +1,320 @@
+/*
+ * read.c - the read path of file handles: chunks through the shared cache,
+ * partial decode for small random reads, read-ahead for sequential ones,
+ * pread by view, and pinned (zero-copy) reads.
+ *
+ * The cache holds two kinds of entries per handle:
+ *   - key (f->id, i): chunk i decoded whole (what sequential readers and
+ *     writers use);
+ *   - key (f->cid, i): chunk i as stored, compressed and already verified
+ *     (read-only handles only).  Small random reads decode just the blocks
+ *     they need from it, so that repeated random reads neither read the
+ *     frame file again nor re-check its checksum, and cost a quarter of
+ *     the memory a decoded chunk would.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_error.h"
+#include "common/util.h"
+#include "file/file_impl.h"
+
+/* ---- cache loaders -------------------------------------------------------- */
+
+/* Decoded chunk: from the stored chunk when that is cached, else from the
+ * frame. */
+int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
+  b2_file *f = arg;
+  (void)file;
+  int32_t nb = b2_frame_chunk_nbytes(f->frame, chunk);
+  if (nb < 0) return nb;
+  uint8_t *buf = malloc(nb ? (size_t)nb : 1);
+  if (!buf) return b2_fail(B2_E_NOMEM, "no memory to decode a chunk of %d bytes", nb);
+  int rc;
+  b2_cache_entry *se;
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  if (f->cid && c && b2_cache_peek(c, f->cid, chunk, &se) == 0) {
+    rc = b2_chunk_decode(b2_cache_data(se), b2_cache_len(se), buf, (size_t)nb);
+    b2_cache_release(c, se);
+    if (rc >= 0 && rc != nb)
+      rc = b2_fail(B2_E_FORMAT, "decoded %d bytes, expected %d", rc, nb);
+    if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)chunk);
+  } else {
+    rc = b2_frame_decode_chunk(f->frame, chunk, buf, (size_t)nb);
+  }
+  if (rc < 0) {
+    free(buf);
+    return rc;
+  }
+  *data = buf;
+  *len = (size_t)nb;
+  return 0;
+}
+
+/* Stored chunk, checked (header, checksum) by the frame layer. */
+static int load_stored(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
+  b2_file *f = arg;
+  (void)file;
+  return b2_frame_read_chunk(f->frame, chunk, data, len);
+}
+
+/* ---- one chunk -------------------------------------------------------------- */
+
+/* Copy [off, off+len) out of a pinned cache entry.  Bytes past the
+ * entry's end read as zeros: a written chunk being grown by a truncate. */
+static void copy_entry(const b2_file *f, b2_cache_entry *e, size_t off, size_t len, void *dst) {
+  if (f->writable) b2_cache_read_lock(e);
+  size_t have = b2_cache_len(e);
+  size_t n = off < have ? B2_MIN(len, have - off) : 0;
+  if (n) memcpy(dst, b2_cache_data(e) + off, n);
+  if (n < len) memset((uint8_t *)dst + n, 0, len - n);
+  if (f->writable) b2_cache_read_unlock(e);
+}
+
+/* A small read of a chunk that is not cached decoded: only the blocks it
+ * covers, from the cached stored chunk when the handle keeps those. */
+static int read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *dst) {
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  if (!f->cid || !c) {
+    int rc = b2_frame_decode_range(f->frame, i, off, len, dst);
+    return rc < 0 ? rc : 0;
+  }
+  b2_cache_entry *se;
+  int rc = b2_cache_get(c, f->cid, i, load_stored, f, &se);
+  if (rc < 0) return rc;
+  rc = b2_chunk_decode_range(b2_cache_data(se), b2_cache_len(se), off, len, dst);
+  b2_cache_release(c, se);
+  if (rc >= 0 && (size_t)rc != len)
+    rc = b2_fail(B2_E_FORMAT, "range decode gave %d bytes, expected %zu", rc, len);
+  return rc < 0 ? b2_context(rc, "chunk %lld", (long long)i) : 0;
+}
+
+/* The decoded entry of chunk i pinned in *e: present, or loaded (by this
+ * thread or the one already loading it).  1 when pinned, 0 when the read
+ * is better served otherwise (not cached, and small and not sequential, or
+ * the whole chunk wanted and not queued for read-ahead), < 0 on error. */
+static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, int seq,
+                     b2_cache_entry **e) {
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  if (!c) return 0;
+  if (b2_cache_peek(c, f->id, i, e) == 0) return 1;
+  if (!seq && len <= B2_FILE_PARTIAL_MAX) return 0;
+  /* A whole chunk goes straight to the caller unless read-ahead has queued
+   * it (then wait for that decode rather than repeat it). */
+  if (len == (size_t)nb && !(seq && i < atomic_load(&f->ahead))) return 0;
+  int rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
+  return rc < 0 ? rc : 1;
+}
+
+int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, int seq) {
+  int32_t nb = b2_frame_chunk_nbytes(f->frame, i);
+  if (nb < 0) return nb;
+  b2_cache_entry *e;
+  int rc = pin_chunk(f, i, len, nb, seq, &e);
+  if (rc < 0) return rc;
+  if (rc > 0) {
+    copy_entry(f, e, off, len, dst);
+    b2_cache_release(f->env->cache, e);
+    return 0;
+  }
+  if (off == 0 && len == (size_t)nb) {
+    /* The whole chunk, once: decode straight into the caller's buffer. */
+    rc = b2_frame_decode_chunk(f->frame, i, dst, len);
+    return rc < 0 ? rc : 0;
+  }
+  return read_partial(f, i, off, len, dst);
+}
+
+/* ---- read-ahead ------------------------------------------------------------- */
+typedef struct {
+  b2_file *f;
+  int64_t chunk;
+} ahead_job;
+
+static void ahead_run(void *arg) {
+  ahead_job *j = arg;
+  b2_cache_entry *e;
+  /* Skip a chunk the reader has passed meanwhile (it loaded the chunk
+   * itself): loading it now would only park it in the cache. */
+  if (j->chunk >= atomic_load(&j->f->stream_chunk) &&
+      b2_cache_get(j->f->env->cache, j->f->id, j->chunk, b2_file_load_chunk, j->f, &e) == 0)
+    b2_cache_release(j->f->env->cache, e);
+  free(j);
+}
+
+/* A sequential reader reached chunk `last`: queue the next chunks for
+ * decoding in the background (dropped when the pool is busy). */
+static void read_ahead(b2_file *f, int64_t last) {
+  b2_env *env = f->env;
+  if (!env || !env->cache || !env->pool || env->opts.readahead <= 0) return;
+  b2_frame_info in;
+  if (b2_frame_info_copy(f->frame, &in) < 0) return;
+  int64_t n = in.nchunks;
+  int64_t from = B2_MAX(last + 1, atomic_load(&f->ahead));
+  int64_t to = B2_MIN(n, last + 1 + env->opts.readahead);
+  for (int64_t j = from; j < to; j++) {
+    b2_cache_entry *e;
+    if (b2_cache_peek(env->cache, f->id, j, &e) == 0) {
+      b2_cache_release(env->cache, e);
+      continue;
+    }
+    ahead_job *job = malloc(sizeof *job);
+    if (!job) break;
+    job->f = f;
+    job->chunk = j;
+    if (b2_pool_try_submit(env->pool, ahead_run, job, &f->group) < 0) {
+      free(job);
+      break;
+    }
+    atomic_store(&f->ahead, j + 1);
+  }
+}
+
+/* Is a read of [off, off+n) part of a sequential stream?  Yes when it
+ * starts where the previous read ended, or near there (within a few read
+ * sizes) when the previous read was near its predecessor too: the kernel's
+ * read-ahead requests reach the daemon on several threads and may arrive
+ * a little out of order.  f->streaming: 0 random, 1 near, 2 sequential. */
+#define SEQ_SLACK_READS 4
+#define SEQ_SLACK_MAX ((int64_t)1 << 20)
+static int note_read(b2_file *f, int64_t off, size_t n) {
+  int64_t prev = atomic_exchange(&f->next_off, off + (int64_t)n);
+  int64_t slack = B2_MIN((int64_t)n * SEQ_SLACK_READS, SEQ_SLACK_MAX);
+  int near = prev >= 0 && off >= prev - slack && off <= prev + slack;
+  int seq = prev == off || (near && atomic_load(&f->streaming) > 0);
+  atomic_store(&f->streaming, seq ? 2 : near);
+  return seq;
+}
+
+/* Drop-behind: a sequential reader finished chunk i, so chunk i - 1 (one
+ * behind, as requests may arrive a little out of order) leaves the cache.
+ * The kernel keeps the bytes it was given in its own page cache; keeping
+ * them decoded here as well would only double the memory and push out
+ * chunks that random readers use.  Read-only handles only (written
+ * entries may be dirty). */
+static void drop_behind(b2_file *f, int64_t i) {
+  atomic_store(&f->stream_chunk, i);
+  if (i >= 1 && !f->writable && f->env && f->env->cache)
+    b2_cache_invalidate(f->env->cache, f->id, i - 1);
+}
+
+/* ---- views --------------------------------------------------------------------- */
+
+/* Logical view: walk the chunks covering the range. */
+static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off, int seq) {
+  int64_t end = off + (int64_t)n;
+  int64_t i = b2_frame_chunk_at(f->frame, off);
+  if (i < 0) return (int)i;
+  while (off < end) {
+    int64_t cs = b2_frame_chunk_start(f->frame, i);
+    int32_t cn = b2_frame_chunk_nbytes(f->frame, i);
+    if (cs < 0 || cn <= 0) return cs < 0 ? (int)cs : cn < 0 ? cn : b2_fail(B2_E_FORMAT, "chunk %lld is empty", (long long)i);
+    size_t lo = (size_t)(off - cs);
+    size_t take = (size_t)(B2_MIN(end, cs + cn) - off);
+    int rc = b2_file_read_chunk(f, i, lo, take, dst, seq);
+    if (rc < 0) return rc; /* the frame layer names the chunk */
+    dst += take;
+    off += (int64_t)take;
+    if (seq && off == cs + cn) drop_behind(f, i);
+    i++;
+  }
+  if (seq) read_ahead(f, i - 1);
+  return 0;
+}
+
+typedef struct {
+  b2_file *f;
+  int seq;
+  int64_t last; /* highest chunk read */
+} gather_ctx;
+
+static int chunk_reader(void *arg, int64_t chunk, size_t off, size_t len, void *dst) {
+  gather_ctx *g = arg;
+  int rc = b2_file_read_chunk(g->f, chunk, off, len, dst, g->seq);
+  if (chunk > g->last) g->last = chunk;
+  return rc < 0 ? rc : 0;
+}
+
+/* Read n bytes (already clipped to the size) at off of view `seq`. */
+static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, int seq) {
+  if (f->view == B2_VIEW_LOGICAL) return read_logical(f, dst, n, off, seq);
+  size_t done = 0;
+  if (f->view == B2_VIEW_NPY && off < (int64_t)f->npylen) {
+    size_t h = B2_MIN(n, f->npylen - (size_t)off);
+    memcpy(dst, f->npy + off, h);
+    done = h;
+    off += (int64_t)h;
+  }
+  if (done == n) return 0;
+  int64_t aoff = off - (f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0);
+  gather_ctx g = {f, seq, -1};
+  int rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, &g);
+  if (rc > 0) rc = 0;
+  if (rc == 0 && seq && g.last >= 0) read_ahead(f, g.last);
+  return rc;
+}
+
+/* Clip a read to the view's size: the byte count to read (0 at the end). */
+static ssize_t clip(const b2_file *f, size_t n, int64_t off) {
+  if (off < 0) return b2_fail(B2_E_INVAL, "negative offset");
+  int64_t size = atomic_load(&f->size);
+  if (off >= size || n == 0) return 0;
+  if ((int64_t)n > size - off) n = (size_t)(size - off);
+  return (ssize_t)n;
+}
+
+ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
+  ssize_t k = clip(f, n, off);
+  if (k <= 0) return k;
+  int rc = read_view(f, buf, (size_t)k, off, note_read(f, off, (size_t)k));
+  return rc < 0 ? rc : k;
+}
+
+/* ---- pinned reads ------------------------------------------------------------------ */
+
+/* The logical range [off, off+n) within one chunk whose decoded entry is
+ * (or, for a sequential reader, becomes) cached: pin it.  1 when pinned,
+ * 0 when not served this way, < 0 on error. */
+static int pin_range(b2_file *f, size_t n, int64_t off, int seq, b2_file_pin *p) {
+  if (f->view != B2_VIEW_LOGICAL || f->writable || !f->env || !f->env->cache) return 0;
+  int64_t i = b2_frame_chunk_at(f->frame, off);
+  if (i < 0) return (int)i;
+  int64_t cs = b2_frame_chunk_start(f->frame, i);
+  int32_t cn = b2_frame_chunk_nbytes(f->frame, i);
+  if (cs < 0) return (int)cs;
+  if (cn < 0) return cn;
+  if (off + (int64_t)n > cs + cn) return 0; /* spans chunks */
+  b2_cache_entry *e;
+  int rc = pin_chunk(f, i, n, cn, seq, &e);
+  if (rc <= 0) return rc;
+  size_t lo = (size_t)(off - cs);
+  if (b2_cache_len(e) < lo + n) { /* cannot happen read-only; be safe */
+    b2_cache_release(f->env->cache, e);
+    return 0;
+  }
+  p->data = b2_cache_data(e) + lo;
+  p->entry = e;
+  if (seq) {
+    if (lo + n == (size_t)cn) drop_behind(f, i);
+    read_ahead(f, i);
+  }
+  return 1;
+}
+
+ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_pin *p) {
+  p->data = buf;
+  p->entry = NULL;
+  p->file = f;
+  ssize_t k = clip(f, n, off);
+  if (k <= 0) return k;
+  int seq = note_read(f, off, (size_t)k);
+  int rc = pin_range(f, (size_t)k, off, seq, p);
+  if (rc == 0) rc = read_view(f, buf, (size_t)k, off, seq);
+  return rc < 0 ? rc : k;
+}
+
+void b2_file_unpin(b2_file_pin *p) {
+  if (p->entry) b2_cache_release(p->file->env->cache, p->entry);
+  p->entry = NULL;
+  p->data = NULL;
+}

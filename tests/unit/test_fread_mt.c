@@ -1,0 +1,369 @@
+/* test_fread_mt.c - the read path of file handles (src/file/read.c):
+ * small random reads (decoded from the cached stored chunk), sequential
+ * reads (read-ahead, drop-behind), requests arriving slightly out of
+ * order, pinned zero-copy reads, handles without a cache, writable
+ * handles, and several threads reading one handle.  Every byte read is
+ * compared with the data written.  B2FS_SEED replays a run. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "b2_file.h"
+#include "file/file_impl.h" /* the env's cache, to see what it holds */
+#include "t.h"
+
+#define CHUNK (64 * 1024)
+#define NBYTES (3 * 1024 * 1024 + 12345) /* 49 chunks, the last partial */
+#define PIECE (16 * 1024)
+
+static uint64_t seed0;
+static uint64_t rnd(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static char dir[] = "/tmp/b2fs-test-fread-XXXXXX";
+static char sig_path[64], txt_path[64];
+static uint8_t *sig, *txt; /* the contents written */
+
+/* A smooth float64 signal (quantised: low bits zero), and letters. */
+static void make_data(void) {
+  sig = malloc(NBYTES);
+  txt = malloc(NBYTES);
+  for (size_t i = 0; i < NBYTES / 8; i++) {
+    int64_t t = (int64_t)(i % 6000), tri = t < 3000 ? t : 6000 - t; /* no libm */
+    double v = (double)(tri * tri) / 4096.0 - 1000.0;
+    memcpy(sig + 8 * i, &v, 8);
+  }
+  memset(sig + NBYTES / 8 * 8, 0x5a, NBYTES % 8);
+  uint64_t s = 99;
+  for (size_t i = 0; i < NBYTES; i++) txt[i] = (uint8_t)("etaoin shrdlu"[rnd(&s) % 13]);
+}
+
+static int write_frame(const char *path, const char *codec, const char *typesize,
+                       const char *blocksize, const uint8_t *data) {
+  b2_frame_params p;
+  b2_frame_params_default(&p);
+  if (b2_params_set(&p, "codec", codec) < 0 || b2_params_set(&p, "typesize", typesize) < 0 ||
+      b2_params_set(&p, "blocksize", blocksize) < 0 || b2_params_set(&p, "chunksize", "64K") < 0)
+    return -1;
+  b2_env *env;
+  if (b2_env_create(NULL, &env) < 0) return -1;
+  b2_file *f;
+  int rc = b2_file_create(env, path, &p, &f);
+  if (rc == 0) {
+    if (b2_file_pwrite(f, data, NBYTES, 0) != NBYTES) rc = -1;
+    if (b2_file_close(f) < 0) rc = -1;
+  }
+  b2_env_destroy(env);
+  return rc;
+}
+
+static b2_env *make_env(size_t cache, int readahead) {
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.cache_size = cache;
+  o.readahead = readahead;
+  o.nthreads = 2;
+  b2_env *env = NULL;
+  if (b2_env_create(&o, &env) < 0) return NULL;
+  return env;
+}
+
+/* pread n at off and compare; returns 0 if right. */
+static int check_read(b2_file *f, const uint8_t *want, size_t n, int64_t off, uint8_t *buf) {
+  ssize_t exp = off >= NBYTES ? 0 : (ssize_t)(n < (size_t)(NBYTES - off) ? n : (size_t)(NBYTES - off));
+  ssize_t got = b2_file_pread(f, buf, n, off);
+  if (got != exp || (exp > 0 && memcmp(buf, want + off, (size_t)exp) != 0)) {
+    fprintf(stderr, "  pread(%zu @ %lld) = %zd, want %zd: %s\n", n, (long long)off, got, exp,
+            got < 0 ? b2_last_detail() : "bytes differ");
+    return -1;
+  }
+  return 0;
+}
+
+static int cached_stored(b2_file *f, int64_t i) {
+  b2_cache_entry *e;
+  if (!f->cid || b2_cache_peek(f->env->cache, f->cid, i, &e) < 0) return 0;
+  b2_cache_release(f->env->cache, e);
+  return 1;
+}
+
+static uint64_t cache_bytes(b2_env *env) {
+  b2_cache_stats st;
+  b2_cache_get_stats(env->cache, &st);
+  return st.bytes;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void random_small(const char *path, const uint8_t *want) {
+  b2_env *env = make_env(1 << 20, 4); /* 16 chunks: evictions happen */
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  uint8_t *buf = malloc(9000);
+  uint64_t s = seed0;
+  int bad = 0, stored = 0;
+  int64_t prev_end = -1;
+  for (int k = 0; k < 1500 && !bad; k++) {
+    int64_t off = (int64_t)(rnd(&s) % (NBYTES + 100));
+    size_t n = 1 + rnd(&s) % 8192;
+    if (off >= prev_end - 65536 && off <= prev_end + 65536) continue; /* not sequential */
+    prev_end = off + (int64_t)n;
+    bad = check_read(f, want, n, off, buf);
+    /* a small read of an uncached chunk keeps that chunk stored */
+    if (off < NBYTES && n <= 4096 && off / CHUNK == (off + (int64_t)n - 1) / CHUNK)
+      stored += cached_stored(f, off / CHUNK);
+  }
+  CHECK_EQ(bad, 0);
+  CHECK(stored > 0);
+  /* no decoded chunks were loaded for these reads */
+  for (int64_t i = 0; i < NBYTES / CHUNK; i++) {
+    b2_cache_entry *e;
+    if (b2_cache_peek(env->cache, f->id, i, &e) == 0) {
+      b2_cache_release(env->cache, e);
+      CHECK(!"decoded chunk cached by random reads");
+      break;
+    }
+  }
+  free(buf);
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+static void test_random_small_zstd(void) { random_small(sig_path, sig); }
+static void test_random_small_lz4(void) { random_small(txt_path, txt); }
+
+/* Whole file in PIECE reads, in order or with each pair swapped (as
+ * kernel read-ahead requests handled by two threads may arrive). */
+static void sequential(int swap) {
+  b2_env *env = make_env(64 << 20, 4);
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  uint8_t *buf = malloc(PIECE);
+  int bad = 0;
+  int64_t npieces = (NBYTES + PIECE - 1) / PIECE;
+  for (int64_t k = 0; k < npieces && !bad; k++) {
+    int64_t j = swap ? (k ^ 1) : k;
+    if (j >= npieces) j = k;
+    bad = check_read(f, sig, PIECE, j * PIECE, buf);
+  }
+  CHECK_EQ(bad, 0);
+  b2_pool_wait(env->pool, &f->group);
+  /* drop-behind: what was read is not kept decoded (the read-ahead window
+   * and the chunk being read are) */
+  uint64_t held = cache_bytes(env);
+  if (held > 8 * CHUNK) fprintf(stderr, "  %llu bytes cached\n", (unsigned long long)held);
+  CHECK(held <= 8 * CHUNK);
+  /* a second pass reads the same */
+  for (int64_t k = 0; k < npieces && !bad; k++) bad = check_read(f, sig, PIECE, k * PIECE, buf);
+  CHECK_EQ(bad, 0);
+  free(buf);
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+static void test_sequential(void) { sequential(0); }
+static void test_sequential_swapped(void) { sequential(1); }
+
+/* Reads of whole chunks (1 MiB FUSE requests on 1 MiB chunks). */
+static void test_whole_chunks(void) {
+  b2_env *env = make_env(64 << 20, 2);
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  uint8_t *buf = malloc(CHUNK);
+  int bad = 0;
+  for (int64_t off = 0; off < NBYTES && !bad; off += CHUNK) bad = check_read(f, sig, CHUNK, off, buf);
+  for (int64_t off = NBYTES / CHUNK * CHUNK; off >= 0 && !bad; off -= CHUNK)
+    bad = check_read(f, sig, CHUNK, off, buf);
+  CHECK_EQ(bad, 0);
+  free(buf);
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+
+static int check_pin(b2_file *f, const uint8_t *want, size_t n, int64_t off, uint8_t *buf,
+                     int *pinned) {
+  b2_file_pin p;
+  ssize_t exp = off >= NBYTES ? 0 : (ssize_t)(n < (size_t)(NBYTES - off) ? n : (size_t)(NBYTES - off));
+  ssize_t got = b2_file_pread_pin(f, buf, n, off, &p);
+  int bad = got != exp || (exp > 0 && memcmp(p.data, want + off, (size_t)exp) != 0);
+  if (bad)
+    fprintf(stderr, "  pread_pin(%zu @ %lld) = %zd, want %zd: %s\n", n, (long long)off, got, exp,
+            got < 0 ? b2_last_detail() : "bytes differ");
+  if (p.entry) {
+    (*pinned)++;
+    if (p.data == buf) bad = 1;
+  } else if (p.data != buf) {
+    bad = 1;
+  }
+  b2_file_unpin(&p);
+  b2_file_unpin(&p); /* harmless twice */
+  return bad ? -1 : 0;
+}
+
+static void test_pinned(void) {
+  b2_env *env = make_env(64 << 20, 4);
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  uint8_t *buf = malloc(3 * PIECE);
+  int bad = 0, pinned = 0;
+  int64_t npieces = (NBYTES + PIECE - 1) / PIECE;
+  for (int64_t k = 0; k < npieces && !bad; k++) bad = check_pin(f, sig, PIECE, k * PIECE, buf, &pinned);
+  CHECK_EQ(bad, 0);
+  CHECK(pinned >= npieces - 2); /* all but the first reads of the stream */
+  /* random small ones, ranges across chunk ends, the end of the file */
+  uint64_t s = seed0 + 1;
+  for (int k = 0; k < 300 && !bad; k++) {
+    int64_t off = (int64_t)(rnd(&s) % NBYTES);
+    bad = check_pin(f, sig, 1 + rnd(&s) % 5000, off, buf, &pinned);
+  }
+  for (int64_t c = 1; c < 5 && !bad; c++) bad = check_pin(f, sig, 3 * PIECE, c * CHUNK - PIECE, buf, &pinned);
+  if (!bad) bad = check_pin(f, sig, PIECE, NBYTES - 10, buf, &pinned);
+  if (!bad) bad = check_pin(f, sig, PIECE, NBYTES, buf, &pinned);
+  if (!bad) bad = check_pin(f, sig, PIECE, NBYTES + 5, buf, &pinned);
+  CHECK_EQ(bad, 0);
+  b2_file_pin p;
+  CHECK_EQ(b2_file_pread_pin(f, buf, 10, -1, &p), B2_E_INVAL);
+  b2_file_unpin(&p);
+  free(buf);
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+
+/* Without a cache (cache_size 0), and without an env at all. */
+static void test_no_cache(void) {
+  b2_env *env = make_env(0, 4);
+  CHECK(env != NULL);
+  for (int k = 0; k < 2; k++) {
+    b2_file *f;
+    CHECK_EQ(b2_file_open(k ? NULL : env, txt_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+    uint8_t *buf = malloc(PIECE);
+    int bad = 0, pinned = 0;
+    for (int64_t off = 0; off < NBYTES && !bad; off += PIECE) bad = check_pin(f, txt, PIECE, off, buf, &pinned);
+    uint64_t s = seed0 + 2;
+    for (int j = 0; j < 200 && !bad; j++) bad = check_read(f, txt, 1 + rnd(&s) % PIECE, (int64_t)(rnd(&s) % NBYTES), buf);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(pinned, 0);
+    free(buf);
+    CHECK_EQ(b2_file_close(f), 0);
+  }
+  b2_env_destroy(env);
+}
+
+/* A writable handle: reads see unflushed writes; pins never expose
+ * entries a writer may change. */
+static void test_writable(void) {
+  char path[80];
+  snprintf(path, sizeof path, "%s/w.b2frame", dir);
+  CHECK_EQ(write_frame(path, "zstd", "8", "16K", sig), 0);
+  b2_env *env = make_env(8 << 20, 4);
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f), 0);
+  uint8_t *shadow = malloc(NBYTES), *buf = malloc(PIECE);
+  memcpy(shadow, sig, NBYTES);
+  memset(shadow + 100000, 7, 5000);
+  CHECK_EQ(b2_file_pwrite(f, shadow + 100000, 5000, 100000), 5000);
+  int bad = 0, pinned = 0;
+  for (int64_t off = 0; off < NBYTES && !bad; off += PIECE) bad = check_pin(f, shadow, PIECE, off, buf, &pinned);
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(pinned, 0);
+  free(shadow);
+  free(buf);
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+
+/* Several threads on one handle: sequential readers from different
+ * starts, random readers, pinned and copied. */
+typedef struct {
+  b2_file *f;
+  int kind;
+  uint64_t seed;
+  int bad;
+} reader_arg;
+
+static void *reader(void *p) {
+  reader_arg *a = p;
+  uint8_t *buf = malloc(PIECE);
+  int pinned = 0;
+  if (a->kind < 2) {
+    int64_t start = a->kind ? NBYTES / 2 / PIECE * PIECE : 0;
+    for (int64_t off = start; off < NBYTES && !a->bad; off += PIECE)
+      a->bad = a->kind ? check_pin(a->f, sig, PIECE, off, buf, &pinned) : check_read(a->f, sig, PIECE, off, buf);
+  } else {
+    for (int k = 0; k < 300 && !a->bad; k++) {
+      int64_t off = (int64_t)(rnd(&a->seed) % NBYTES);
+      size_t n = 1 + rnd(&a->seed) % 6000;
+      a->bad = a->kind == 2 ? check_read(a->f, sig, n, off, buf) : check_pin(a->f, sig, n, off, buf, &pinned);
+    }
+  }
+  free(buf);
+  return NULL;
+}
+
+static void test_threads(void) {
+  b2_env *env = make_env(2 << 20, 4);
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  pthread_t t[4];
+  reader_arg a[4];
+  for (int k = 0; k < 4; k++) {
+    a[k] = (reader_arg){f, k, seed0 + 10 + (uint64_t)k, 0};
+    CHECK_EQ(pthread_create(&t[k], NULL, reader, &a[k]), 0);
+  }
+  for (int k = 0; k < 4; k++) {
+    pthread_join(t[k], NULL);
+    CHECK_EQ(a[k].bad, 0);
+  }
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+
+int main(void) {
+  const char *seed = getenv("B2FS_SEED");
+  seed0 = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
+  if (!seed0) seed0 = 1;
+  printf("# seed %llu (B2FS_SEED replays)\n", (unsigned long long)seed0);
+  if (!mkdtemp(dir)) return 1;
+  make_data();
+  snprintf(sig_path, sizeof sig_path, "%s/sig.b2frame", dir);
+  snprintf(txt_path, sizeof txt_path, "%s/txt.b2frame", dir);
+  if (write_frame(sig_path, "zstd", "8", "16K", sig) < 0 ||
+      write_frame(txt_path, "lz4", "1", "4K", txt) < 0) {
+    fprintf(stderr, "cannot write the test frames: %s\n", b2_last_detail());
+    return 1;
+  }
+  T_RUN(test_random_small_zstd);
+  T_RUN(test_random_small_lz4);
+  T_RUN(test_sequential);
+  T_RUN(test_sequential_swapped);
+  T_RUN(test_whole_chunks);
+  T_RUN(test_pinned);
+  T_RUN(test_no_cache);
+  T_RUN(test_writable);
+  T_RUN(test_threads);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) return 1;
+  free(sig);
+  free(txt);
+  T_END();
+}
