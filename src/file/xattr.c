@@ -4,7 +4,8 @@
  *
  * Uses only the public frame and b2nd API, so it works on any open handle
  * whatever its view; the b2nd geometry attributes appear whenever the frame
- * carries a valid b2nd metalayer.
+ * carries a valid b2nd metalayer.  The frame's properties are read from a
+ * copy (b2_frame_info_copy): a writable frame changes them while we look.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +32,11 @@ static const char *const array_keys[] = {"shape", "chunkshape", "blockshape",
 static int get_array(b2_frame *fr, b2_b2nd *a) {
   const uint8_t *meta;
   size_t len;
+  b2_frame_info in;
   memset(a, 0, sizeof *a);
+  if (b2_frame_info_copy(fr, &in) < 0) return 0;
   if (b2_frame_meta_get(fr, "b2nd", &meta, &len) < 0) return 0;
-  if (b2_b2nd_parse(meta, len, b2_frame_get_info(fr)->typesize, a) < 0) {
+  if (b2_b2nd_parse(meta, len, in.typesize, a) < 0) {
     b2_b2nd_free(a);
     return 0;
   }
@@ -57,7 +60,10 @@ static void put_name(char *buf, size_t cap, size_t *total, const char *a,
 
 ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap) {
   b2_frame *fr = b2_file_frame(f);
-  const b2_frame_info *in = b2_frame_get_info(fr);
+  b2_frame_info info;
+  const b2_frame_info *in = &info;
+  int rc = b2_frame_info_copy(fr, &info);
+  if (rc < 0) return rc;
   size_t total = 0;
   for (size_t i = 0; i < NFRAME_KEYS; i++)
     put_name(buf, cap, &total, frame_keys[i], "");
@@ -195,7 +201,10 @@ ssize_t b2_file_xattr_get(b2_file *f, const char *name, void *buf, size_t cap) {
     return n;
   }
   char txt[64];
-  if (frame_value(b2_frame_get_info(fr), key, txt, sizeof txt) == 0)
+  b2_frame_info info;
+  int irc = b2_frame_info_copy(fr, &info);
+  if (irc < 0) return irc;
+  if (frame_value(&info, key, txt, sizeof txt) == 0)
     return put_value(txt, strlen(txt), buf, cap);
   for (size_t i = 0; i < NARRAY_KEYS; i++)
     if (!strcmp(key, array_keys[i])) {
