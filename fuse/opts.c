@@ -127,9 +127,9 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
     return 0;
   case KEY_VERIFY:
     if (!strcmp(val, "on") || !strcmp(val, "1") || !strcmp(val, "yes"))
-      o->verify = 1;
+      o->env.verify = 1;
     else if (!strcmp(val, "off") || !strcmp(val, "0") || !strcmp(val, "no"))
-      o->verify = 0;
+      o->env.verify = 0;
     else {
       fprintf(stderr, "b2fs: bad verify '%s' (on or off)\n", val);
       return -1;
@@ -225,7 +225,7 @@ void b2fs_opts_help(const char *prog) {
          "    -o cache_size=SIZE     decoded-chunk cache (default 256M; K, M, G)\n"
          "    -o readahead=N         chunks decoded ahead on sequential reads\n"
          "    -o nthreads=N          engine worker threads\n"
-         "    -o verify=on|off       verify data while reading (default off)\n"
+         "    -o verify=on|off       check chunk checksums on read (default on)\n"
          "    -o timeout=SECONDS     attribute and name caching (default 1)\n"
          "    -o idle_frames=N       frames kept open while unused (default:\n"
          "                           a 16th of the descriptor limit, <= 1024)\n"

@@ -46,6 +46,7 @@ typedef struct b2_env_opts {
   b2_cparams cparams; /* parameters of new frames */
   int32_t chunksize;  /* chunk size of new frames */
   int layout;         /* B2_LAYOUT_* of new frames */
+  int verify;         /* check stored chunk checksums on read (default 1) */
   unsigned idle_ms;   /* a background thread compresses and commits the
                          chunks of files idle this long (0: no thread) */
 } b2_env_opts;

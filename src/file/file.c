@@ -18,6 +18,7 @@ void b2_env_opts_default(b2_env_opts *o) {
   b2_cparams_default(&o->cparams);
   o->chunksize = 1 << 20;
   o->layout = B2_LAYOUT_CONTIGUOUS;
+  o->verify = 1;
 }
 
 int b2_env_create(const b2_env_opts *o, b2_env **out) {
@@ -91,6 +92,7 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
   }
   f->env = env;
   f->frame = fr;
+  b2_frame_set_verify(fr, env ? env->opts.verify : 1);
   f->view = view;
   f->flags = flags;
   if (env && env->cache) {

@@ -309,6 +309,7 @@ int b2_file_set_param(b2_file *f, const char *key, const char *value) {
     f->frame = NULL;
     rc = remove_frame(f->path, old_layout);
     if (rc == 0) rc = b2_frame_create(f->path, &p, &f->frame);
+    if (rc == 0) b2_frame_set_verify(f->frame, f->env->opts.verify);
     if (rc == 0) {
       f->cp = p.cparams;
       f->chunksize = p.chunksize;
