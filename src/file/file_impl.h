@@ -34,8 +34,8 @@ struct b2_file {
   int view;
   int flags;
   uint64_t id;          /* key of this frame in the shared cache */
-  uint64_t cid;         /* key of its stored (compressed) chunks there,
-                           read-only handles only; 0: not kept */
+  uint64_t cid;         /* key of its stored (compressed) chunks there
+                           (partial.c); read-only handles only, else 0 */
   int has_array;
   b2_b2nd array;
   char *npy;            /* .npy header (B2_VIEW_NPY) */
@@ -71,6 +71,10 @@ int b2_file_setup_writer(b2_file *f);
 void b2_file_teardown_writer(b2_file *f);
 int b2_env_start_idler(b2_env *env);
 void b2_env_stop_idler(b2_env *env);
+
+/* Small read of bytes [off, off+len) of chunk i when that chunk is not
+ * cached decoded: decode only the blocks covering it (partial.c). */
+int b2_file_read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *dst);
 
 /* Read bytes [off, off+len) of decoded chunk i: from the cache, by partial
  * decode (small reads, not `seq`uential), straight into dst (whole chunk),

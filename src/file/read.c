@@ -3,14 +3,9 @@
  * partial decode for small random reads, read-ahead for sequential ones,
  * pread by view, and pinned (zero-copy) reads.
  *
- * The cache holds two kinds of entries per handle:
- *   - key (f->id, i): chunk i decoded whole (what sequential readers and
- *     writers use);
- *   - key (f->cid, i): chunk i as stored, compressed and already verified
- *     (read-only handles only).  Small random reads decode just the blocks
- *     they need from it, so that repeated random reads neither read the
- *     frame file again nor re-check its checksum, and cost a quarter of
- *     the memory a decoded chunk would.
+ * Chunks decoded whole are cached under (f->id, chunk): what sequential
+ * readers, large reads and writers use.  Small random reads of chunks not
+ * cached so are served by partial.c (decoded blocks and stored chunks).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,13 +46,6 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
   return 0;
 }
 
-/* Stored chunk, checked (header, checksum) by the frame layer. */
-static int load_stored(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
-  b2_file *f = arg;
-  (void)file;
-  return b2_frame_read_chunk(f->frame, chunk, data, len);
-}
-
 /* ---- one chunk -------------------------------------------------------------- */
 
 /* Copy [off, off+len) out of a pinned cache entry.  Bytes past the
@@ -69,24 +57,6 @@ static void copy_entry(const b2_file *f, b2_cache_entry *e, size_t off, size_t l
   if (n) memcpy(dst, b2_cache_data(e) + off, n);
   if (n < len) memset((uint8_t *)dst + n, 0, len - n);
   if (f->writable) b2_cache_read_unlock(e);
-}
-
-/* A small read of a chunk that is not cached decoded: only the blocks it
- * covers, from the cached stored chunk when the handle keeps those. */
-static int read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *dst) {
-  b2_cache *c = f->env ? f->env->cache : NULL;
-  if (!f->cid || !c) {
-    int rc = b2_frame_decode_range(f->frame, i, off, len, dst);
-    return rc < 0 ? rc : 0;
-  }
-  b2_cache_entry *se;
-  int rc = b2_cache_get(c, f->cid, i, load_stored, f, &se);
-  if (rc < 0) return rc;
-  rc = b2_chunk_decode_range(b2_cache_data(se), b2_cache_len(se), off, len, dst);
-  b2_cache_release(c, se);
-  if (rc >= 0 && (size_t)rc != len)
-    rc = b2_fail(B2_E_FORMAT, "range decode gave %d bytes, expected %zu", rc, len);
-  return rc < 0 ? b2_context(rc, "chunk %lld", (long long)i) : 0;
 }
 
 /* The decoded entry of chunk i pinned in *e: present, or loaded (by this
@@ -122,7 +92,7 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
     rc = b2_frame_decode_chunk(f->frame, i, dst, len);
     return rc < 0 ? rc : 0;
   }
-  return read_partial(f, i, off, len, dst);
+  return b2_file_read_partial(f, i, off, len, dst);
 }
 
 /* ---- read-ahead ------------------------------------------------------------- */

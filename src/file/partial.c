@@ -1,0 +1,44 @@
+/*
+ * partial.c - small random reads of chunks that are not cached decoded.
+ *
+ * Such a read decodes only the blocks it covers.  Read-only handles keep
+ * the chunk as stored (compressed, its checksum checked once when read
+ * from the frame) in the env's cache under (f->cid, i), so that later
+ * reads of the chunk neither read the frame file again nor re-check the
+ * checksum; a stored chunk takes a fraction of the memory of a decoded
+ * one.  Handles that can be written read from the frame each time.
+ *
+ * (Keeping decoded blocks as well was tried: 3x the random reads per
+ * second on text with zstd, but the cache then fills up and churns with
+ * entries of mixed sizes, and the process outgrows its cache budget by
+ * more than 32 MiB through allocator fragmentation.)
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_error.h"
+#include "common/util.h"
+#include "file/file_impl.h"
+
+/* Stored chunk, checked (header, checksum) by the frame layer. */
+static int load_stored(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
+  b2_file *f = arg;
+  (void)file;
+  return b2_frame_read_chunk(f->frame, chunk, data, len);
+}
+
+int b2_file_read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *dst) {
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  if (!f->cid || !c) {
+    int rc = b2_frame_decode_range(f->frame, i, off, len, dst);
+    return rc < 0 ? rc : 0;
+  }
+  b2_cache_entry *se;
+  int rc = b2_cache_get(c, f->cid, i, load_stored, f, &se);
+  if (rc < 0) return rc;
+  rc = b2_chunk_decode_range(b2_cache_data(se), b2_cache_len(se), off, len, dst);
+  b2_cache_release(c, se);
+  if (rc >= 0 && (size_t)rc != len)
+    rc = b2_fail(B2_E_FORMAT, "range decode gave %d bytes, expected %zu", rc, len);
+  return rc < 0 ? b2_context(rc, "chunk %lld", (long long)i) : 0;
+}
