@@ -1,13 +1,20 @@
-/* fuzz_b2nd.c - libFuzzer target: the b2nd metalayer and .npy header
- * parsers.  The first byte picks the parser; the rest is its input. */
+/* fuzz_b2nd.c - libFuzzer target: the b2nd metalayer parser and reader.
+ * The first byte picks the parser: odd, the .npy header parser (see also
+ * fuzz_npy.c); even, the metalayer with item size 1 + (byte >> 1) % 16.
+ * A metalayer that parses gets its .npy header written and is read at its
+ * start and end through a reader that checks every block request stays
+ * inside a chunk of the geometry. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "b2_b2nd.h"
 
-static int zero_reader(void *ctx, int64_t chunk, size_t off, size_t len, void *dst) {
-  (void)ctx; (void)chunk; (void)off;
-  for (size_t i = 0; i < len; i++) ((uint8_t *)dst)[i] = 0;
+static int checked_reader(void *ctx, int64_t chunk, size_t off, size_t len, void *dst) {
+  const b2_b2nd *a = ctx;
+  if (chunk < 0 || chunk >= a->nchunks || off > (size_t)a->chunk_nbytes ||
+      len > (size_t)a->chunk_nbytes - off)
+    abort(); /* a request outside the geometry */
+  for (size_t i = 0; i < len; i++) ((uint8_t *)dst)[i] = (uint8_t)(off + i);
   return 0;
 }
 
@@ -27,14 +34,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int n = b2_npy_header(&a, NULL, 0);
   if (n > 0 && n < (1 << 20)) {
     char *h = malloc((size_t)n);
-    if (h) b2_npy_header(&a, h, (size_t)n);
+    if (h && b2_npy_header(&a, h, (size_t)n) != n) abort(); /* sized, then written */
     free(h);
   }
+  b2_b2nd_check(&a, a.nchunks, (int32_t)(a.chunk_nbytes <= INT32_MAX ? a.chunk_nbytes : 0));
   int64_t nb = b2_b2nd_nbytes(&a);
-  uint8_t out[4096];
+  static uint8_t out[4096];
   if (nb > 0 && a.block_nbytes <= (1 << 20)) {
     size_t len = nb < (int64_t)sizeof out ? (size_t)nb : sizeof out;
-    b2_b2nd_read(&a, (uint64_t)(nb - (int64_t)len), len, out, zero_reader, NULL);
+    if (b2_b2nd_read(&a, 0, len, out, checked_reader, &a) != (int)len) abort();
+    if (b2_b2nd_read(&a, (uint64_t)(nb - (int64_t)len), len, out, checked_reader, &a) != (int)len)
+      abort();
   }
   b2_b2nd_free(&a);
   return 0;

@@ -1,9 +1,18 @@
 /* fuzz_names.c - libFuzzer target: the mount's path-name mapping.
  *
  * The input is a directory listing: names separated by '\n', each prefixed
- * by one flag byte (odd: the entry is a frame).  For every entry the shown
- * name must map back to that same entry, and no two entries may be shown
- * under one name (the mapping is a bijection); a violation aborts. */
+ * by one flag byte.  Flag bit 0: the entry is a frame.  Flag bit 1: the
+ * line is not an entry but a name asked for a new regular file (at most
+ * four are tried, in order, each alone).
+ *
+ * Checked (a violation aborts): for every entry the shown name maps back to
+ * that same entry, and no two entries are shown under one name (the mapping
+ * is a bijection).  For a new file asked as S that is not shown yet: its
+ * source name is b2fs_name_target(LOGICAL, ".b2frame", S); when
+ * b2fs_name_check() accepts it in the directory with that entry added (the
+ * overlay probe), that directory is still a bijection and shows the new
+ * entry as S. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,11 +20,12 @@
 #include "fuse/names.h"
 
 #define MAXN 64
+#define MAXASK 4
 
 typedef struct {
   int n;
-  char name[MAXN][B2FS_NAME_MAX + 1];
-  int frame[MAXN];
+  char name[MAXN + 1][B2FS_NAME_MAX + 1];
+  int frame[MAXN + 1];
 } dir_t;
 
 static int probe(void *ctx, const char *name) {
@@ -25,33 +35,69 @@ static int probe(void *ctx, const char *name) {
   return B2FS_ABSENT;
 }
 
+/* The bijection over the entries of d (hidden ones are never shown). */
+static void check_dir(dir_t *d) {
+  static char shown[MAXN + 1][B2FS_NAME_MAX + 1];
+  for (int k = 0; k < d->n; k++) {
+    if (b2fs_name_to_shown(d->name[k], d->frame[k], probe, d, shown[k], sizeof shown[k]) != 0)
+      abort();
+    if (b2fs_name_hidden(d->name[k])) continue;
+    char back[B2FS_NAME_MAX + 1];
+    int kind = b2fs_name_to_source(shown[k], probe, d, back, sizeof back);
+    if (kind < 0 || strcmp(back, d->name[k]) != 0) abort(); /* must map back */
+    for (int j = 0; j < k; j++)
+      if (!b2fs_name_hidden(d->name[j]) && !strcmp(shown[j], shown[k]))
+        abort(); /* one name, one entry */
+  }
+}
+
+/* A new regular file asked as `ask`. */
+static void check_new_file(dir_t *d, const char *ask) {
+  char src[B2FS_NAME_MAX + 1], back[B2FS_NAME_MAX + 1];
+  if (b2fs_name_to_source(ask, probe, d, back, sizeof back) != -ENOENT) return; /* shown */
+  if (b2fs_name_target(B2FS_KIND_LOGICAL, B2FS_NEW_SUFFIX, ask, src, sizeof src) != 0) return;
+  if (probe(d, src) != B2FS_ABSENT) return;
+  b2fs_overlay ov = {.probe = probe, .ctx = d, .added = src, .added_as = B2FS_FRAME};
+  if (b2fs_name_check(ask, src, 1, b2fs_overlay_probe, &ov) != 0) return;
+  memcpy(d->name[d->n], src, sizeof src);
+  d->frame[d->n] = 1;
+  d->n++;
+  char shown[B2FS_NAME_MAX + 1];
+  if (b2fs_name_to_shown(src, 1, probe, d, shown, sizeof shown) != 0 || strcmp(shown, ask))
+    abort(); /* accepted, but not shown as asked */
+  check_dir(d);
+  d->n--;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static dir_t d;
-  static char shown[MAXN][B2FS_NAME_MAX + 1];
+  static char ask[MAXASK][B2FS_NAME_MAX + 1];
+  int nask = 0;
   d.n = 0;
   size_t i = 0;
   while (i < size && d.n < MAXN) {
-    int flag = data[i++] & 1;
+    int flag = data[i++];
     size_t start = i;
     while (i < size && data[i] != '\n') i++;
     size_t len = i - start;
     i++;
     if (len == 0 || len > B2FS_NAME_MAX || memchr(data + start, 0, len) || memchr(data + start, '/', len))
       continue;
+    if (flag & 2) {
+      if (nask < MAXASK) {
+        memcpy(ask[nask], data + start, len);
+        ask[nask++][len] = 0;
+      }
+      continue;
+    }
     memcpy(d.name[d.n], data + start, len);
     d.name[d.n][len] = 0;
     if (probe(&d, d.name[d.n]) != B2FS_ABSENT) continue; /* names are unique */
     size_t stem;
-    d.frame[d.n] = flag && b2fs_name_kind(d.name[d.n], &stem) != B2FS_KIND_PLAIN;
+    d.frame[d.n] = (flag & 1) && b2fs_name_kind(d.name[d.n], &stem) != B2FS_KIND_PLAIN;
     d.n++;
   }
-  for (int k = 0; k < d.n; k++) {
-    if (b2fs_name_to_shown(d.name[k], d.frame[k], probe, &d, shown[k], sizeof shown[k]) != 0) abort();
-    char back[B2FS_NAME_MAX + 1];
-    int kind = b2fs_name_to_source(shown[k], probe, &d, back, sizeof back);
-    if (kind < 0 || strcmp(back, d.name[k]) != 0) abort(); /* must map back */
-    for (int j = 0; j < k; j++)
-      if (!strcmp(shown[j], shown[k])) abort(); /* one name, one entry */
-  }
+  check_dir(&d);
+  for (int k = 0; k < nask; k++) check_new_file(&d, ask[k]);
   return 0;
 }

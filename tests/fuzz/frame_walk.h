@@ -1,0 +1,53 @@
+/* frame_walk.h - what the frame fuzz targets do with a frame that opened:
+ * read its metalayers, checksum state and b2nd geometry, check it, and
+ * decode its first chunks whole and in part.  Shared by fuzz_frame.c and
+ * fuzz_sframe.c (a static function: each target is one translation unit). */
+#ifndef B2_FUZZ_FRAME_WALK_H
+#define B2_FUZZ_FRAME_WALK_H
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_b2nd.h"
+#include "b2_frame.h"
+
+#define FUZZ_MAX_CHUNK (64u << 20)
+#define FUZZ_MAX_CHUNKS 64
+
+static void fuzz_frame_walk(b2_frame *f) {
+  const b2_frame_info *in = b2_frame_get_info(f);
+  for (int k = 0; k < in->nmeta; k++) {
+    const uint8_t *m;
+    size_t len;
+    const char *name = b2_frame_meta_name(f, k);
+    if (b2_frame_meta_get(f, name, &m, &len) != 0) continue;
+    b2_b2nd a;
+    if (name && !strcmp(name, "b2nd") && in->typesize > 0 &&
+        b2_b2nd_parse(m, len, in->typesize, &a) == 0) {
+      b2_b2nd_check(&a, in->nchunks, in->chunksize);
+      b2_b2nd_free(&a);
+    }
+  }
+  for (int k = 0; k < in->nvlmeta; k++) {
+    uint8_t *m;
+    size_t len;
+    if (b2_frame_vlmeta_get(f, b2_frame_vlmeta_name(f, k), &m, &len) == 0) free(m);
+  }
+  b2_frame_csum_info cs;
+  b2_frame_checksums(f, &cs);
+  b2_frame_check(f);
+  for (int64_t i = 0; i < in->nchunks && i < FUZZ_MAX_CHUNKS; i++) {
+    b2_frame_chunk_special(f, i);
+    b2_frame_chunk_cbytes(f, i);
+    b2_frame_chunk_start(f, i);
+    int32_t nb = b2_frame_chunk_nbytes(f, i);
+    if (nb <= 0 || (uint32_t)nb > FUZZ_MAX_CHUNK) continue;
+    uint8_t *buf = malloc((size_t)nb);
+    if (!buf) break;
+    b2_frame_decode_chunk(f, i, buf, (size_t)nb);
+    b2_frame_decode_range(f, i, (size_t)nb / 2, (size_t)nb - (size_t)nb / 2, buf);
+    free(buf);
+  }
+  if (in->nbytes > 0) b2_frame_chunk_at(f, in->nbytes - 1);
+}
+#endif
