@@ -28,6 +28,9 @@
 #define B2FS_VERSION "0.1.0"
 #endif
 
+/* Largest read and write request, and the I/O size frames ask for. */
+#define B2FS_IO_MAX (1u << 20)
+
 /* Name of the index file that makes a directory a sparse frame. */
 #define B2FS_SPARSE_INDEX "chunks.b2frame"
 
@@ -114,6 +117,8 @@ typedef struct b2fs_inode {
   b2fs_sig open_sig;
   struct timespec wtime;         /* last change through the mount while
                                     writable (0: none) */
+  char *closing;                 /* path of a writable handle being closed
+                                    (compacted): lookups of it wait */
 } b2fs_inode;
 
 typedef struct b2fs {

@@ -67,7 +67,7 @@ b2fs_handle *b2fs_handle_drop(b2fs_inode *in) {
   if (!h) return NULL;
   if (h->writable) {
     in->rw = 0;
-    b2fs_wreg_del(in);
+    if (!in->closing) b2fs_wreg_del(in); /* else at the end of the close */
   } else if (h->refs == 1) {
     atomic_fetch_sub(&idle_kept, 1);
   }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,10 @@ int main(int argc, char **argv) {
   memset(&cmd, 0, sizeof cmd);
   b2fs_g.root.fd = -1;
 
+  /* Chunk buffers (1 MiB and up) come and go all the time: keep them in
+   * the heap for reuse rather than mapping and zero-faulting them anew. */
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   if (b2fs_opts_parse(&args, &b2fs_g.opts) < 0) goto out;
   if (b2fs_g.opts.source && open_root(b2fs_g.opts.source, abs_source, sizeof abs_source) < 0)
     goto out;

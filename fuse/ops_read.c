@@ -18,8 +18,6 @@
 
 #include "b2fs.h"
 
-#define B2FS_IO_MAX (1u << 20)
-
 static void op_init(void *userdata, struct fuse_conn_info *conn) {
   (void)userdata;
   conn->max_write = B2FS_IO_MAX;

@@ -260,8 +260,13 @@ void b2fs_frame_follow_path(const char *path) {
   for (size_t i = 0; i < n; i++) {
     b2fs_inode *in = ins[i];
     pthread_mutex_lock(&in->lock);
-    int match = in->cur && in->cur->writable && strcmp(in->cur->path, path) == 0;
+    int closing = in->closing && strcmp(in->closing, path) == 0;
+    int match = closing || (in->cur && in->cur->writable && strcmp(in->cur->path, path) == 0);
     pthread_mutex_unlock(&in->lock);
+    if (closing) { /* a compaction may be replacing the file: wait for it */
+      pthread_mutex_lock(&in->wlock);
+      pthread_mutex_unlock(&in->wlock);
+    }
     if (match) b2fs_frame_follow(in);
     b2fs_inode_forget(in, 1);
   }
@@ -391,6 +396,9 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
     pthread_mutex_unlock(&in->wlock);
     return rc;
   }
+  /* Stay registered under our path until the file is final: a lookup
+   * that meets a compacted file waits for the inode to follow it. */
+  in->closing = h->path;
   b2fs_handle_drop(in); /* refs 0: ours alone now */
   pthread_mutex_unlock(&in->lock);
 
@@ -404,6 +412,11 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   if (rc == 0) rc = crc;
   /* That last try may have rewritten the file (an empty frame). */
   if (path && replaced(in, &old)) rebind_to(in, path, &old, 0);
+  pthread_mutex_lock(&in->lock);
+  in->closing = NULL;
+  int current = in->cur && in->cur->writable;
+  pthread_mutex_unlock(&in->lock);
+  if (!current) b2fs_wreg_del(in);
   free(path);
   pthread_mutex_unlock(&in->nslock);
   note_size(in, rc == 0 ? size : -1);
