@@ -208,9 +208,13 @@ void b2fs_frame_follow(b2fs_inode *in);
 /* A lookup found the source entry at `path`: let a writable inode whose
  * file was rewritten there follow it first (so the lookup finds it). */
 void b2fs_frame_follow_path(const char *path);
-/* Entries were renamed: reopen writable frames whose real path changed
- * (the engine works on the path it was given). */
-void b2fs_frame_repath_all(void);
+/* Around a rename of the source entry at real path `from`: commit the
+ * writable frames at or under it and hold off their uses; after the rename
+ * (renamed: it happened), reopen them at their new paths (the engine works
+ * on the path it was given) and let them go.  hold returns NULL when no
+ * frame is concerned. */
+void *b2fs_frame_hold(const char *from);
+void b2fs_frame_unhold(void *held, int renamed);
 /* Is any frame open for writing? */
 int b2fs_frame_any_writable(void);
 

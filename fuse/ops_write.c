@@ -631,12 +631,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
     b2fs_inode *ein = m->ekind >= 0 ? b2fs_inode_find(&m->est, m->ekind) : NULL;
     b2fs_nslock2(sin, ein);
+    /* Writers of frames moved (this one, or under a moved directory). */
+    char from[PATH_MAX];
+    void *held = b2fs_path_at(m->pfd, m->src, from, sizeof from) == 0 ? b2fs_frame_hold(from) : NULL;
     rc = do_move(m, ein);
+    b2fs_frame_unhold(held, rc == 0);
     b2fs_nsunlock2(sin, ein);
     if (sin) b2fs_inode_forget(sin, 1);
     if (ein) b2fs_inode_forget(ein, 1);
-    /* Writers of frames moved (this one, or under a moved directory). */
-    if (rc == 0) b2fs_frame_repath_all();
   }
   free(m);
   fuse_reply_err(req, rc < 0 ? -rc : 0);

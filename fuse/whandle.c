@@ -14,9 +14,10 @@
  * frame was opened at.  So
  *   - after such a rewrite the inode follows the new file (rebind), found
  *     as the file at the handle's path that our writer holds locked;
- *   - after a rename through the mount, writable frames whose real path
- *     changed are reopened at the new path (each use of a writable handle's
- *     file holds `use` shared; the reopen holds it exclusively);
+ *   - a rename through the mount first commits the writable frames at or
+ *     under the renamed path and holds off their uses (each use of a
+ *     writable handle's file holds `use` shared), then reopens them at
+ *     their new paths;
  *   - compaction runs at the entry's current path with renames and
  *     removals of the entry held off (nslock).
  * Inodes with a writable handle are kept in a registry for the last two.
@@ -273,55 +274,115 @@ void b2fs_frame_follow_path(const char *path) {
   free(ins);
 }
 
-/* Reopen the writable handle h of in at its new real path (wlock held). */
-static void reopen(b2fs_inode *in, b2fs_handle *h, const char *path) {
-  pthread_rwlock_wrlock(&h->use);
-  int rc = h->file ? b2_file_flush(h->file) : 0;
-  char *np = rc == 0 ? strdup(path) : NULL;
-  if (rc < 0) b2fs_frame_log(in, h, "commit before following a rename", rc);
-  if (np) {
-    pthread_mutex_lock(&in->lock);
-    b2_file_close(h->file);
-    h->file = NULL;
-    b2_file *f;
-    rc = b2_file_open(b2fs_g.env, np, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f);
-    if (rc == 0) {
-      h->file = f;
-      free(h->path);
-      h->path = np;
-    } else {
-      b2fs_log("%s: cannot reopen after a rename: %s", np,
-               b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
-      free(np);
-    }
-    pthread_mutex_unlock(&in->lock);
-  }
-  pthread_rwlock_unlock(&h->use);
-}
-
-static void repath(b2fs_inode *in) {
-  char path[PATH_MAX];
-  pthread_mutex_lock(&in->wlock);
-  pthread_mutex_lock(&in->lock);
-  b2fs_handle *h = in->cur && in->cur->writable ? in->cur : NULL;
-  if (h) b2fs_handle_take(in);
-  pthread_mutex_unlock(&in->lock);
-  if (h && !in->gone && b2fs_real_path(in, path, sizeof path) == 0 &&
-      strcmp(path, h->path) != 0)
-    reopen(in, h, path);
-  pthread_mutex_unlock(&in->wlock);
-  if (h) b2fs_frame_release(in, h);
-}
-
-void b2fs_frame_repath_all(void) {
+/* Renames.  The engine rewrites a frame (an empty one at a commit) at the
+ * path it was opened with, so a writable frame must not be renamed with
+ * uncommitted changes and must be reopened at its new path right after:
+ * before the rename each writable frame at or under the renamed path is
+ * committed and its uses are held off (`use` exclusively, in address
+ * order), after it the frame is reopened at its real path. */
+typedef struct held_e {
+  b2fs_inode *in;
+  b2fs_handle *h;
+} held_e;
+typedef struct held {
   size_t n;
-  if (!any_writable) return;
+  held_e e[];
+} held;
+
+static int by_handle(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const held_e *)a)->h, y = (uintptr_t)((const held_e *)b)->h;
+  return x < y ? -1 : x > y;
+}
+
+/* Is path `p` at or under `dir`? */
+static int under(const char *p, const char *dir) {
+  size_t n = strlen(dir);
+  return strncmp(p, dir, n) == 0 && (p[n] == 0 || p[n] == '/');
+}
+
+void *b2fs_frame_hold(const char *from) {
+  size_t n;
+  if (!any_writable) return NULL;
   b2fs_inode **ins = wreg_pinned(&n);
+  held *hd = ins ? malloc(sizeof *hd + n * sizeof hd->e[0]) : NULL;
+  if (!hd) {
+    for (size_t i = 0; i < n; i++) b2fs_inode_forget(ins[i], 1);
+    free(ins);
+    return NULL;
+  }
+  hd->n = 0;
   for (size_t i = 0; i < n; i++) {
-    repath(ins[i]);
-    b2fs_inode_forget(ins[i], 1);
+    b2fs_inode *in = ins[i];
+    pthread_mutex_lock(&in->lock);
+    b2fs_handle *h = in->cur && in->cur->writable && under(in->cur->path, from) ? in->cur : NULL;
+    if (h) b2fs_handle_take(in); /* no close while held */
+    pthread_mutex_unlock(&in->lock);
+    if (h) {
+      hd->e[hd->n].in = in;
+      hd->e[hd->n++].h = h;
+    } else {
+      b2fs_inode_forget(in, 1);
+    }
   }
   free(ins);
+  qsort(hd->e, hd->n, sizeof hd->e[0], by_handle);
+  for (size_t i = 0; i < hd->n; i++) {
+    b2fs_handle *h = hd->e[i].h;
+    pthread_rwlock_wrlock(&h->use);
+    int rc = h->file ? b2_file_flush(h->file) : 0;
+    if (rc < 0) b2fs_frame_log(hd->e[i].in, h, "commit before a rename", rc);
+    /* That commit (or one of the idle flusher) may have rewritten the
+     * file: the inode must know the file that gets renamed. */
+    struct stat old;
+    if (replaced(hd->e[i].in, &old)) rebind_to(hd->e[i].in, h->path, &old, 1);
+  }
+  return hd;
+}
+
+/* Reopen the writable handle h of in at path (use held exclusively). */
+static void reopen(b2fs_inode *in, b2fs_handle *h, const char *path) {
+  char *np = strdup(path);
+  if (!np) return;
+  if (h->file && b2_frame_dirty(b2_file_frame(h->file))) {
+    /* The commit before the rename failed: closing would lose data. */
+    b2fs_log("%s: renamed with uncommitted changes; commits may fail", path);
+    free(np);
+    return;
+  }
+  pthread_mutex_lock(&in->lock);
+  int rc = h->file ? b2_file_close(h->file) : 0;
+  h->file = NULL;
+  b2_file *f;
+  if (rc == 0) rc = b2_file_open(b2fs_g.env, np, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f);
+  if (rc == 0) {
+    h->file = f;
+    free(h->path);
+    h->path = np;
+  } else {
+    b2fs_log("%s: cannot reopen after a rename: %s", np,
+             b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
+    free(np);
+  }
+  pthread_mutex_unlock(&in->lock);
+}
+
+void b2fs_frame_unhold(void *arg, int renamed) {
+  held *hd = arg;
+  if (!hd) return;
+  for (size_t i = 0; i < hd->n; i++) {
+    b2fs_inode *in = hd->e[i].in;
+    b2fs_handle *h = hd->e[i].h;
+    char path[PATH_MAX];
+    if (renamed && !in->gone && b2fs_real_path(in, path, sizeof path) == 0 &&
+        strcmp(path, h->path) != 0)
+      reopen(in, h, path);
+    pthread_rwlock_unlock(&h->use);
+  }
+  for (size_t i = 0; i < hd->n; i++) {
+    b2fs_frame_release(hd->e[i].in, hd->e[i].h);
+    b2fs_inode_forget(hd->e[i].in, 1);
+  }
+  free(hd);
 }
 
 /* ---- closing ------------------------------------------------------------- */

@@ -4,7 +4,9 @@
 #   1. tests/mount_ex.c (random operations against a shadow file, every
 #      read compared) on four mounts: zstd and blosclz contiguous, lz4 and
 #      zstd sparse, small chunks; one with a tiny cache and compaction at
-#      every close, one committing after 20 ms idle.
+#      every close, one committing after 20 ms idle.  Then
+#      tests/mount_ex_rename.py: a file written while it and its directory
+#      are renamed over and over.
 #   2. A mount with the default parameters: new files are NAME.b2frame,
 #      renames keep the suffix (files and directories, across directories,
 #      over other entries), plain files written through, .npy views and the
@@ -104,6 +106,20 @@ if ${CC:-cc} -O2 -std=c11 -Wall -Wextra -Werror -o "$EX" tests/mount_ex.c 2>"$TM
   done
 else
   echo "skip exerciser: cannot compile tests/mount_ex.c: $(head -c 200 "$TMP/cc.log")"
+fi
+
+# Renames of a file being written and of its directory.
+R=$TMP/rsrc
+mkdir -p "$R" "$TMP/rmnt"
+if mount_bg renames "$R" "$TMP/rmnt" "chunksize=64K,timeout=0,idle_flush=10,compact_min=0"; then
+  out=$($T "$PY" tests/mount_ex_rename.py "$TMP/rmnt" "${SEED:-1}" 2000 2>&1)
+  if [[ "$out" == ok* ]]; then ok renames_while_writing; echo "  ${out#ok }"
+  else nok renames_while_writing "$out"; fi
+  unmount_fg "$TMP/rmnt" renames
+  verify_source renames "$R"
+  n=$(frames_in "$R" | wc -l)
+  CHECK_WHY="$n frames in SOURCE: $(cd "$R" && find . -name '*.b2frame' | tr '\n' ' ')"
+  check renames_one_frame_left test "$n" = 1
 fi
 
 # ---- 2. the default parameters: names, attributes, tools ----------------------
@@ -386,6 +402,11 @@ EOF
     CHECK_WHY="size $n or content wrong"
     check enospc_committed_content test $rc = 0
     rm "$M/big"
+    # The space comes back once the kernel forgets the file (asynchronously).
+    for _ in $(seq 100); do
+      [ "$(stat -f -c %a "$SMALL")" -gt 256 ] && break
+      sleep 0.1
+    done
     echo after >"$M/small"
     CHECK_WHY="$(cat "$M/small" 2>&1)"
     check enospc_space_back test "$(cat "$M/small")" = after
