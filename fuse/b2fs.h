@@ -98,8 +98,9 @@ typedef struct b2fs_inode {
   int *old_fds;                  /* descriptors replaced, closed with the
                                     inode (table lock) */
   int nold;
-  char *doomed;                  /* hidden name of a removed sparse frame,
-                                    deleted with the inode (nslock) */
+  char *doomed;                  /* hidden name of a frame removed while
+                                    open, deleted with the inode (nslock) */
+  int doomed_dir;                /* O_PATH descriptor of its directory */
   _Atomic int gone;              /* removed or replaced through the mount */
 
   pthread_mutex_t wlock;         /* opening and closing writable handles */
@@ -208,12 +209,12 @@ void b2fs_frame_follow(b2fs_inode *in);
 /* A lookup found the source entry at `path`: let a writable inode whose
  * file was rewritten there follow it first (so the lookup finds it). */
 void b2fs_frame_follow_path(const char *path);
-/* Around a rename of the source entry at real path `from`: commit the
- * writable frames at or under it and hold off their uses; after the rename
- * (renamed: it happened), reopen them at their new paths (the engine works
- * on the path it was given) and let them go.  hold returns NULL when no
- * frame is concerned. */
-void *b2fs_frame_hold(const char *from);
+/* Around a rename of the source entry at real path `from` (and of the
+ * entry at `also`, may be NULL): commit the writable frames at or under
+ * them and hold off their uses; after the rename (renamed: it happened),
+ * reopen them at their new paths (the engine works on the path it was
+ * given) and let them go.  hold returns NULL when no frame is concerned. */
+void *b2fs_frame_hold(const char *from, const char *also);
 void b2fs_frame_unhold(void *held, int renamed);
 /* Is any frame open for writing? */
 int b2fs_frame_any_writable(void);

@@ -31,15 +31,16 @@ int b2fs_table_init(void) {
   return b2fs_g.buckets ? 0 : -1;
 }
 
-/* A sparse frame removed while open was only hidden: delete it now. */
+/* A frame removed while open was only hidden: delete it now. */
 static void remove_doomed(b2fs_inode *in) {
   if (!in->doomed) return;
-  int parent = openat(in->fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (parent >= 0) {
-    if (b2fs_remove_frame_dir(parent, in->doomed) < 0)
-      b2fs_log("cannot remove the deleted frame %s", in->doomed);
-    close(parent);
-  }
+  struct stat st;
+  int rc = fstatat(in->doomed_dir, in->doomed, &st, AT_SYMLINK_NOFOLLOW);
+  if (rc == 0)
+    rc = S_ISDIR(st.st_mode) ? b2fs_remove_frame_dir(in->doomed_dir, in->doomed)
+                             : unlinkat(in->doomed_dir, in->doomed, 0);
+  if (rc < 0) b2fs_log("cannot remove the deleted frame %s", in->doomed);
+  close(in->doomed_dir);
   free(in->doomed);
   in->doomed = NULL;
 }

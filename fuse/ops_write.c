@@ -466,28 +466,40 @@ static void aside_name(char *out, size_t cap) {
 }
 
 /* Delete frame or file `src` of pfd (in: its inode, nslock held).  A
- * sparse frame still open is renamed aside and deleted with its inode. */
+ * frame still open (a sparse one at all, a contiguous one for writing: the
+ * engine might write it again at its path) is renamed aside to a hidden
+ * name, its writer following it, and deleted with its inode. */
 static int remove_entry(int pfd, const char *src, int kind, const struct stat *st,
                         b2fs_inode *in) {
-  if (in) in->gone = 1; /* its writer must not follow or compact the name */
-  if (!is_sparse_frame(kind, st)) return unlinkat(pfd, src, 0) < 0 ? -errno : 0;
+  int sparse = is_sparse_frame(kind, st);
   int busy = 0;
   if (in) {
+    in->gone = 1; /* its writer must not follow, compact or recreate it */
     pthread_mutex_lock(&in->lock);
-    busy = in->cur != NULL;
+    busy = in->cur && (sparse || in->cur->writable);
     pthread_mutex_unlock(&in->lock);
   }
-  if (!busy || in->doomed) return b2fs_remove_frame_dir(pfd, src);
-  char aside[64];
-  aside_name(aside, sizeof aside);
-  char *keep = strdup(aside);
-  if (!keep) return -ENOMEM;
-  if (renameat(pfd, src, pfd, aside) < 0) {
-    int err = errno;
-    free(keep);
-    return -err;
+  if (!busy || in->doomed) {
+    if (sparse) return b2fs_remove_frame_dir(pfd, src);
+    return unlinkat(pfd, src, 0) < 0 ? -errno : 0;
   }
-  in->doomed = keep;
+  char aside[64], from[PATH_MAX];
+  if (b2fs_name_hidden(src)) {
+    snprintf(aside, sizeof aside, "%s", src);
+  } else {
+    aside_name(aside, sizeof aside);
+    void *held = b2fs_path_at(pfd, src, from, sizeof from) == 0 ? b2fs_frame_hold(from, NULL) : NULL;
+    int rc = renameat(pfd, src, pfd, aside) < 0 ? -errno : 0;
+    b2fs_frame_unhold(held, rc == 0);
+    if (rc < 0) return rc;
+  }
+  in->doomed = strdup(aside);
+  in->doomed_dir = in->doomed ? fcntl(pfd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (in->doomed && in->doomed_dir < 0) {
+    free(in->doomed);
+    in->doomed = NULL;
+  }
+  if (!in->doomed) b2fs_log("cannot keep the name of a deleted open frame: %s", aside);
   return 0;
 }
 
@@ -588,8 +600,16 @@ static int plan_move(move *m, const char *name, const char *newname, unsigned fl
 static int do_move(move *m, b2fs_inode *ein) {
   int exists = m->ekind >= 0;
   /* The entry replaced goes aside first unless a plain rename replaces it
-   * in one step (same name, and not a frame directory). */
-  int aside = exists && (strcmp(m->esrc, m->target) != 0 || is_sparse_frame(m->ekind, &m->est));
+   * in one step (same name, not a frame directory, not open for writing:
+   * such frames are deleted with their inode). */
+  int busy = 0;
+  if (ein) {
+    pthread_mutex_lock(&ein->lock);
+    busy = ein->cur && ein->cur->writable;
+    pthread_mutex_unlock(&ein->lock);
+  }
+  int aside = exists && (strcmp(m->esrc, m->target) != 0 ||
+                         is_sparse_frame(m->ekind, &m->est) || busy);
   char hidden[64];
   if (aside) {
     aside_name(hidden, sizeof hidden);
@@ -632,8 +652,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     b2fs_inode *ein = m->ekind >= 0 ? b2fs_inode_find(&m->est, m->ekind) : NULL;
     b2fs_nslock2(sin, ein);
     /* Writers of frames moved (this one, or under a moved directory). */
-    char from[PATH_MAX];
-    void *held = b2fs_path_at(m->pfd, m->src, from, sizeof from) == 0 ? b2fs_frame_hold(from) : NULL;
+    char from[PATH_MAX], over[PATH_MAX];
+    int have_over = m->ekind >= 0 && b2fs_path_at(m->qfd, m->esrc, over, sizeof over) == 0;
+    void *held = b2fs_path_at(m->pfd, m->src, from, sizeof from) == 0
+                     ? b2fs_frame_hold(from, have_over ? over : NULL) : NULL;
     rc = do_move(m, ein);
     b2fs_frame_unhold(held, rc == 0);
     b2fs_nsunlock2(sin, ein);

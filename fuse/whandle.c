@@ -300,7 +300,7 @@ static int under(const char *p, const char *dir) {
   return strncmp(p, dir, n) == 0 && (p[n] == 0 || p[n] == '/');
 }
 
-void *b2fs_frame_hold(const char *from) {
+void *b2fs_frame_hold(const char *from, const char *also) {
   size_t n;
   if (!any_writable) return NULL;
   b2fs_inode **ins = wreg_pinned(&n);
@@ -314,7 +314,9 @@ void *b2fs_frame_hold(const char *from) {
   for (size_t i = 0; i < n; i++) {
     b2fs_inode *in = ins[i];
     pthread_mutex_lock(&in->lock);
-    b2fs_handle *h = in->cur && in->cur->writable && under(in->cur->path, from) ? in->cur : NULL;
+    b2fs_handle *h = in->cur && in->cur->writable &&
+                     (under(in->cur->path, from) || (also && under(in->cur->path, also)))
+                         ? in->cur : NULL;
     if (h) b2fs_handle_take(in); /* no close while held */
     pthread_mutex_unlock(&in->lock);
     if (h) {
@@ -373,7 +375,7 @@ void b2fs_frame_unhold(void *arg, int renamed) {
     b2fs_inode *in = hd->e[i].in;
     b2fs_handle *h = hd->e[i].h;
     char path[PATH_MAX];
-    if (renamed && !in->gone && b2fs_real_path(in, path, sizeof path) == 0 &&
+    if (renamed && b2fs_real_path(in, path, sizeof path) == 0 &&
         strcmp(path, h->path) != 0)
       reopen(in, h, path);
     pthread_rwlock_unlock(&h->use);

@@ -9,7 +9,8 @@
 #      are renamed over and over.
 #   2. A mount with the default parameters: new files are NAME.b2frame,
 #      renames keep the suffix (files and directories, across directories,
-#      over other entries), plain files written through, .npy views and the
+#      over other entries), frames removed or replaced while open stay with
+#      their writer, plain files written through, .npy views and the
 #      older layout refuse writing (EROFS), a frame of another codec keeps
 #      it, mkdir/rmdir, chmod/chown/touch, symlinks, statfs, truncate,
 #      user.b2.* parameters and vlmeta, hidden engine temporaries; cp -a,
@@ -172,6 +173,45 @@ printf 'abc' >"$S/notes.txt"
 mv "$M/plain.txt" "$M/plain.b2"
 CHECK_WHY="plain.b2: $(cat "$M/plain.b2" 2>&1), source: $(ls "$S" | tr '\n' ' ')"
 check rename_plain_to_suffix test "$(cat "$M/plain.b2")" = plaintext -a -f "$S/plain.b2.b2frame" -a ! -e "$S/plain.txt"
+
+# Frames removed or replaced while open for writing stay with their writer
+# (hidden), even when the engine rewrites them (an emptied frame), and go
+# when it closes them.
+out=$($T "$PY" - "$M" <<'EOF'
+import os, sys, time
+m = sys.argv[1]
+fd = os.open(os.path.join(m, "u"), os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"abc" * 10000)
+os.fsync(fd)
+os.unlink(os.path.join(m, "u"))
+os.ftruncate(fd, 0)
+os.fsync(fd)
+os.pwrite(fd, b"zzz", 0)
+os.fsync(fd)
+bad = []
+if os.pread(fd, 10, 0) != b"zzz": bad.append("unlinked file reads wrong")
+if "u" in os.listdir(m): bad.append("unlinked file came back")
+fd2 = os.open(os.path.join(m, "v"), os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd2, b"v" * 100)
+os.fsync(fd2)
+with open(os.path.join(m, "w"), "wb") as f:
+    f.write(b"w" * 50)
+os.rename(os.path.join(m, "w"), os.path.join(m, "v"))
+os.ftruncate(fd2, 0)
+os.fsync(fd2)
+os.pwrite(fd2, b"still", 0)
+os.fsync(fd2)
+if open(os.path.join(m, "v"), "rb").read() != b"w" * 50: bad.append("renamed-over name clobbered")
+if os.pread(fd2, 10, 0) != b"still": bad.append("replaced file reads wrong")
+os.close(fd)
+os.close(fd2)
+print("; ".join(bad) or "ok")
+EOF
+)
+if [ "$out" = ok ]; then ok removed_while_open; else nok removed_while_open "$out"; fi
+for _ in $(seq 50); do [ -z "$(find "$S" -maxdepth 1 -name '.b2fs-gone-*')" ] && break; sleep 0.1; done
+CHECK_WHY="left: $(find "$S" -maxdepth 1 -name '.b2fs-gone-*')"
+check removed_while_open_gone_after_close test -z "$(find "$S" -maxdepth 1 -name '.b2fs-gone-*')" -a ! -e "$S/u.b2frame"
 
 # Plain files are written through as they are.
 echo def >>"$M/notes.txt"
