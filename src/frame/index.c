@@ -145,9 +145,15 @@ int b2_frame_load_index(b2_frame *f) {
   if (in->chunksize > 0) {
     int64_t n = in->nbytes / in->chunksize + (in->nbytes % in->chunksize != 0);
     if (nidx != n) {
-      rc = b2_fail(B2_E_FORMAT, "index chunk: nbytes %d is not nchunks*8 = "
-                   "%lld (nbytes %lld / chunksize %d)", ci.nbytes,
-                   (long long)n * 8, (long long)in->nbytes, in->chunksize);
+      /* n comes from the header: n * 8 may not fit */
+      if (n <= INT64_MAX / 8)
+        rc = b2_fail(B2_E_FORMAT, "index chunk: nbytes %d is not nchunks*8 = "
+                     "%lld (nbytes %lld / chunksize %d)", ci.nbytes,
+                     (long long)n * 8, (long long)in->nbytes, in->chunksize);
+      else
+        rc = b2_fail(B2_E_FORMAT, "index chunk: nbytes %d is not nchunks*8 "
+                     "(nchunks %lld: nbytes %lld / chunksize %d)", ci.nbytes,
+                     (long long)n, (long long)in->nbytes, in->chunksize);
       goto out;
     }
   } else if (nidx == 0) {
