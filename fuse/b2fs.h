@@ -283,6 +283,8 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e);
 /* The handle of an open's fh, and whether the open may write. */
 b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi);
 int b2fs_fh_writes(const struct fuse_file_info *fi);
+/* Do opens with these flags bypass the page cache (direct I/O)? */
+int b2fs_write_only(int flags);
 
 void b2fs_ops_read(struct fuse_lowlevel_ops *ops);
 void b2fs_ops_dir(struct fuse_lowlevel_ops *ops);

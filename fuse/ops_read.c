@@ -184,6 +184,12 @@ b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi) {
 }
 int b2fs_fh_writes(const struct fuse_file_info *fi) { return (int)(fi->fh & 1); }
 
+/* Write-only opens of frames (cp, tar, rsync...) bypass the kernel's page
+ * cache: one copy less per byte, and such a descriptor cannot be mapped
+ * anyway.  Other opens see the new data: each write changes the times the
+ * kernel checks before serving cached pages (auto_inval_data). */
+int b2fs_write_only(int flags) { return (flags & O_ACCMODE) == O_WRONLY; }
+
 static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi) {
   struct stat st;
   char path[64];
@@ -244,6 +250,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)(writes != 0);
   fi->keep_cache = keep;
   fi->noflush = !writes;
+  fi->direct_io = b2fs_write_only(fi->flags);
   if (fuse_reply_open(req, fi) != 0) b2fs_frame_release(in, h);
 }
 

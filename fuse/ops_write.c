@@ -347,6 +347,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
   fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)writes;
   fi->keep_cache = 0;
   fi->noflush = !writes;
+  fi->direct_io = b2fs_write_only(fi->flags);
   if (fuse_reply_create(req, &e, fi) != 0) {
     b2fs_frame_release(in, h);
     b2fs_inode_forget(in, 1);

@@ -7,7 +7,9 @@
  * Runs NOPS random operations on FILE (under the mount) and on SHADOW (a
  * plain file elsewhere): writes at random offsets and sizes (random,
  * repetitive and zero data, gaps past the end), reads through the writing
- * descriptor and a second read-only one, truncates down and up, fsync and
+ * descriptor and a second read-only one, writes through a third,
+ * write-only descriptor (the mount gives those direct I/O, past the page
+ * cache the others use), truncates down and up, fsync and
  * fdatasync, close and reopen (sometimes with O_TRUNC), reads and writes
  * through shared mmap (with and without msync), and size checks.  Every
  * read is compared byte for byte with the shadow, and the whole file every
@@ -41,7 +43,7 @@ static uint64_t rnd64(void) {
 static long rnd(long n) { return n > 0 ? (long)(rnd64() % (uint64_t)n) : 0; }
 
 static const char *file_path, *shadow_path;
-static int fd = -1, rfd = -1, sfd = -1;
+static int fd = -1, rfd = -1, wfd = -1, sfd = -1;
 static long size, chunk = 65536, opno;
 static unsigned char *buf, *buf2;
 static char hist[HIST][128];
@@ -165,13 +167,13 @@ static void check_all(const char *what) {
   compare(buf, n, 0, (size_t)size, what);
 }
 
-static void op_write(void) {
+static void op_write(int wonly) {
   long off = pick_off(size + (rnd(8) == 0 ? 3 * chunk : 0));
   size_t n = pick_len();
   if (off + (long)n > MAX_SIZE) n = (size_t)(off < MAX_SIZE ? MAX_SIZE - off : 1);
   fill(buf, n);
-  note("write %zu at %ld (size %ld)", n, off, size);
-  full_pwrite(fd, buf, n, off, "write");
+  note("write%s %zu at %ld (size %ld)", wonly ? " (write-only fd)" : "", n, off, size);
+  full_pwrite(wonly ? wfd : fd, buf, n, off, "write");
   full_pwrite(sfd, buf, n, off, "shadow write");
   if (off + (long)n > size) size = off + (long)n;
 }
@@ -207,6 +209,11 @@ static void op_reopen(void) {
     if (close(rfd) < 0) die("close ro: %s", strerror(errno));
     rfd = open(file_path, O_RDONLY);
     if (rfd < 0) die("reopen ro: %s", strerror(errno));
+  }
+  if (rnd(2)) {
+    if (close(wfd) < 0) die("close wo: %s", strerror(errno));
+    wfd = open(file_path, O_WRONLY);
+    if (wfd < 0) die("reopen wo: %s", strerror(errno));
   }
   open_files(trunc);
 }
@@ -255,9 +262,12 @@ int main(int argc, char **argv) {
   open_files(1);
   rfd = open(file_path, O_RDONLY);
   if (rfd < 0) die("open ro: %s", strerror(errno));
+  wfd = open(file_path, O_WRONLY);
+  if (wfd < 0) die("open wo: %s", strerror(errno));
   for (opno = 0; opno < nops; opno++) {
     long r = rnd(1000);
-    if (r < 330) op_write();
+    if (r < 290) op_write(0);
+    else if (r < 330) op_write(1);
     else if (r < 560) op_read(0);
     else if (r < 660) op_read(1);
     else if (r < 720) op_truncate();
@@ -278,6 +288,7 @@ int main(int argc, char **argv) {
   check_all("final compare");
   if (close(fd) < 0) die("final close: %s", strerror(errno));
   if (close(rfd) < 0) die("final close ro: %s", strerror(errno));
+  if (close(wfd) < 0) die("final close wo: %s", strerror(errno));
   fd = open(file_path, O_RDONLY);
   if (fd < 0) die("reopen: %s", strerror(errno));
   check_all("after close");
