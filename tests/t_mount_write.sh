@@ -10,9 +10,9 @@
 #   2. A mount with the default parameters: new files are NAME.b2frame,
 #      renames keep the suffix (files and directories, across directories,
 #      over other entries), frames removed or replaced while open stay with
-#      their writer, plain files written through, .npy views and the
-#      older layout refuse writing (EROFS), a frame of another codec keeps
-#      it, mkdir/rmdir, chmod/chown/touch, symlinks, statfs, truncate,
+#      their writer, plain files written through, .npy views, the older
+#      layout and variable-length chunks refuse writing (EROFS), a frame of
+#      another codec keeps it, mkdir/rmdir, chmod/chown/touch, symlinks, statfs, truncate,
 #      user.b2.* parameters and vlmeta, hidden engine temporaries; cp -a,
 #      rsync -a and tar round trips; sqlite3 databases (rollback journal and
 #      WAL) pass PRAGMA integrity_check after a remount.
@@ -132,6 +132,7 @@ if [ $have_fix = 1 ]; then
   cp "$FIX/b2nd/u8-2d-400x3.b2nd" "$S/arr.b2nd"
   cp "$FIX/legacy/legacy-zstd-shuffle-odd.b2frame" "$S/leg.b2frame"
   cp "$FIX/cframe/lz4-shuffle-f64.b2frame" "$S/l4.b2frame"
+  cp "$FIX/reference/varchunks-lz4-3.0.0.b2frame" "$S/vc.b2frame"
 fi
 printf 'abc' >"$S/notes.txt"
 printf 'plaintext\n' >"$S/plain.txt"
@@ -154,7 +155,7 @@ fi
 listed=$(ls -A "$M" | sort | tr '\n' ' ')
 CHECK_WHY="listed: $listed"
 check listing_hides_temporaries test "$listed" = \
-  "$( ([ $have_fix = 1 ] && echo "arr.npy l4 leg"; echo "a notes.txt plain.txt") | tr ' ' '\n' | sort | tr '\n' ' ')"
+  "$( ([ $have_fix = 1 ] && echo "arr.npy l4 leg vc"; echo "a notes.txt plain.txt") | tr ' ' '\n' | sort | tr '\n' ' ')"
 rm "$S/.left.b2tmp"
 
 # Renames keep the frame suffix, across directories, and directories move.
@@ -221,10 +222,13 @@ check plain_write_through test "$(cat "$S/notes.txt")" = "abcdef"
 # .npy views and the older layout refuse writing; another codec is kept.
 if [ $have_fix = 1 ]; then
   e1=$( (echo x >>"$M/arr.npy") 2>&1); e2=$(truncate -s 10 "$M/arr.npy" 2>&1); e3=$( (echo x >>"$M/leg") 2>&1)
-  CHECK_WHY="got: $e1 / $e2 / $e3"
-  check npy_and_legacy_erofs test -n "$e1" -a -n "$e2" -a -n "$e3" -a \
-    "$(sha "$S/arr.b2nd")" = "$(sha "$FIX/b2nd/u8-2d-400x3.b2nd")"
-  [[ "$e1$e2$e3" == *"Read-only file system"*"Read-only file system"*"Read-only file system"* ]] || nok npy_and_legacy_erofs_errno "$e1 / $e2 / $e3"
+  e4=$( (echo x >>"$M/vc") 2>&1)
+  CHECK_WHY="got: $e1 / $e2 / $e3 / $e4"
+  check readonly_kinds_erofs test "$(sha "$S/arr.b2nd")" = "$(sha "$FIX/b2nd/u8-2d-400x3.b2nd")" -a \
+    "$(sha "$S/leg.b2frame")" = "$(sha "$FIX/legacy/legacy-zstd-shuffle-odd.b2frame")" -a \
+    "$(sha "$S/vc.b2frame")" = "$(sha "$FIX/reference/varchunks-lz4-3.0.0.b2frame")"
+  [[ "$e1$e2$e3$e4" == *"Read-only file system"*"Read-only file system"*"Read-only file system"*"Read-only file system"* ]] ||
+    nok readonly_kinds_erofs_errno "$e1 / $e2 / $e3 / $e4"
   $T "$B2F" cat "$FIX/cframe/lz4-shuffle-f64.b2frame" >"$TMP/l4.want"
   printf 'PATCHED!' | dd of="$M/l4" bs=1 seek=100000 conv=notrunc status=none
   printf 'PATCHED!' | dd of="$TMP/l4.want" bs=1 seek=100000 conv=notrunc status=none
