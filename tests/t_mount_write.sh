@@ -12,8 +12,9 @@
 #      over other entries), frames removed or replaced while open stay with
 #      their writer, plain files written through, .npy views, the older
 #      layout and variable-length chunks refuse writing (EROFS), a frame of
-#      another codec keeps it, mkdir/rmdir, chmod/chown/touch, symlinks, statfs, truncate,
-#      user.b2.* parameters and vlmeta, hidden engine temporaries; cp -a,
+#      another codec keeps it, mkdir/rmdir, chmod/chown/touch, symlinks,
+#      statfs, truncate, user.b2.* parameters and vlmeta, hidden engine
+#      temporaries; cp -a,
 #      rsync -a and tar round trips; sqlite3 databases (rollback journal and
 #      WAL) pass PRAGMA integrity_check after a remount.
 #   3. Compaction at the last close (new file, owner, mode, times kept).
