@@ -3,8 +3,10 @@
  * fixed metalayers, then an empty trailer) and open it for writing.  The
  * file is written under a temporary name, synced and renamed into place
  * without replacing anything, so `path` either does not exist or holds a
- * complete frame.  A sparse frame's directory is created first, then its
- * chunks.b2frame the same way.
+ * complete frame.  A sparse frame is built the same way: its directory is
+ * made under the temporary name, chunks.b2frame placed in it, and the
+ * directory renamed into place (a crash never leaves an empty directory
+ * under the frame's name).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +79,47 @@ static int place_file(int dirfd, const char *tmp, const char *name,
   return b2_io_fsync(dirfd);
 }
 
+/* Remove a leftover temporary `name` in dirfd: a file, or a directory of
+ * files (an interrupted sparse creation). */
+static void remove_leftover(int dirfd, const char *name) {
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
+    (void)b2_io_unlinkat(dirfd, name, 0);
+    return;
+  }
+  int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sub < 0) return;
+  /* Only the two names creation writes: never a walk of foreign trees. */
+  (void)b2_io_unlinkat(sub, B2_FRAME_SPARSE_INDEX ".tmp", 0);
+  (void)b2_io_unlinkat(sub, B2_FRAME_SPARSE_INDEX, 0);
+  b2_io_close(sub);
+  (void)b2_io_unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+/* A sparse frame: directory `tmp` with its index, renamed to `name`
+ * without replacing anything, then the parent synced. */
+static int place_dir(int dirfd, const char *tmp, const char *name,
+                     const uint8_t *buf, size_t len) {
+  remove_leftover(dirfd, tmp);
+  int rc = b2_io_mkdirat(dirfd, tmp, 0755);
+  if (rc < 0) return rc;
+  int sub = b2_io_openat(dirfd, tmp, O_RDONLY | O_DIRECTORY, 0);
+  if (sub < 0) {
+    remove_leftover(dirfd, tmp);
+    return sub;
+  }
+  rc = place_file(sub, B2_FRAME_SPARSE_INDEX ".tmp", B2_FRAME_SPARSE_INDEX,
+                  buf, len, 0);
+  b2_io_close(sub);
+  if (!rc) rc = b2_io_renameat(dirfd, tmp, dirfd, name, 1);
+  if (rc < 0) {
+    remove_leftover(dirfd, tmp);
+    return rc;
+  }
+  return b2_io_fsync(dirfd);
+}
+
 int b2_frame_create(const char *path, const b2_frame_params *p,
                     b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame create: no output");
@@ -101,17 +144,7 @@ int b2_frame_create(const char *path, const b2_frame_params *p,
   } else if (p->layout == B2_LAYOUT_CONTIGUOUS) {
     rc = place_file(dirfd, tmp, base, buf, len, 1);
   } else {
-    rc = b2_io_mkdirat(dirfd, base, 0755);
-    int sub = rc < 0 ? rc
-                     : b2_io_openat(dirfd, base, O_RDONLY | O_DIRECTORY, 0);
-    if (sub >= 0) {
-      rc = place_file(sub, B2_FRAME_SPARSE_INDEX ".tmp",
-                      B2_FRAME_SPARSE_INDEX, buf, len, 0);
-      b2_io_close(sub);
-      if (!rc) rc = b2_io_fsync(dirfd);
-    } else {
-      rc = sub;
-    }
+    rc = place_dir(dirfd, tmp, base, buf, len);
   }
   b2_io_close(dirfd);
   free(buf);
