@@ -12,6 +12,7 @@
 #
 # FUZZ_KEEP=1: afterwards, merge the work corpus (inputs <= 16 KiB) into a
 # fresh minimal corpus that replaces tests/fuzz/corpus/NAME (keep_corpus).
+# SECONDS "keep": no fuzzing, only that merge of the existing work corpora.
 # FUZZ_NICE (default 19): the niceness of the fuzzers.
 set -u
 cd "$(dirname "$0")/../.."
@@ -20,23 +21,6 @@ fix="${B2FS_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
 py="${PY:-/usr/bin/python3}"
 status=0
 mkdir -p build/fuzz
-
-# Seeds from the fixtures (regenerated on every run: cheap).
-seeds=build/fuzz/seeds-out
-rm -rf "$seeds"; mkdir -p "$seeds"
-if [ -d "$fix" ]; then
-  if make -s build/san/libb2fs.a >build/fuzz/seeds-build.log 2>&1 &&
-     ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -Iinclude -Isrc \
-       -o build/fuzz/seeds tests/fuzz/seeds.c build/san/libb2fs.a \
-       $(pkg-config --libs liblz4 libzstd zlib) -pthread >>build/fuzz/seeds-build.log 2>&1; then
-    ./build/fuzz/seeds "$fix" "$seeds" || echo "# seeds: the seed writer failed"
-  else
-    echo "# seeds: cannot build the seed writer (build/fuzz/seeds-build.log)"
-  fi
-else
-  echo "# seeds: no fixtures at $fix, kept corpus only"
-fi
-[ -x "$py" ] && "$py" tests/fuzz/npy_seeds.py "$seeds" >/dev/null
 
 # keep_corpus BIN NAME: merge the work corpus's inputs of at most 16 KiB
 # into a fresh corpus (every feature); when that exceeds 512 KiB, merge
@@ -58,6 +42,28 @@ keep_corpus() {
   echo "# kept corpus $name ($opt): $(ls "tests/fuzz/corpus/$name" | wc -l) files," \
        "$(du -sk --apparent-size "tests/fuzz/corpus/$name" | cut -f1) KiB"
 }
+
+if [ "$secs" = keep ]; then
+  for bin in "$@"; do n=$(basename "$bin"); keep_corpus "$bin" "${n#fuzz_}"; done
+  exit 0
+fi
+
+# Seeds from the fixtures (regenerated on every run: cheap).
+seeds=build/fuzz/seeds-out
+rm -rf "$seeds"; mkdir -p "$seeds"
+if [ -d "$fix" ]; then
+  if make -s build/san/libb2fs.a >build/fuzz/seeds-build.log 2>&1 &&
+     ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -Iinclude -Isrc \
+       -o build/fuzz/seeds tests/fuzz/seeds.c build/san/libb2fs.a \
+       $(pkg-config --libs liblz4 libzstd zlib) -pthread >>build/fuzz/seeds-build.log 2>&1; then
+    ./build/fuzz/seeds "$fix" "$seeds" || echo "# seeds: the seed writer failed"
+  else
+    echo "# seeds: cannot build the seed writer (build/fuzz/seeds-build.log)"
+  fi
+else
+  echo "# seeds: no fixtures at $fix, kept corpus only"
+fi
+[ -x "$py" ] && "$py" tests/fuzz/npy_seeds.py "$seeds" >/dev/null
 
 for bin in "$@"; do
   name=$(basename "$bin"); name=${name#fuzz_}
