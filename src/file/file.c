@@ -101,10 +101,14 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
   }
   else if (env)
     f->id = atomic_fetch_add(&env->next_id, 1);
-  atomic_init(&f->next_off, -1);
-  atomic_init(&f->streaming, 0);
-  atomic_init(&f->stream_chunk, -1);
-  atomic_init(&f->ahead, 0);
+  for (int k = 0; k < B2_FILE_STREAMS; k++) {
+    atomic_init(&f->streams[k].end, -1);
+    atomic_init(&f->streams[k].state, 0);
+    atomic_init(&f->streams[k].ahead, 0);
+    atomic_init(&f->streams[k].done, -1);
+    atomic_init(&f->streams[k].used, 0);
+  }
+  atomic_init(&f->tick, 0);
   int rc = 0;
   if (view == B2_VIEW_LOGICAL)
     atomic_init(&f->size, b2_frame_get_info(fr)->nbytes);

@@ -28,6 +28,18 @@ struct b2_env {
  * sequential stream, decode only the blocks they cover. */
 #define B2_FILE_PARTIAL_MAX (256u << 10)
 
+/* A reader of a handle as read.c tracks it: up to B2_FILE_STREAMS readers
+ * of one handle (processes reading the same file) are told apart by where
+ * their reads start. */
+#define B2_FILE_STREAMS 4
+typedef struct b2_stream {
+  _Atomic int64_t end;   /* where its last read ended (-1: unused) */
+  _Atomic int state;     /* 0 new, 1 near its last read, 2 sequential */
+  _Atomic int64_t ahead; /* read-ahead has been queued below this chunk */
+  _Atomic int64_t done;  /* the last chunk of the logical view it finished */
+  atomic_uint_fast64_t used; /* f->tick of its last read */
+} b2_stream;
+
 struct b2_file {
   b2_env *env;
   b2_frame *frame;
@@ -41,11 +53,8 @@ struct b2_file {
   char *npy;            /* .npy header (B2_VIEW_NPY) */
   size_t npylen;
   _Atomic int64_t size; /* size of the view (written files: in memory) */
-  _Atomic int64_t next_off;   /* end of the previous read (sequential?) */
-  _Atomic int streaming;      /* how the previous read looked (read.c) */
-  _Atomic int64_t stream_chunk; /* the last chunk a sequential reader of
-                                   the logical view finished (-1: none) */
-  _Atomic int64_t ahead;      /* read-ahead has been queued below this chunk */
+  b2_stream streams[B2_FILE_STREAMS]; /* readers of the handle (read.c) */
+  atomic_uint_fast64_t tick;  /* counts reads, for the streams' LRU order */
   b2_pool_group group;        /* read-ahead jobs in flight */
 
   /* Writing (logical view of a frame opened for writing). */
@@ -77,8 +86,8 @@ void b2_env_stop_idler(b2_env *env);
 int b2_file_read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *dst);
 
 /* Read bytes [off, off+len) of decoded chunk i: from the cache, by partial
- * decode (small reads, not `seq`uential), straight into dst (whole chunk),
- * or by loading the whole chunk into the cache. */
-int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, int seq);
+ * decode (small reads, not part of a sequential stream `seq`), straight
+ * into dst (whole chunk), or by loading the whole chunk into the cache. */
+int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, b2_stream *seq);
 
 #endif

@@ -63,7 +63,7 @@ static void copy_entry(const b2_file *f, b2_cache_entry *e, size_t off, size_t l
  * thread or the one already loading it).  1 when pinned, 0 when the read
  * is better served otherwise (not cached, and small and not sequential, or
  * the whole chunk wanted and not queued for read-ahead), < 0 on error. */
-static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, int seq,
+static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, b2_stream *seq,
                      b2_cache_entry **e) {
   b2_cache *c = f->env ? f->env->cache : NULL;
   if (!c) return 0;
@@ -71,12 +71,12 @@ static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, int seq,
   if (!seq && len <= B2_FILE_PARTIAL_MAX) return 0;
   /* A whole chunk goes straight to the caller unless read-ahead has queued
    * it (then wait for that decode rather than repeat it). */
-  if (len == (size_t)nb && !(seq && i < atomic_load(&f->ahead))) return 0;
+  if (len == (size_t)nb && !(seq && i < atomic_load(&seq->ahead))) return 0;
   int rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
   return rc < 0 ? rc : 1;
 }
 
-int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, int seq) {
+int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, b2_stream *seq) {
   int32_t nb = b2_frame_chunk_nbytes(f->frame, i);
   if (nb < 0) return nb;
   b2_cache_entry *e;
@@ -98,6 +98,7 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
 /* ---- read-ahead ------------------------------------------------------------- */
 typedef struct {
   b2_file *f;
+  b2_stream *st;
   int64_t chunk;
 } ahead_job;
 
@@ -106,21 +107,21 @@ static void ahead_run(void *arg) {
   b2_cache_entry *e;
   /* Skip a chunk the reader has passed meanwhile (it loaded the chunk
    * itself): loading it now would only park it in the cache. */
-  if (j->chunk >= atomic_load(&j->f->stream_chunk) &&
+  if (j->chunk > atomic_load(&j->st->done) &&
       b2_cache_get(j->f->env->cache, j->f->id, j->chunk, b2_file_load_chunk, j->f, &e) == 0)
     b2_cache_release(j->f->env->cache, e);
   free(j);
 }
 
-/* A sequential reader reached chunk `last`: queue the next chunks for
+/* Sequential reader `st` reached chunk `last`: queue the next chunks for
  * decoding in the background (dropped when the pool is busy). */
-static void read_ahead(b2_file *f, int64_t last) {
+static void read_ahead(b2_file *f, b2_stream *st, int64_t last) {
   b2_env *env = f->env;
   if (!env || !env->cache || !env->pool || env->opts.readahead <= 0) return;
   b2_frame_info in;
   if (b2_frame_info_copy(f->frame, &in) < 0) return;
   int64_t n = in.nchunks;
-  int64_t from = B2_MAX(last + 1, atomic_load(&f->ahead));
+  int64_t from = B2_MAX(last + 1, atomic_load(&st->ahead));
   int64_t to = B2_MIN(n, last + 1 + env->opts.readahead);
   for (int64_t j = from; j < to; j++) {
     b2_cache_entry *e;
@@ -131,29 +132,52 @@ static void read_ahead(b2_file *f, int64_t last) {
     ahead_job *job = malloc(sizeof *job);
     if (!job) break;
     job->f = f;
+    job->st = st;
     job->chunk = j;
     if (b2_pool_try_submit(env->pool, ahead_run, job, &f->group) < 0) {
       free(job);
       break;
     }
-    atomic_store(&f->ahead, j + 1);
+    atomic_store(&st->ahead, j + 1);
   }
 }
 
-/* Is a read of [off, off+n) part of a sequential stream?  Yes when it
- * starts where the previous read ended, or near there (within a few read
- * sizes) when the previous read was near its predecessor too: the kernel's
+/* Which sequential reader, if any, does a read of [off, off+n) belong to?
+ * A reader (b2_stream) continues where its last read ended, or near there
+ * (within a few read sizes) once it has done so before: the kernel's
  * read-ahead requests reach the daemon on several threads and may arrive
- * a little out of order.  f->streaming: 0 random, 1 near, 2 sequential. */
+ * a little out of order.  A read near no reader starts a new one in the
+ * least recently used slot, and is not sequential yet. */
 #define SEQ_SLACK_READS 4
 #define SEQ_SLACK_MAX ((int64_t)1 << 20)
-static int note_read(b2_file *f, int64_t off, size_t n) {
-  int64_t prev = atomic_exchange(&f->next_off, off + (int64_t)n);
+static b2_stream *note_read(b2_file *f, int64_t off, size_t n) {
+  uint64_t now = atomic_fetch_add(&f->tick, 1) + 1;
   int64_t slack = B2_MIN((int64_t)n * SEQ_SLACK_READS, SEQ_SLACK_MAX);
-  int near = prev >= 0 && off >= prev - slack && off <= prev + slack;
-  int seq = prev == off || (near && atomic_load(&f->streaming) > 0);
-  atomic_store(&f->streaming, seq ? 2 : near);
-  return seq;
+  b2_stream *best = NULL, *lru = &f->streams[0];
+  int64_t bestd = INT64_MAX;
+  for (int k = 0; k < B2_FILE_STREAMS; k++) {
+    b2_stream *s = &f->streams[k];
+    int64_t end = atomic_load(&s->end);
+    int64_t d = end < 0 ? INT64_MAX : end > off ? end - off : off - end;
+    if (d <= slack && d < bestd) {
+      best = s;
+      bestd = d;
+    }
+    if (atomic_load(&s->used) < atomic_load(&lru->used)) lru = s;
+  }
+  if (!best) {
+    atomic_store(&lru->end, off + (int64_t)n);
+    atomic_store(&lru->state, 0);
+    atomic_store(&lru->ahead, 0);
+    atomic_store(&lru->done, -1);
+    atomic_store(&lru->used, now);
+    return NULL;
+  }
+  int seq = bestd == 0 || atomic_load(&best->state) > 0;
+  atomic_store(&best->state, seq ? 2 : 1);
+  atomic_store(&best->end, off + (int64_t)n);
+  atomic_store(&best->used, now);
+  return seq ? best : NULL;
 }
 
 /* Drop-behind: a sequential reader finished chunk i, so chunk i - 1 (one
@@ -162,8 +186,8 @@ static int note_read(b2_file *f, int64_t off, size_t n) {
  * them decoded here as well would only double the memory and push out
  * chunks that random readers use.  Read-only handles only (written
  * entries may be dirty). */
-static void drop_behind(b2_file *f, int64_t i) {
-  atomic_store(&f->stream_chunk, i);
+static void drop_behind(b2_file *f, b2_stream *st, int64_t i) {
+  atomic_store(&st->done, i);
   if (i >= 1 && !f->writable && f->env && f->env->cache)
     b2_cache_invalidate(f->env->cache, f->id, i - 1);
 }
@@ -171,7 +195,7 @@ static void drop_behind(b2_file *f, int64_t i) {
 /* ---- views --------------------------------------------------------------------- */
 
 /* Logical view: walk the chunks covering the range. */
-static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off, int seq) {
+static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off, b2_stream *seq) {
   int64_t end = off + (int64_t)n;
   int64_t i = b2_frame_chunk_at(f->frame, off);
   if (i < 0) return (int)i;
@@ -185,16 +209,16 @@ static int read_logical(b2_file *f, uint8_t *dst, size_t n, int64_t off, int seq
     if (rc < 0) return rc; /* the frame layer names the chunk */
     dst += take;
     off += (int64_t)take;
-    if (seq && off == cs + cn) drop_behind(f, i);
+    if (seq && off == cs + cn) drop_behind(f, seq, i);
     i++;
   }
-  if (seq) read_ahead(f, i - 1);
+  if (seq) read_ahead(f, seq, i - 1);
   return 0;
 }
 
 typedef struct {
   b2_file *f;
-  int seq;
+  b2_stream *seq;
   int64_t last; /* highest chunk read */
 } gather_ctx;
 
@@ -205,8 +229,9 @@ static int chunk_reader(void *arg, int64_t chunk, size_t off, size_t len, void *
   return rc < 0 ? rc : 0;
 }
 
-/* Read n bytes (already clipped to the size) at off of view `seq`. */
-static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, int seq) {
+/* Read n bytes (already clipped to the size) at off of the view, for the
+ * sequential reader `seq` (NULL: a random read). */
+static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, b2_stream *seq) {
   if (f->view == B2_VIEW_LOGICAL) return read_logical(f, dst, n, off, seq);
   size_t done = 0;
   if (f->view == B2_VIEW_NPY && off < (int64_t)f->npylen) {
@@ -220,7 +245,7 @@ static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, int seq) {
   gather_ctx g = {f, seq, -1};
   int rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, &g);
   if (rc > 0) rc = 0;
-  if (rc == 0 && seq && g.last >= 0) read_ahead(f, g.last);
+  if (rc == 0 && seq && g.last >= 0) read_ahead(f, seq, g.last);
   return rc;
 }
 
@@ -245,7 +270,7 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
 /* The logical range [off, off+n) within one chunk whose decoded entry is
  * (or, for a sequential reader, becomes) cached: pin it.  1 when pinned,
  * 0 when not served this way, < 0 on error. */
-static int pin_range(b2_file *f, size_t n, int64_t off, int seq, b2_file_pin *p) {
+static int pin_range(b2_file *f, size_t n, int64_t off, b2_stream *seq, b2_file_pin *p) {
   if (f->view != B2_VIEW_LOGICAL || f->writable || !f->env || !f->env->cache) return 0;
   int64_t i = b2_frame_chunk_at(f->frame, off);
   if (i < 0) return (int)i;
@@ -265,8 +290,8 @@ static int pin_range(b2_file *f, size_t n, int64_t off, int seq, b2_file_pin *p)
   p->data = b2_cache_data(e) + lo;
   p->entry = e;
   if (seq) {
-    if (lo + n == (size_t)cn) drop_behind(f, i);
-    read_ahead(f, i);
+    if (lo + n == (size_t)cn) drop_behind(f, seq, i);
+    read_ahead(f, seq, i);
   }
   return 1;
 }
@@ -277,7 +302,7 @@ ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_
   p->file = f;
   ssize_t k = clip(f, n, off);
   if (k <= 0) return k;
-  int seq = note_read(f, off, (size_t)k);
+  b2_stream *seq = note_read(f, off, (size_t)k);
   int rc = pin_range(f, (size_t)k, off, seq, p);
   if (rc == 0) rc = read_view(f, buf, (size_t)k, off, seq);
   return rc < 0 ? rc : k;

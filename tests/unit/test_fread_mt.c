@@ -1,10 +1,10 @@
 /* test_fread_mt.c - the read path of file handles (src/file/read.c,
  * partial.c): small random reads (decoded from the stored chunk kept in
- * the cache), sequential
- * reads (read-ahead, drop-behind), requests arriving slightly out of
- * order, pinned zero-copy reads, handles without a cache, writable
- * handles, and several threads reading one handle.  Every byte read is
- * compared with the data written.  B2FS_SEED replays a run. */
+ * the cache), sequential reads (read-ahead, drop-behind), requests
+ * arriving slightly out of order, interleaved readers of one handle,
+ * pinned zero-copy reads, handles without a cache, writable handles, and
+ * several threads reading one handle.  Every byte read is compared with
+ * the data written.  B2FS_SEED replays a run. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,12 +119,14 @@ static void random_small(const char *path, const uint8_t *want) {
   uint8_t *buf = malloc(9000);
   uint64_t s = seed0;
   int bad = 0, stored = 0;
-  int64_t prev_end = -1;
+  int64_t ends[8] = {-1, -1, -1, -1, -1, -1, -1, -1}; /* recent read ends */
   for (int k = 0; k < 1500 && !bad; k++) {
     int64_t off = (int64_t)(rnd(&s) % (NBYTES + 100));
     size_t n = 1 + rnd(&s) % 8192;
-    if (off >= prev_end - 65536 && off <= prev_end + 65536) continue; /* not sequential */
-    prev_end = off + (int64_t)n;
+    int near = 0; /* keep clear of them: random reads, not streams */
+    for (int j = 0; j < 8; j++) near |= ends[j] >= 0 && off >= ends[j] - 65536 && off <= ends[j] + 65536;
+    if (near) continue;
+    ends[k % 8] = off + (int64_t)n;
     bad = check_read(f, want, n, off, buf);
     /* a small read of an uncached chunk keeps that chunk stored */
     if (off < NBYTES && n <= 4096 && off / CHUNK == (off + (int64_t)n - 1) / CHUNK)
@@ -253,6 +255,44 @@ static void test_pinned(void) {
   b2_env_destroy(env);
 }
 
+/* Two sequential readers and a random one interleaved on one handle (as
+ * when several processes read the same file): both streams are seen as
+ * such (their reads come pinned from the cache) and drop behind them. */
+static void test_interleaved(void) {
+  b2_env *env = make_env(64 << 20, 4);
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  uint8_t *buf = malloc(PIECE);
+  int bad = 0, pinned = 0, rpinned = 0, reads = 0;
+  int64_t a = 0, b = NBYTES / 2 / PIECE * PIECE;
+  uint64_t s = seed0 + 3;
+  while ((a < NBYTES / 2 || b < NBYTES) && !bad) {
+    if (a < NBYTES / 2) {
+      bad |= check_pin(f, sig, PIECE, a, buf, &pinned);
+      a += PIECE;
+      reads++;
+    }
+    if (b < NBYTES) {
+      bad |= check_pin(f, sig, PIECE, b, buf, &pinned);
+      b += PIECE;
+      reads++;
+    }
+    bad |= check_pin(f, sig, 512, (int64_t)(rnd(&s) % NBYTES), buf, &rpinned);
+  }
+  CHECK_EQ(bad, 0);
+  if (pinned < reads - 4) fprintf(stderr, "  %d of %d stream reads pinned\n", pinned, reads);
+  CHECK(pinned >= reads - 4);
+  b2_pool_wait(env->pool, &f->group);
+  uint64_t held = cache_bytes(env);
+  if (held > 16 * CHUNK) fprintf(stderr, "  %llu bytes cached\n", (unsigned long long)held);
+  CHECK(held <= 16 * CHUNK);
+  free(buf);
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+
 /* Without a cache (cache_size 0), and without an env at all. */
 static void test_no_cache(void) {
   b2_env *env = make_env(0, 4);
@@ -366,6 +406,7 @@ int main(void) {
   T_RUN(test_sequential_swapped);
   T_RUN(test_whole_chunks);
   T_RUN(test_pinned);
+  T_RUN(test_interleaved);
   T_RUN(test_no_cache);
   T_RUN(test_writable);
   T_RUN(test_threads);
