@@ -290,5 +290,6 @@ void b2fs_ops_read(struct fuse_lowlevel_ops *ops);
 void b2fs_ops_dir(struct fuse_lowlevel_ops *ops);
 void b2fs_ops_xattr(struct fuse_lowlevel_ops *ops);
 void b2fs_ops_write(struct fuse_lowlevel_ops *ops);
+void b2fs_ops_tree(struct fuse_lowlevel_ops *ops);
 
 #endif /* B2FS_H */

@@ -142,6 +142,7 @@ int main(int argc, char **argv) {
   b2fs_ops_dir(&ops);
   b2fs_ops_xattr(&ops);
   b2fs_ops_write(&ops);
+  b2fs_ops_tree(&ops);
 
   se = fuse_session_new(&args, &ops, sizeof ops, NULL);
   if (!se) goto out;

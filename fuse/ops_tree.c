@@ -1,0 +1,511 @@
+/*
+ * ops_tree.c - operations that change the tree: create, mknod, mkdir,
+ * symlink, link, unlink, rmdir, rename, fsyncdir.
+ *
+ * A new regular file NAME is the frame NAME.b2frame in SOURCE (created with
+ * the mount's parameters), unless the directory's names would then not
+ * show it as NAME: then it is a plain file NAME, or EEXIST when that is not
+ * possible either.  A frame renamed keeps its suffix (a -> b is a.b2frame
+ * -> b.b2frame); every change checks with names.c that the entry will be
+ * shown under the name asked for.  Moves that would turn a plain file into
+ * a frame or an array's .npy view into something else fail with EXDEV, so
+ * that mv copies the content instead.  Frames still open (for writing, or
+ * sparse ones at all) are removed by renaming them aside to a hidden name;
+ * they go with their inode.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2fs.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+/* The directory inode of a request, or NULL after replying ENOTDIR. */
+static b2fs_inode *dir_of(fuse_req_t req, fuse_ino_t parent) {
+  b2fs_inode *p = b2fs_inode_get(parent);
+  if (p->kind != B2FS_KIND_PLAIN) {
+    fuse_reply_err(req, ENOTDIR);
+    return NULL;
+  }
+  return p;
+}
+
+static void reply_entry(fuse_req_t req, int pfd, const char *src, int kind) {
+  struct fuse_entry_param e;
+  int rc = b2fs_entry(pfd, src, kind, &e);
+  if (rc < 0)
+    fuse_reply_err(req, -rc);
+  else if (fuse_reply_entry(req, &e) != 0)
+    b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+}
+
+/* ---- new entries --------------------------------------------------------- */
+
+/* Source name for a new entry of type `type` shown as `name` in the
+ * directory pfd: a regular file becomes a frame when `frames` allows and
+ * the names let it (*frame = 1), else the entry keeps its name.  0,
+ * -EEXIST, -EINVAL (a name the mount hides), -ENAMETOOLONG. */
+static int choose_new(int pfd, const char *name, mode_t type, int frames,
+                      char *src, size_t cap, int *frame) {
+  b2fs_overlay o = {b2fs_probe_dir, &pfd, {NULL, NULL}, NULL, 0};
+  if (strlen(name) > B2FS_NAME_MAX) return -ENAMETOOLONG;
+  *frame = 0;
+  if (S_ISREG(type) && frames &&
+      b2fs_name_target(B2FS_KIND_LOGICAL, B2FS_NEW_SUFFIX, name, src, cap) == 0 &&
+      b2fs_probe_dir(&pfd, src) == B2FS_ABSENT) {
+    o.added = src;
+    o.added_as = B2FS_FRAME;
+    if (b2fs_name_check(name, src, 1, b2fs_overlay_probe, &o) == 0) {
+      *frame = 1;
+      return 0;
+    }
+  }
+  /* The entry under its own name; a regular file with a frame suffix
+   * would be taken for a frame. */
+  if (S_ISREG(type) && b2fs_name_kind(name, NULL) != B2FS_KIND_PLAIN) return -EEXIST;
+  if (b2fs_name_hidden(name)) return -EINVAL;
+  int p = b2fs_probe_dir(&pfd, name);
+  if (p < 0) return p;
+  if (p != B2FS_ABSENT) return -EEXIST;
+  snprintf(src, cap, "%s", name);
+  o.added = src;
+  o.added_as = B2FS_PRESENT;
+  return b2fs_name_check(name, src, 0, b2fs_overlay_probe, &o);
+}
+
+/* Create the frame src in pfd with the mount's parameters and the mode
+ * asked for; *f gets it open for writing, *path its real path. */
+static int new_frame(fuse_req_t req, int pfd, const char *src, mode_t mode,
+                     b2_file **f, char *path, size_t cap) {
+  int rc = b2fs_path_at(pfd, src, path, cap);
+  if (rc < 0) return rc;
+  int brc = b2_file_create(b2fs_g.env, path, NULL, f);
+  if (brc < 0) {
+    b2fs_log("%s: cannot create: %s", path,
+             b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
+    return -b2fs_werrno(brc);
+  }
+  struct stat st;
+  if (fstatat(pfd, src, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    mode_t m = mode & 07777;
+    if (S_ISDIR(st.st_mode)) m = b2fs_sparse_dir_mode(m);
+    if (fchmodat(pfd, src, m, 0) < 0)
+      b2fs_log("%s: cannot set mode %o: %s", path, (unsigned)m, strerror(errno));
+  }
+  b2fs_give_owner(pfd, src, req);
+  return 0;
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      mode_t mode, struct fuse_file_info *fi) {
+  b2fs_inode *p = dir_of(req, parent);
+  if (!p) return;
+  int pfd = p->fd, frame;
+  char src[B2FS_NAME_MAX + 1];
+  int rc = choose_new(pfd, name, S_IFREG, 1, src, sizeof src, &frame);
+  if (rc < 0) {
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  struct fuse_entry_param e;
+  if (!frame) {
+    int flags = fi->flags & (O_ACCMODE | O_SYNC | O_DSYNC | O_NOATIME);
+    int fd = openat(pfd, src, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0) {
+      fuse_reply_err(req, errno);
+      return;
+    }
+    b2fs_give_owner(pfd, src, req);
+    rc = b2fs_entry(pfd, src, B2FS_KIND_PLAIN, &e);
+    if (rc < 0) {
+      close(fd);
+      fuse_reply_err(req, -rc);
+      return;
+    }
+    fi->fh = (uint64_t)fd;
+    fi->noflush = 1;
+    if (fuse_reply_create(req, &e, fi) != 0) {
+      close(fd);
+      b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+    }
+    return;
+  }
+  char path[PATH_MAX];
+  b2_file *f;
+  rc = new_frame(req, pfd, src, mode, &f, path, sizeof path);
+  if (rc < 0) {
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  rc = b2fs_entry(pfd, src, B2FS_KIND_LOGICAL, &e);
+  if (rc < 0) {
+    b2_file_close(f);
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  b2fs_inode *in = b2fs_inode_get(e.ino);
+  b2fs_handle *h;
+  rc = b2fs_frame_install_rw(in, f, path, &h);
+  if (rc < 0) {
+    b2fs_inode_forget(in, 1);
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  int writes = (fi->flags & O_ACCMODE) != O_RDONLY;
+  fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)writes;
+  fi->keep_cache = 0;
+  fi->noflush = !writes;
+  fi->direct_io = b2fs_write_only(fi->flags);
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    b2fs_frame_release(in, h);
+    b2fs_inode_forget(in, 1);
+  }
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+                     mode_t mode, dev_t rdev) {
+  b2fs_inode *p = dir_of(req, parent);
+  if (!p) return;
+  int pfd = p->fd, frame;
+  char src[B2FS_NAME_MAX + 1];
+  int rc = choose_new(pfd, name, mode & S_IFMT, 1, src, sizeof src, &frame);
+  if (rc < 0) {
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  if (frame) {
+    char path[PATH_MAX];
+    b2_file *f;
+    rc = new_frame(req, pfd, src, mode, &f, path, sizeof path);
+    if (rc == 0) {
+      int brc = b2_file_close(f);
+      if (brc < 0) rc = -b2fs_werrno(brc);
+    }
+  } else {
+    rc = mknodat(pfd, src, mode, rdev) < 0 ? -errno : 0;
+    if (rc == 0) b2fs_give_owner(pfd, src, req);
+  }
+  if (rc < 0)
+    fuse_reply_err(req, -rc);
+  else
+    reply_entry(req, pfd, src, frame ? B2FS_KIND_LOGICAL : B2FS_KIND_PLAIN);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+                     mode_t mode) {
+  b2fs_inode *p = dir_of(req, parent);
+  if (!p) return;
+  int pfd = p->fd, frame;
+  char src[B2FS_NAME_MAX + 1];
+  int rc = choose_new(pfd, name, S_IFDIR, 0, src, sizeof src, &frame);
+  if (rc == 0 && mkdirat(pfd, src, mode) < 0) rc = -errno;
+  if (rc < 0) {
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  b2fs_give_owner(pfd, src, req);
+  reply_entry(req, pfd, src, B2FS_KIND_PLAIN);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+                       const char *name) {
+  b2fs_inode *p = dir_of(req, parent);
+  if (!p) return;
+  int pfd = p->fd, frame;
+  char src[B2FS_NAME_MAX + 1];
+  int rc = choose_new(pfd, name, S_IFLNK, 0, src, sizeof src, &frame);
+  if (rc == 0 && symlinkat(link, pfd, src) < 0) rc = -errno;
+  if (rc < 0) {
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  b2fs_give_owner(pfd, src, req);
+  reply_entry(req, pfd, src, B2FS_KIND_PLAIN);
+}
+
+/* Hard links of plain entries only: a second name of a frame would not
+ * survive its compaction (a new file renamed over one of the names). */
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+                    const char *newname) {
+  b2fs_inode *in = b2fs_inode_get(ino);
+  b2fs_inode *q = dir_of(req, newparent);
+  if (!q) return;
+  if (in->kind != B2FS_KIND_PLAIN) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
+  struct stat st;
+  char path[64];
+  int qfd = q->fd, frame;
+  char src[B2FS_NAME_MAX + 1];
+  int rc = fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+  if (rc == 0) rc = choose_new(qfd, newname, st.st_mode & S_IFMT, 0, src, sizeof src, &frame);
+  if (rc == -EEXIST && S_ISREG(st.st_mode) &&
+      b2fs_name_kind(newname, NULL) != B2FS_KIND_PLAIN)
+    rc = -EPERM; /* the new name would make it a frame */
+  if (rc == 0 && linkat(AT_FDCWD, b2fs_fd_path(in->fd, path, sizeof path), qfd, src,
+                        AT_SYMLINK_FOLLOW) < 0)
+    rc = -errno;
+  if (rc < 0)
+    fuse_reply_err(req, -rc);
+  else
+    reply_entry(req, qfd, src, B2FS_KIND_PLAIN);
+}
+
+/* ---- removing and renaming ------------------------------------------------ */
+
+/* The source entry shown as `name` in pfd: its name, kind and lstat. */
+static int resolve(int pfd, const char *name, char *src, struct stat *st) {
+  int kind = b2fs_name_to_source(name, b2fs_probe_dir, &pfd, src, B2FS_NAME_MAX + 1);
+  if (kind >= 0 && b2fs_name_hidden(src)) kind = -ENOENT;
+  if (kind >= 0 && fstatat(pfd, src, st, AT_SYMLINK_NOFOLLOW) < 0) kind = -errno;
+  if (kind >= 0 && kind != B2FS_KIND_PLAIN && !S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+    kind = B2FS_KIND_PLAIN;
+  return kind;
+}
+
+static int is_sparse_frame(int kind, const struct stat *st) {
+  return kind != B2FS_KIND_PLAIN && S_ISDIR(st->st_mode);
+}
+
+/* A name for an entry set aside before it is deleted (hidden). */
+static void aside_name(char *out, size_t cap) {
+  static atomic_uint seq;
+  snprintf(out, cap, ".b2fs-gone-%d-%u.b2tmp", (int)getpid(), atomic_fetch_add(&seq, 1));
+}
+
+/* Delete frame or file `src` of pfd (in: its inode, nslock held).  A
+ * frame still open (a sparse one at all, a contiguous one for writing: the
+ * engine might write it again at its path) is renamed aside to a hidden
+ * name, its writer following it, and deleted with its inode. */
+static int remove_entry(int pfd, const char *src, int kind, const struct stat *st,
+                        b2fs_inode *in) {
+  int sparse = is_sparse_frame(kind, st);
+  int busy = 0;
+  if (in) {
+    in->gone = 1; /* its writer must not follow, compact or recreate it */
+    pthread_mutex_lock(&in->lock);
+    busy = in->cur && (sparse || in->cur->writable);
+    pthread_mutex_unlock(&in->lock);
+  }
+  if (!busy || in->doomed) {
+    if (sparse) return b2fs_remove_frame_dir(pfd, src);
+    return unlinkat(pfd, src, 0) < 0 ? -errno : 0;
+  }
+  char aside[64], from[PATH_MAX];
+  if (b2fs_name_hidden(src)) {
+    snprintf(aside, sizeof aside, "%s", src);
+  } else {
+    aside_name(aside, sizeof aside);
+    void *held = b2fs_path_at(pfd, src, from, sizeof from) == 0 ? b2fs_frame_hold(from, NULL) : NULL;
+    int rc = renameat(pfd, src, pfd, aside) < 0 ? -errno : 0;
+    b2fs_frame_unhold(held, rc == 0);
+    if (rc < 0) return rc;
+  }
+  in->doomed = strdup(aside);
+  in->doomed_dir = in->doomed ? fcntl(pfd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (in->doomed && in->doomed_dir < 0) {
+    free(in->doomed);
+    in->doomed = NULL;
+  }
+  if (!in->doomed) b2fs_log("cannot keep the name of a deleted open frame: %s", aside);
+  return 0;
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  b2fs_inode *p = dir_of(req, parent);
+  if (!p) return;
+  char src[B2FS_NAME_MAX + 1];
+  struct stat st;
+  int pfd = p->fd;
+  int kind = resolve(pfd, name, src, &st);
+  if (kind < 0) {
+    fuse_reply_err(req, -kind);
+    return;
+  }
+  if (S_ISDIR(st.st_mode) && kind == B2FS_KIND_PLAIN) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  b2fs_inode *in = b2fs_inode_find(&st, kind);
+  b2fs_nslock2(in, NULL);
+  int rc = remove_entry(pfd, src, kind, &st, in);
+  b2fs_nsunlock2(in, NULL);
+  if (in) b2fs_inode_forget(in, 1);
+  fuse_reply_err(req, -rc);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  b2fs_inode *p = dir_of(req, parent);
+  if (!p) return;
+  char src[B2FS_NAME_MAX + 1];
+  struct stat st;
+  int pfd = p->fd;
+  int kind = resolve(pfd, name, src, &st);
+  int rc = kind < 0 ? kind : 0;
+  if (rc == 0 && (kind != B2FS_KIND_PLAIN || !S_ISDIR(st.st_mode))) rc = -ENOTDIR;
+  if (rc == 0 && unlinkat(pfd, src, AT_REMOVEDIR) < 0) {
+    rc = -errno;
+    /* Shown empty but holding engine leftovers: those go too. */
+    if ((rc == -ENOTEMPTY || rc == -EEXIST) && b2fs_clear_hidden(pfd, src) == 1)
+      rc = unlinkat(pfd, src, AT_REMOVEDIR) < 0 ? -errno : 0;
+  }
+  fuse_reply_err(req, -rc);
+}
+
+/* Would the moved entry become something else under its new source name
+ * (a plain file or directory taken for a frame)? */
+static int changes_kind(int kind, int pfd, const char *src, const struct stat *st,
+                        const char *target) {
+  if (kind != B2FS_KIND_PLAIN || b2fs_name_kind(target, NULL) == B2FS_KIND_PLAIN) return 0;
+  if (S_ISREG(st->st_mode)) return 1;
+  if (!S_ISDIR(st->st_mode)) return 0;
+  int fd = openat(pfd, src, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int yes = b2fs_holds_sparse_index(fd);
+  close(fd);
+  return yes;
+}
+
+typedef struct move {
+  int pfd, qfd;
+  char src[B2FS_NAME_MAX + 1], target[B2FS_NAME_MAX + 1], esrc[B2FS_NAME_MAX + 1];
+  int kind, ekind; /* ekind < 0: nothing shown under the new name */
+  struct stat st, est;
+} move;
+
+/* Work out a rename; 0, 1 (nothing to do: the same entry), or -errno. */
+static int plan_move(move *m, const char *name, const char *newname, unsigned flags) {
+  m->kind = resolve(m->pfd, name, m->src, &m->st);
+  if (m->kind < 0) return m->kind;
+  int rc = b2fs_name_target(m->kind, b2fs_name_suffix(m->src), newname, m->target,
+                            sizeof m->target);
+  if (rc < 0) return rc;
+  if (changes_kind(m->kind, m->pfd, m->src, &m->st, m->target)) return -EXDEV;
+  m->ekind = resolve(m->qfd, newname, m->esrc, &m->est);
+  if (m->ekind < 0 && m->ekind != -ENOENT) return m->ekind;
+  if (m->ekind >= 0) {
+    if (flags & RENAME_NOREPLACE) return -EEXIST;
+    if (m->est.st_dev == m->st.st_dev && m->est.st_ino == m->st.st_ino &&
+        m->pfd == m->qfd && strcmp(m->esrc, m->src) == 0)
+      return 1;
+  }
+  /* The target name must be free (or be the entry replaced), and the new
+   * directory must show it as newname. */
+  int same_dir = m->pfd == m->qfd;
+  if (m->ekind < 0 || strcmp(m->esrc, m->target) != 0) {
+    int t = b2fs_probe_dir(&m->qfd, m->target);
+    if (t < 0) return t;
+    if (t != B2FS_ABSENT && !(same_dir && strcmp(m->target, m->src) == 0)) return -EEXIST;
+  }
+  int is_frame = m->kind != B2FS_KIND_PLAIN;
+  b2fs_overlay o = {b2fs_probe_dir, &m->qfd,
+                    {m->ekind >= 0 ? m->esrc : NULL, same_dir ? m->src : NULL},
+                    m->target, is_frame ? B2FS_FRAME : B2FS_PRESENT};
+  return b2fs_name_check(newname, m->target, is_frame, b2fs_overlay_probe, &o);
+}
+
+/* Carry out a planned rename (nslocks of both entries held). */
+static int do_move(move *m, b2fs_inode *ein) {
+  int exists = m->ekind >= 0;
+  /* The entry replaced goes aside first unless a plain rename replaces it
+   * in one step (same name, not a frame directory, not open for writing:
+   * such frames are deleted with their inode). */
+  int busy = 0;
+  if (ein) {
+    pthread_mutex_lock(&ein->lock);
+    busy = ein->cur && ein->cur->writable;
+    pthread_mutex_unlock(&ein->lock);
+  }
+  int aside = exists && (strcmp(m->esrc, m->target) != 0 ||
+                         is_sparse_frame(m->ekind, &m->est) || busy);
+  char hidden[64];
+  if (aside) {
+    aside_name(hidden, sizeof hidden);
+    if (renameat(m->qfd, m->esrc, m->qfd, hidden) < 0) return -errno;
+  }
+  if (renameat2(m->pfd, m->src, m->qfd, m->target, aside ? RENAME_NOREPLACE : 0) < 0) {
+    int err = errno;
+    if (aside && renameat(m->qfd, hidden, m->qfd, m->esrc) < 0)
+      b2fs_log("rename: cannot put %s back (left as %s): %s", m->esrc, hidden, strerror(errno));
+    return -err;
+  }
+  if (aside) {
+    int rc = remove_entry(m->qfd, hidden, m->ekind, &m->est, ein);
+    if (rc < 0) b2fs_log("rename: cannot remove the replaced %s (left as %s): %s", m->esrc,
+                         hidden, strerror(-rc));
+  }
+  return 0;
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      fuse_ino_t newparent, const char *newname, unsigned int flags) {
+  b2fs_inode *p = dir_of(req, parent);
+  if (!p) return;
+  b2fs_inode *q = dir_of(req, newparent);
+  if (!q) return;
+  if (flags & ~(unsigned)RENAME_NOREPLACE) { /* RENAME_EXCHANGE, WHITEOUT */
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  move *m = calloc(1, sizeof *m);
+  if (!m) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  m->pfd = p->fd;
+  m->qfd = q->fd;
+  int rc = plan_move(m, name, newname, flags);
+  if (rc == 0) {
+    b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
+    b2fs_inode *ein = m->ekind >= 0 ? b2fs_inode_find(&m->est, m->ekind) : NULL;
+    b2fs_nslock2(sin, ein);
+    /* Writers of frames moved (this one, or under a moved directory). */
+    char from[PATH_MAX], over[PATH_MAX];
+    int have_over = m->ekind >= 0 && b2fs_path_at(m->qfd, m->esrc, over, sizeof over) == 0;
+    void *held = b2fs_path_at(m->pfd, m->src, from, sizeof from) == 0
+                     ? b2fs_frame_hold(from, have_over ? over : NULL) : NULL;
+    rc = do_move(m, ein);
+    b2fs_frame_unhold(held, rc == 0);
+    b2fs_nsunlock2(sin, ein);
+    if (sin) b2fs_inode_forget(sin, 1);
+    if (ein) b2fs_inode_forget(ein, 1);
+  }
+  free(m);
+  fuse_reply_err(req, rc < 0 ? -rc : 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+                        struct fuse_file_info *fi) {
+  (void)fi;
+  char path[64];
+  b2fs_inode *in = b2fs_inode_get(ino);
+  int fd = open(b2fs_fd_path(in->fd, path, sizeof path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int rc = fd < 0 ? -errno : 0;
+  if (fd >= 0) {
+    if ((datasync ? fdatasync(fd) : fsync(fd)) < 0) rc = -errno;
+    close(fd);
+  }
+  fuse_reply_err(req, -rc);
+}
+
+void b2fs_ops_tree(struct fuse_lowlevel_ops *ops) {
+  ops->create = op_create;
+  ops->mknod = op_mknod;
+  ops->mkdir = op_mkdir;
+  ops->symlink = op_symlink;
+  ops->link = op_link;
+  ops->unlink = op_unlink;
+  ops->rmdir = op_rmdir;
+  ops->rename = op_rename;
+  ops->fsyncdir = op_fsyncdir;
+}
