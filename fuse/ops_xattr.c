@@ -6,7 +6,8 @@
  * layout before a frame's first write recreates it with that parameter
  * (b2_file_set_param; the inode is rebound to the new file); the
  * user.b2.vlmeta.NAME attributes can be set and removed at any time (each
- * change is committed at once).  Other frame attributes are read-only.
+ * change is committed at once), but for the engine's chunk checksums
+ * (b2fs.crc32c).  Other frame attributes are read-only.
  * Plain files and directories show and take their source attributes;
  * symlinks none.
  */
@@ -117,6 +118,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static const char *const param_keys[] = {"codec",     "clevel",    "filters", "typesize",
                                          "chunksize", "blocksize", "layout"};
+
+/* A variable-length metalayer the user may change (the engine's chunk
+ * checksums are its own). */
+static int is_user_vlmeta(const char *name) {
+  size_t n = strlen(VLMETA_PREFIX);
+  return strncmp(name, VLMETA_PREFIX, n) == 0 && name[n] &&
+         strcmp(name + n, B2_FRAME_CSUM_VLMETA) != 0;
+}
 
 static int is_param(const char *key) {
   for (size_t i = 0; i < sizeof param_keys / sizeof param_keys[0]; i++)
@@ -236,8 +245,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                : 0;
   } else if (strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX)) != 0) {
     rc = -ENOTSUP;
-  } else if (!strncmp(name, VLMETA_PREFIX, strlen(VLMETA_PREFIX)) &&
-             name[strlen(VLMETA_PREFIX)]) {
+  } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), value, size, flags);
   } else if (is_param(name + strlen(FRAME_XATTR_PREFIX))) {
     rc = in->kind == B2FS_KIND_LOGICAL ? set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size)
@@ -257,8 +265,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
       rc = -ENODATA;
     else
       rc = removexattr(b2fs_fd_path(in->fd, path, sizeof path), name) < 0 ? -errno : 0;
-  } else if (!strncmp(name, VLMETA_PREFIX, strlen(VLMETA_PREFIX)) &&
-             name[strlen(VLMETA_PREFIX)]) {
+  } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), NULL, 0, 0);
   } else if (!strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))) {
     rc = -EPERM;

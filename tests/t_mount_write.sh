@@ -286,8 +286,9 @@ if command -v setfattr >/dev/null; then
   CHECK_WHY="note '$(xa vlmeta.note "$M/px")', gone '$(xa vlmeta.gone "$M/px")'"
   check xattr_vlmeta test "$(xa vlmeta.note "$M/px")" = "hello there" -a -z "$(xa vlmeta.gone "$M/px")"
   err=$(setfattr -n user.b2.nchunks -v 3 "$M/px" 2>&1)
-  CHECK_WHY="setfattr said '$err'"
-  check xattr_readonly_refused test -n "$err"
+  err2=$(setfattr -x user.b2.vlmeta.b2fs.crc32c "$M/px" 2>&1)
+  CHECK_WHY="setfattr said '$err' / '$err2'"
+  check xattr_readonly_refused test -n "$err" -a -n "$err2"
 else
   echo "skip xattrs: setfattr/getfattr (package attr) are not installed"
 fi
