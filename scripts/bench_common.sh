@@ -14,6 +14,7 @@
 #   bench_wait_mount DIR [S] wait up to S seconds (5) for DIR to be mounted
 #   bench_umount DIR         unmount a FUSE mount, waiting until it is gone
 #   bench_hwm_kib PID        peak resident set (VmHWM) of PID in KiB
+#   bench_cpu_secs PID       CPU time (user + system) PID has used, seconds
 #   bench_on_exit CMD        run CMD when the script exits (several allowed)
 #   bench_log MSG...         a progress line on stderr
 #
@@ -96,6 +97,14 @@ bench_umount() {
 }
 
 bench_hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+
+# CPU time (user + system, seconds) PID has used so far.
+bench_cpu_secs() {
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  st=${st##*) } # fields after the command name (which may hold spaces)
+  awk -v t="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / t }' <<<"$st"
+}
 
 BENCH_EXIT_CMDS=()
 bench_run_exit() {
