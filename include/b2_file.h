@@ -41,7 +41,7 @@ typedef struct b2_env_opts {
                          256 MiB) */
   size_t dirty_max;   /* bytes of dirty chunks held before writers wait */
   int nthreads;       /* worker threads for read-ahead and compression
-                         (default: one per online CPU, at least 2) */
+                         (default: one per online CPU, 2 to 4) */
   int readahead;      /* chunks decoded ahead on sequential reads (0: off) */
   b2_cparams cparams; /* parameters of new frames */
   int32_t chunksize;  /* chunk size of new frames */

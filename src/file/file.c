@@ -12,8 +12,10 @@ void b2_env_opts_default(b2_env_opts *o) {
   memset(o, 0, sizeof *o);
   o->cache_size = 256u << 20;
   o->dirty_max = 64u << 20;
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN); /* a worker per core */
-  o->nthreads = ncpu < 2 ? 2 : ncpu > 64 ? 64 : (int)ncpu;
+  /* A worker per core, at most 4: each holds scratch buffers and codec
+   * contexts (a few MiB), and a FUSE mount rarely keeps more busy. */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  o->nthreads = ncpu < 2 ? 2 : ncpu > 4 ? 4 : (int)ncpu;
   o->readahead = 4;
   b2_cparams_default(&o->cparams);
   o->chunksize = 1 << 20;
