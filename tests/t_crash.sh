@@ -3,7 +3,7 @@
 # SIGKILL while a writer works through it, then every frame must verify and
 # hold a content the writer's log allows.
 #
-#   bash tests/t_crash.sh [TRIALS]      (default 20; `make test-crash`: 200)
+#   bash tests/t_crash.sh [TRIALS]      (default 16; `make test-crash`: 200)
 #
 # Each trial mounts SOURCE with the sanitizer daemon (layout, codec and the
 # write-path knobs vary: idle_flush, cache_size, dirty_max, compaction at
@@ -28,17 +28,26 @@
 # clean mount/verify/unmount whose daemon must exit 0.  Groups cycle through
 # {contiguous, sparse} x {zstd, lz4, blosclz}.
 #
+# A second phase (TRIALS/4 trials, at least 4) runs the fault-injection
+# daemon build/fault/b2fs with B2FS_FAULT=op:nth:ERR (write, fsync,
+# fdatasync, rename, open, ftruncate or unlink; EIO, ENOSPC, or a short
+# write): the daemon survives, the writer gets the error or the engine
+# redoes the failed work, and the same checks hold while still mounted and
+# after a clean unmount.  These trials cycle through the layouts on one
+# SOURCE, so frames of both layouts meet (renames between them included).
+#
 # Each trial prints its seed.  CRASH_SEED=N sets the first seed (trial k
 # uses N+k: the operations, kill delay and options); the kill lands at a
 # moment the seed does not fix, so a failing trial's SOURCE, logs and
 # daemon log are kept in CRASH_KEEP (default /tmp/b2fs-crash-fail.*).
-# Env: B2FS, B2F (sanitizer builds by default), CC.
+# Env: B2FS, B2F (sanitizer builds by default), B2FS_FAULTY (default
+# build/fault/b2fs; the second phase is skipped when it is not built), CC.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 B2FS=${B2FS:-$PWD/build/san/b2fs}
 B2F=${B2F:-$PWD/build/san/b2f}
-N=${1:-20}
+N=${1:-16}
 SEED=${CRASH_SEED:-$(( $(date +%s) % 1000000 * 1000 ))}
 CS=65536
 
@@ -66,9 +75,9 @@ CONFIGS=("contiguous zstd" "sparse lz4" "contiguous lz4" "sparse zstd" "contiguo
          "sparse blosclz")
 G=4; [ "$N" -ge 100 ] && G=10
 
-# mount OPTS: start the daemon in the foreground, wait for the mount.
+# mount OPTS [DAEMON]: start the daemon in the foreground, wait for the mount.
 mount_src() {
-  "$B2FS" "$SRC" "$MNT" -f -o "$1" 2>>"$TMP/daemon.log" &
+  "${2:-$B2FS}" "$SRC" "$MNT" -f -o "$1" 2>>"$TMP/daemon.log" &
   DPID=$!
   for _ in $(seq 300); do
     mountpoint -q "$MNT" && return 0
@@ -211,3 +220,101 @@ for ((t = 0; t < N; t++)); do
 done
 [ "$fresh" -eq 0 ] && group_end "crash_group_$(( (N - 1) / G ))_remount" "$prev_opts"
 echo "# t_crash: $passed of $N trials passed, $failed failed, $(( $(date +%s) - start )) s" >&2
+
+# ---- the disk refusing, the daemon surviving --------------------------------
+# The fault-injection daemon (build/fault/b2fs: B2FS_FAULT=op:nth:ERR makes
+# the nth call of one write-side operation fail) serves a writer of 400
+# operations.  The writer either gets the error (EIO or ENOSPC, at the
+# operation that needed the failed I/O: write, fsync, close, rename...) and
+# stops, or the engine redid the failed work unseen.  Either way the daemon
+# must still serve the mount, and the same checks as above hold twice: on
+# SOURCE as it is right after the error (the daemon alive), and after a
+# clean unmount (its last flush).  Then the next trial remounts.
+FB2FS=${B2FS_FAULTY:-$PWD/build/fault/b2fs}
+NF=$(( N / 4 )); [ "$NF" -lt 4 ] && NF=4
+if [ ! -x "$FB2FS" ]; then
+  skip crash_faults "$FB2FS is not built (make build/fault/b2fs)"
+  exit 0
+fi
+fstart=$(date +%s) fpassed=0 fgot=0
+FOPS=(pwrite pwrite pwrite fsync fsync fdatasync rename open ftruncate unlink)
+fresh_source
+for ((t = 0; t < NF; t++)); do
+  seed=$((SEED + 100000 + t))
+  RANDOM=$seed
+  cfg=(${CONFIGS[$((t % ${#CONFIGS[@]}))]})
+  layout=${cfg[0]} codec=${cfg[1]}
+  op=${FOPS[$((RANDOM % ${#FOPS[@]}))]}
+  nth=$((1 + RANDOM % 60))
+  errs=(EIO ENOSPC); [ "$op" = pwrite ] && errs+=(SHORT)
+  err=${errs[$((RANDOM % ${#errs[@]}))]}
+  opts="layout=$layout,codec=$codec,chunksize=64K,idle_flush=$(( (RANDOM % 2) * 50 ))"
+  opts+=",cache_size=1M,dirty_max=256K,compact_pct=20,compact_min=128K,nthreads=2"
+  name="crash_fault_$t"
+  tag="seed=$seed $layout $codec B2FS_FAULT=$op:$nth:$err"
+  : >"$TMP/daemon.log"
+  rm -f "$LOGD/log" "$LOGD"/*.new
+  why=""
+  if ! B2FS_FAULT=$op:$nth:$err mount_src "$opts" "$FB2FS"; then
+    notok "$name" "$tag: no mount: $(head -c 300 "$TMP/daemon.log")"
+    [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null; DPID=""
+    mountpoint -q "$MNT" && fusermount3 -uz "$MNT"
+    fresh_source
+    continue
+  fi
+  timeout -s KILL 300 "$W" run "$MNT/d" "$LOGD" "$seed" 400 2>"$LOGD/writer.err"
+  wrc=$?
+  got=""
+  case $wrc in
+    0) ;;
+    4) got=$(tail -1 "$LOGD/log")
+       e=${got##* }
+       [ "$e" = 5 ] || [ "$e" = 28 ] || why="$why writer error $(head -c 200 "$LOGD/writer.err")"
+       fgot=$((fgot + 1)) ;;
+    *) why="$why writer exited with $wrc: $(head -c 300 "$LOGD/writer.err")" ;;
+  esac
+  if ! mountpoint -q "$MNT" || ! kill -0 "$DPID" 2>/dev/null || ! ls "$MNT/d" >/dev/null; then
+    why="$why daemon gone after the fault"
+  fi
+  # SOURCE right after the error, the daemon alive (once an idle commit
+  # the error left behind has been retried).
+  sleep 0.3
+  mapfile -t frames < <(find "$SRC" -name '.*' -prune -o -name '*.b2frame' -prune -print | sort)
+  if [ ${#frames[@]} -gt 0 ] && ! out=$("$B2F" verify "${frames[@]}" 2>&1); then
+    why="$why verify (mounted): $(grep -v ': ok' <<<"$out" | head -c 300)"
+  fi
+  out=$("$W" check "$SRC/d" "$LOGD" "$B2F" "$CS" 2>&1) ||
+    why="$why check (mounted): $(grep -v '^#' <<<"$out" | head -c 500)"
+  # Then after a clean unmount.
+  for _ in $(seq 50); do fusermount3 -u "$MNT" 2>/dev/null && break; sleep 0.1; done
+  mountpoint -q "$MNT" && fusermount3 -uz "$MNT"
+  if [ -n "$DPID" ]; then
+    for _ in $(seq 600); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$DPID" 2>/dev/null && { kill -9 "$DPID"; why="$why daemon alive after unmount"; }
+    wait "$DPID"; drc=$?
+    [ "$drc" -ge 128 ] && why="$why daemon died with status $drc"
+    DPID=""
+  fi
+  hit=$(sanitizer_hits)
+  [ -n "$hit" ] && why="$why sanitizer: $hit"
+  mapfile -t frames < <(find "$SRC" -name '.*' -prune -o -name '*.b2frame' -prune -print | sort)
+  if [ ${#frames[@]} -gt 0 ] && ! out=$("$B2F" verify "${frames[@]}" 2>&1); then
+    why="$why verify: $(grep -v ': ok' <<<"$out" | head -c 300)"
+  fi
+  rm -f "$LOGD"/*.new
+  if ! out=$("$W" check "$SRC/d" "$LOGD" "$B2F" "$CS" 2>&1); then
+    why="$why check: $(grep -v '^#' <<<"$out" | head -c 500)"
+  fi
+  summary=$(grep '^#' <<<"$out" | head -1)
+  if [ -z "$why" ]; then
+    mv "$LOGD/state.new" "$LOGD/state"
+    for f in "$LOGD"/base*.new; do [ -e "$f" ] && mv "$f" "${f%.new}"; done
+    ok "$name $tag: ${got:+writer got the error ($got); }${summary#\# }"
+    fpassed=$((fpassed + 1))
+  else
+    notok "$name" "$tag:$why"
+    keep_trial "$name"
+    fresh_source
+  fi
+done
+echo "# t_crash: $fpassed of $NF fault trials passed ($fgot reached the writer), $(( $(date +%s) - fstart )) s" >&2
