@@ -200,8 +200,10 @@ int b2_chunk_encode(const b2_cparams *p, const void *src, size_t n, void *dst,
       if (e.split)
         nstreams = e.leftover ? (int64_t)(e.nblocks - 1) * p->typesize + 1
                               : (int64_t)e.nblocks * p->typesize;
-      if (pos == B2_CHUNK_HEADER_EXT + 4 * (int64_t)e.nblocks + 4 * nstreams) {
-        /* Every stream is a run of zeros. */
+      /* Every stream a run of zeros: a special zero chunk, which the
+       * reference library accepts only for whole items. */
+      if (pos == B2_CHUNK_HEADER_EXT + 4 * (int64_t)e.nblocks + 4 * nstreams &&
+          n % (size_t)p->typesize == 0) {
         h[B2H_B2FLAGS] |= B2_SPECIAL_ZERO << 4;
         pos = B2_CHUNK_HEADER_EXT;
       }

@@ -235,7 +235,8 @@ static int commit_sparse(b2_frame *f) {
 int b2_frame_commit_locked(b2_frame *f) {
   b2_frame_w *w = f->w;
   if (!w->dirty) return 0;
-  int rc = b2_frame_w_check_fixups(f);
+  int rc = b2_frame_w_fix_tail(f);
+  if (!rc) rc = b2_frame_w_check_fixups(f);
   if (!rc) rc = b2_frame_csum_stage(f);
   if (rc < 0) return b2_context(rc, "commit");
   if (f->info.layout == B2_LAYOUT_SPARSE) return commit_sparse(f);

@@ -303,6 +303,10 @@ int b2_frame_rewrite(b2_frame *f);
 void b2_frame_w_committed(b2_frame *f, uint8_t *header, int64_t frame_size);
 /* Commit with the writer mutex held. */
 int b2_frame_commit_locked(b2_frame *f);
+/* Before commit: a special last chunk whose size is not a whole number of
+ * items becomes an encoded chunk of zeros (the reference library refuses
+ * such special chunks). */
+int b2_frame_w_fix_tail(b2_frame *f);
 /* Check the chunks listed in w->fix hold the size the frame expects. */
 int b2_frame_w_check_fixups(b2_frame *f);
 /* Start a writing call: B2_E_INVAL / B2_E_ROFS, or 0 with the writer mutex

@@ -162,6 +162,9 @@ static int put_entry(b2_frame *f, int64_t i, int64_t entry, int32_t nb) {
   return 0;
 }
 
+static int put_parsed(b2_frame *f, int64_t i, const void *chunk, size_t len,
+                      const b2_chunk_info *cip, int special);
+
 int b2_frame_put_chunk(b2_frame *f, int64_t i, const void *chunk,
                        size_t len) {
   if (!chunk || len < B2_CHUNK_HEADER_MIN)
@@ -173,9 +176,12 @@ int b2_frame_put_chunk(b2_frame *f, int64_t i, const void *chunk,
   if ((size_t)ci.cbytes != len)
     return b2_fail(B2_E_INVAL, "put chunk %lld: cbytes %d but %zu bytes "
                    "given", (long long)i, ci.cbytes, len);
-  int special = ci.special == B2_SPECIAL_ZERO ||
-                ci.special == B2_SPECIAL_NAN ||
-                ci.special == B2_SPECIAL_UNINIT;
+  /* Special index entries only for whole items: the reference library
+   * refuses special chunks whose size is not a multiple of the typesize. */
+  int special = (ci.special == B2_SPECIAL_ZERO ||
+                 ci.special == B2_SPECIAL_NAN ||
+                 ci.special == B2_SPECIAL_UNINIT) &&
+                f->info.typesize > 0 && ci.nbytes % f->info.typesize == 0;
   /* The reference library reads at least a 32-byte header of every stored
    * chunk. */
   if (!special && len < B2_CHUNK_HEADER_EXT)
@@ -184,11 +190,18 @@ int b2_frame_put_chunk(b2_frame *f, int64_t i, const void *chunk,
                    B2_CHUNK_HEADER_EXT);
   rc = b2_frame_w_begin(f);
   if (rc < 0) return rc;
-  if (special) {
-    rc = put_entry(f, i, b2_frame_special_entry(ci.special), ci.nbytes);
-    b2_frame_w_end(f);
-    return rc;
-  }
+  rc = put_parsed(f, i, chunk, len, &ci, special);
+  b2_frame_w_end(f);
+  return rc;
+}
+
+/* put_chunk with the writer's mutex held and the chunk parsed. */
+static int put_parsed(b2_frame *f, int64_t i, const void *chunk, size_t len,
+                      const b2_chunk_info *cip, int special) {
+  b2_chunk_info ci = *cip;
+  int rc;
+  if (special)
+    return put_entry(f, i, b2_frame_special_entry(ci.special), ci.nbytes);
   int64_t nbytes = 0, entry = 0;
   rc = geometry(f, i, ci.nbytes, &nbytes);
   if (!rc) rc = b2_frame_w_reserve(f, i + 1);
@@ -203,7 +216,6 @@ int b2_frame_put_chunk(b2_frame *f, int64_t i, const void *chunk,
   }
   if (!rc) install(f, i, entry, (int32_t)len, ci.nbytes, nbytes,
                    b2_crc32c(0, chunk, len));
-  b2_frame_w_end(f);
   return rc;
 }
 
@@ -274,6 +286,34 @@ int b2_frame_resize(b2_frame *f, int64_t nbytes) {
   if (nbytes != old_nbytes) w->dirty = 1;
   b2_frame_w_end(f);
   return 0;
+}
+
+int b2_frame_w_fix_tail(b2_frame *f) {
+  int64_t n = f->info.nchunks;
+  int32_t ts = f->info.typesize;
+  if (n <= 0 || ts <= 1 || f->offsets[n - 1] >= 0) return 0;
+  int32_t nb = b2_frame_nbytes_of(f, n - 1);
+  if (nb % ts == 0) return 0;
+  /* A special last chunk of a partial item: store real zeros instead. */
+  b2_cparams p;
+  b2_cparams_default(&p);
+  p.codec = f->info.codec;
+  p.clevel = f->info.clevel;
+  p.typesize = ts;
+  p.blocksize = f->info.blocksize > 0 ? f->info.blocksize : 0;
+  if (f->info.splitmode) p.splitmode = f->info.splitmode;
+  memcpy(p.filters, f->info.filters, sizeof p.filters);
+  memcpy(p.filters_meta, f->info.filters_meta, sizeof p.filters_meta);
+  size_t cap = b2_chunk_bound((size_t)nb);
+  uint8_t *zeros = calloc(1, (size_t)nb), *buf = malloc(cap);
+  int rc = zeros && buf ? b2_chunk_encode(&p, zeros, (size_t)nb, buf, cap)
+                        : b2_fail(B2_E_NOMEM, "no memory for a zero chunk");
+  b2_chunk_info ci;
+  if (rc >= 0) rc = b2_chunk_parse(buf, (size_t)rc, &ci);
+  if (rc >= 0) rc = put_parsed(f, n - 1, buf, (size_t)ci.cbytes, &ci, 0);
+  free(zeros);
+  free(buf);
+  return rc < 0 ? b2_context(rc, "last chunk of zeros") : 0;
 }
 
 int b2_frame_w_check_fixups(b2_frame *f) {
