@@ -36,7 +36,7 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # $(call objs,builddir,sources)
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all san tsan fault test fuzz fuzz-long clean install demo bench
+.PHONY: all san tsan fault test test-crash fuzz fuzz-long clean install demo bench
 all: build/b2f build/b2fs
 
 # ---- one rule set per build flavour -------------------------------------
@@ -69,15 +69,19 @@ $(eval $(call flavour,build/fault,$(SAN) -DB2_FAULT_INJECTION))
 UNIT_BINS_SAN  := $(patsubst tests/unit/%.c,build/san/tests/%,$(UNIT_SRC))
 UNIT_BINS_TSAN := $(patsubst tests/unit/%.c,build/tsan/tests/%,$(filter %_mt.c,$(UNIT_SRC)))
 
-UNIT_BINS_FAULT := build/fault/tests/test_fwrite
+UNIT_BINS_FAULT := build/fault/tests/test_fwrite build/fault/tests/test_file_fault
 
 san: build/san/b2f build/san/b2fs $(UNIT_BINS_SAN)
 tsan: $(UNIT_BINS_TSAN)
-fault: $(UNIT_BINS_FAULT)
+fault: $(UNIT_BINS_FAULT) build/fault/b2fs
 
 # The test command the README gives.
 test: all san tsan fault
 	@bash tests/run.sh
+
+# Crash safety through the mount: 200 SIGKILL trials, then disk-fault trials.
+test-crash: all san build/fault/b2fs
+	@bash tests/t_crash.sh 200
 
 # ---- fuzzing (clang + libFuzzer) ----------------------------------------
 FUZZ_CC      ?= clang
