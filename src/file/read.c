@@ -258,11 +258,20 @@ static ssize_t clip(const b2_file *f, size_t n, int64_t off) {
   return (ssize_t)n;
 }
 
+/* A truncate racing a read of a writable file can take chunks away under
+ * it (B2_E_RANGE): the read is then clipped to the new size and redone. */
+static int raced_truncate(const b2_file *f, int rc, int64_t off, ssize_t k) {
+  return rc == B2_E_RANGE && f->writable && b2_file_size(f) < off + k;
+}
+
 ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
-  ssize_t k = clip(f, n, off);
-  if (k <= 0) return k;
-  int rc = read_view(f, buf, (size_t)k, off, note_read(f, off, (size_t)k));
-  return rc < 0 ? rc : k;
+  for (int tries = 0;; tries++) {
+    ssize_t k = clip(f, n, off);
+    if (k <= 0) return k;
+    int rc = read_view(f, buf, (size_t)k, off, note_read(f, off, (size_t)k));
+    if (rc >= 0) return k;
+    if (tries == 3 || !raced_truncate(f, rc, off, k)) return rc;
+  }
 }
 
 /* ---- pinned reads ------------------------------------------------------------------ */
@@ -305,6 +314,7 @@ ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_
   b2_stream *seq = note_read(f, off, (size_t)k);
   int rc = pin_range(f, (size_t)k, off, seq, p);
   if (rc == 0) rc = read_view(f, buf, (size_t)k, off, seq);
+  if (rc < 0 && raced_truncate(f, rc, off, k)) return b2_file_pread(f, buf, n, off);
   return rc < 0 ? rc : k;
 }
 
