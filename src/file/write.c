@@ -113,8 +113,10 @@ static int set_size(b2_file *f, int64_t size) {
   if (edge >= 0 && (rc = pin_chunk(f, edge, 0, &e)) < 0) return rc;
 
   pthread_mutex_lock(&f->fmu);
+  /* Readers see the smaller of the two sizes while the frame changes. */
+  if (size < old) atomic_store(&f->size, size);
   rc = b2_frame_resize(f->frame, size);
-  if (rc == 0) atomic_store(&f->size, size);
+  atomic_store(&f->size, rc == 0 ? size : old);
   atomic_fetch_add(&f->epoch, 1);
   pthread_mutex_unlock(&f->fmu);
 
