@@ -82,15 +82,15 @@ for bin in "$@"; do
   took=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  ft=$(grep -ao 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
   files=$(find "$work" -maxdepth 1 -type f | wc -l)
   summary="${took} s, ${execs:-?} execs, ${rate:-?} exec/s, cov ${cov:-?}, ft ${ft:-?}, corpus $files"
   if [ "$rc" -eq 0 ]; then
     echo "ok fuzz $name: $summary"
   else
     art=$(ls build/fuzz/crash-"$name"-* 2>/dev/null | head -1)
-    why=$(grep -m1 -E 'ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer)|runtime error|SUMMARY' "$log")
+    why=$(grep -a -m1 -E 'ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer)|runtime error|SUMMARY' "$log")
     echo "not ok fuzz $name: ${why:-exit $rc} (${art:-no artifact}; $log) after $summary"
     status=1
   fi
