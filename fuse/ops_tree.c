@@ -398,6 +398,11 @@ static int plan_move(move *m, const char *name, const char *newname, unsigned fl
     if (m->est.st_dev == m->st.st_dev && m->est.st_ino == m->st.st_ino &&
         m->pfd == m->qfd && strcmp(m->esrc, m->src) == 0)
       return 1;
+    /* rename(2) between what is shown: a frame is a file whatever its
+     * layout, so only plain directories are directories. */
+    int sdir = m->kind == B2FS_KIND_PLAIN && S_ISDIR(m->st.st_mode);
+    int edir = m->ekind == B2FS_KIND_PLAIN && S_ISDIR(m->est.st_mode);
+    if (sdir != edir) return edir ? -EISDIR : -ENOTDIR;
   }
   /* The target name must be free (or be the entry replaced), and the new
    * directory must show it as newname. */
@@ -418,8 +423,10 @@ static int plan_move(move *m, const char *name, const char *newname, unsigned fl
 static int do_move(move *m, b2fs_inode *ein) {
   int exists = m->ekind >= 0;
   /* The entry replaced goes aside first unless a plain rename replaces it
-   * in one step (same name, not a frame directory, not open for writing:
-   * such frames are deleted with their inode). */
+   * in one step (same name, neither entry a frame directory: rename(2)
+   * cannot put a directory over a file or a file over a directory, nor
+   * replace a non-empty directory; not open for writing: such frames are
+   * deleted with their inode). */
   int busy = 0;
   if (ein) {
     pthread_mutex_lock(&ein->lock);
@@ -427,7 +434,8 @@ static int do_move(move *m, b2fs_inode *ein) {
     pthread_mutex_unlock(&ein->lock);
   }
   int aside = exists && (strcmp(m->esrc, m->target) != 0 ||
-                         is_sparse_frame(m->ekind, &m->est) || busy);
+                         is_sparse_frame(m->ekind, &m->est) ||
+                         is_sparse_frame(m->kind, &m->st) || busy);
   char hidden[64];
   if (aside) {
     aside_name(hidden, sizeof hidden);

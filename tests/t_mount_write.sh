@@ -17,7 +17,9 @@
 #      temporaries; cp -a,
 #      rsync -a and tar round trips; sqlite3 databases (rollback journal and
 #      WAL) pass PRAGMA integrity_check after a remount.
-#   3. Compaction at the last close (new file, owner, mode, times kept).
+#   3. Compaction at the last close (new file, owner, mode, times kept);
+#      renames between the layouts (sparse over contiguous and back, over
+#      frames open for writing).
 #   4. Disk full (a 4 MiB tmpfs as SOURCE): ENOSPC at write, fsync or
 #      close; the frame keeps its last committed content.
 # After every mount, each frame left in its SOURCE passes `b2f verify` and
@@ -406,6 +408,57 @@ EOF
   if [ "$out" = ok ]; then ok compaction_at_close; else nok compaction_at_close "$out"; fi
   unmount_fg "$M" compact
   verify_source compact "$C"
+fi
+
+# ---- 3b. renames between layouts -----------------------------------------------
+# A sparse frame (a directory in SOURCE) renamed over a contiguous one (a
+# file) and back, sparse over sparse, and over frames open for writing:
+# each replaces the target like rename(2), whatever the layouts.
+L=$TMP/lsrc
+mkdir -p "$L"
+if mount_bg layouts_sparse "$L" "$M" "layout=sparse,chunksize=64K"; then
+  for n in a c e g i j; do echo "sparse $n" >"$M/$n"; done
+  unmount_fg "$M" layouts_sparse
+fi
+if mount_bg layouts "$L" "$M" "chunksize=64K"; then
+  for n in b d h k; do echo "contig $n" >"$M/$n"; done
+  e1=$(mv "$M/a" "$M/b" 2>&1); e2=$(mv "$M/d" "$M/c" 2>&1); e3=$(mv "$M/e" "$M/g" 2>&1)
+  CHECK_WHY="errors '$e1' '$e2' '$e3'; b '$(cat "$M/b")' c '$(cat "$M/c")' g '$(cat "$M/g")'; source: $(ls "$L" | tr '\n' ' ')"
+  check rename_sparse_over_contiguous test -z "$e1" -a "$(cat "$M/b")" = "sparse a" -a -d "$L/b.b2frame" -a ! -e "$L/a.b2frame"
+  check rename_contiguous_over_sparse test -z "$e2" -a "$(cat "$M/c")" = "contig d" -a -f "$L/c.b2frame" -a ! -e "$L/d.b2frame"
+  check rename_sparse_over_sparse test -z "$e3" -a "$(cat "$M/g")" = "sparse e" -a -d "$L/g.b2frame" -a ! -e "$L/e.b2frame"
+  # Over frames open for writing (contiguous h, sparse j): the writers keep
+  # their own (hidden) frame until they close it.
+  out=$($T "$PY" - "$M" <<'EOF'
+import os, sys
+m = sys.argv[1]
+bad = []
+for target, source in (("h", "i"), ("j", "k")):
+    fd = os.open(os.path.join(m, target), os.O_RDWR)
+    os.pwrite(fd, b"written", 0)
+    os.fsync(fd)
+    try:
+        os.rename(os.path.join(m, source), os.path.join(m, target))
+    except OSError as e:
+        bad.append("%s over open %s: %s" % (source, target, e))
+        continue
+    os.pwrite(fd, b"WRITTEN", 0)
+    os.fsync(fd)
+    if os.pread(fd, 7, 0) != b"WRITTEN": bad.append("writer of %s reads wrong" % target)
+    got = open(os.path.join(m, target), "rb").read()
+    if got != ("%s %s\n" % ("sparse" if source == "i" else "contig", source)).encode():
+        bad.append("%s reads %r" % (target, got))
+    os.close(fd)
+print("; ".join(bad) or "ok")
+EOF
+)
+  if [ "$out" = ok ]; then ok rename_between_layouts_over_open; else nok rename_between_layouts_over_open "$out"; fi
+  for _ in $(seq 50); do [ -z "$(find "$L" -maxdepth 1 -name '.b2fs-gone-*')" ] && break; sleep 0.1; done
+  CHECK_WHY="source: $(ls -A "$L" | tr '\n' ' ')"
+  check rename_between_layouts_source test "$(ls -A "$L" | tr '\n' ' ')" = "b.b2frame c.b2frame g.b2frame h.b2frame j.b2frame " \
+    -a -d "$L/h.b2frame" -a -f "$L/j.b2frame"
+  unmount_fg "$M" layouts
+  verify_source layouts "$L"
 fi
 
 # ---- 4. disk full ----------------------------------------------------------------
