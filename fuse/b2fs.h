@@ -34,6 +34,9 @@
 /* Name of the index file that makes a directory a sparse frame. */
 #define B2FS_SPARSE_INDEX "chunks.b2frame"
 
+/* Hidden name of a frame being deleted: B2FS_GONE_PREFIX "PID-N.b2tmp". */
+#define B2FS_GONE_PREFIX ".b2fs-gone-"
+
 /* ---- options (opts.c) ---------------------------------------------------- */
 typedef struct b2fs_opts {
   char *source;          /* SOURCE as given */
@@ -45,6 +48,8 @@ typedef struct b2fs_opts {
   int no_default_perms;  /* -o no_default_permissions */
   int has_fsname;        /* the user gave -o fsname= */
   int has_max_read;      /* the user gave -o max_read= */
+  int ro;                /* -o ro (left for libfuse too): SOURCE is not
+                            changed, not even to remove leftovers */
   unsigned compact_pct;   /* -o compact_pct= (0: never compact at close) */
   uint64_t compact_min;   /* -o compact_min= (bytes) */
   int show_help;
@@ -102,6 +107,7 @@ typedef struct b2fs_inode {
                                     open, deleted with the inode (nslock) */
   int doomed_dir;                /* O_PATH descriptor of its directory */
   _Atomic int gone;              /* removed or replaced through the mount */
+  _Atomic int swept;             /* directory: its leftovers were removed */
 
   pthread_mutex_t wlock;         /* opening and closing writable handles */
   pthread_mutex_t nslock;        /* renames and removals of the entry vs.
@@ -218,6 +224,9 @@ void *b2fs_frame_hold(const char *from, const char *also);
 void b2fs_frame_unhold(void *held, int renamed);
 /* Is any frame open for writing? */
 int b2fs_frame_any_writable(void);
+/* Does a writable handle of ours work on the frame at real path `path`
+ * (open, committing, compacting: the engine's temporaries are in use)? */
+int b2fs_frame_writing_at(const char *path);
 
 /* Internals shared by handle.c and whandle.c (inode lock held where said). */
 b2fs_handle *b2fs_handle_new(b2_file *f, const b2fs_sig *sig);
@@ -260,6 +269,10 @@ int b2fs_werrno(int rc);
 int b2fs_real_path(b2fs_inode *in, char *buf, size_t cap);
 /* Real path of entry `name` of the directory open at dirfd. */
 int b2fs_path_at(int dirfd, const char *name, char *buf, size_t cap);
+/* Call fn on every entry but . and .. of directory `name` of pfd (not
+ * followed if a symlink), until fn returns < 0: that code, or 0, -errno. */
+typedef int (*b2fs_entry_fn)(int dfd, const char *name, unsigned char type, void *arg);
+int b2fs_each_entry(int pfd, const char *name, b2fs_entry_fn fn, void *arg);
 /* Remove a sparse frame directory `name` of dirfd: its files, then it. */
 int b2fs_remove_frame_dir(int dirfd, const char *name);
 /* Remove a directory's hidden entries (engine leftovers): 1 if it held only
@@ -272,6 +285,11 @@ void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req);
 /* Owner and mode (and with times, the times) of `before` on the entry at
  * fd (a new file that replaced the one described by before). */
 void b2fs_copy_attrs(int fd, const struct stat *before, int times);
+
+/* Remove the leftovers of crashes in the directory inode `dir` (frames a
+ * dead daemon was deleting, engine temporaries nobody holds), once per
+ * inode: called at its first lookup or listing (sweep.c). */
+void b2fs_sweep_dir(b2fs_inode *dir);
 
 /* A per-thread buffer of at least n bytes (kept for the thread's life). */
 void *b2fs_tls_buf(size_t n);

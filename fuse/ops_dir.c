@@ -163,6 +163,8 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   dsnap *s = (dsnap *)(uintptr_t)fi->fh;
+  b2fs_sweep_dir(in); /* here, not at opendir: the kernel holds the
+                         directory against creations in it */
   char *buf = b2fs_tls_buf(size);
   if (!buf) {
     fuse_reply_err(req, ENOMEM);

@@ -104,6 +104,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, EINVAL);
     return;
   }
+  b2fs_sweep_dir(p);
   char src[B2FS_NAME_MAX + 1];
   int pfd = p->fd;
   int kind = b2fs_name_to_source(name, b2fs_probe_dir, &pfd, src, sizeof src);

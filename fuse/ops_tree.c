@@ -280,7 +280,7 @@ static int is_sparse_frame(int kind, const struct stat *st) {
 /* A name for an entry set aside before it is deleted (hidden). */
 static void aside_name(char *out, size_t cap) {
   static atomic_uint seq;
-  snprintf(out, cap, ".b2fs-gone-%d-%u.b2tmp", (int)getpid(), atomic_fetch_add(&seq, 1));
+  snprintf(out, cap, B2FS_GONE_PREFIX "%d-%u.b2tmp", (int)getpid(), atomic_fetch_add(&seq, 1));
 }
 
 /* Delete frame or file `src` of pfd (in: its inode, nslock held).  A

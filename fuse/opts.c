@@ -23,6 +23,8 @@ enum {
   KEY_NO_DP,
   KEY_FSNAME,
   KEY_MAX_READ,
+  KEY_RO,
+  KEY_RW,
   KEY_IDLE_FLUSH,
   KEY_COMPACT_PCT,
   KEY_COMPACT_MIN,
@@ -51,6 +53,8 @@ static const struct fuse_opt spec[] = {
     /* noticed, then left for libfuse */
     FUSE_OPT_KEY("fsname=", KEY_FSNAME),
     FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
+    FUSE_OPT_KEY("ro", KEY_RO),
+    FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_END,
 };
 
@@ -184,6 +188,10 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
     return 1;
   case KEY_MAX_READ:
     o->has_max_read = 1;
+    return 1;
+  case KEY_RO:
+  case KEY_RW:
+    o->ro = key == KEY_RO;
     return 1;
   default:
     return 1; /* everything else goes to libfuse */

@@ -42,9 +42,7 @@ int b2fs_path_at(int dirfd, const char *name, char *buf, size_t cap) {
   return 0;
 }
 
-/* Call fn on every entry of directory `name` of dirfd but . and .. */
-typedef int (*entry_fn)(int dfd, const char *name, unsigned char type, void *arg);
-static int each_entry(int pfd, const char *name, entry_fn fn, void *arg) {
+int b2fs_each_entry(int pfd, const char *name, b2fs_entry_fn fn, void *arg) {
   int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dfd < 0) return -errno;
   DIR *d = fdopendir(dfd);
@@ -73,7 +71,7 @@ static int unlink_file(int dfd, const char *name, unsigned char type, void *arg)
 }
 
 int b2fs_remove_frame_dir(int dirfd, const char *name) {
-  int rc = each_entry(dirfd, name, unlink_file, NULL);
+  int rc = b2fs_each_entry(dirfd, name, unlink_file, NULL);
   if (rc < 0) return rc;
   return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 }
@@ -94,10 +92,10 @@ static int unlink_hidden(int dfd, const char *name, unsigned char type, void *ar
 
 int b2fs_clear_hidden(int dirfd, const char *name) {
   int shown = 0;
-  int rc = each_entry(dirfd, name, count_shown, &shown);
+  int rc = b2fs_each_entry(dirfd, name, count_shown, &shown);
   if (rc < 0) return rc;
   if (shown) return 0;
-  rc = each_entry(dirfd, name, unlink_hidden, NULL);
+  rc = b2fs_each_entry(dirfd, name, unlink_hidden, NULL);
   return rc < 0 ? rc : 1;
 }
 

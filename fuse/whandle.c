@@ -274,6 +274,24 @@ void b2fs_frame_follow_path(const char *path) {
   free(ins);
 }
 
+int b2fs_frame_writing_at(const char *path) {
+  size_t n;
+  if (!any_writable) return 0;
+  b2fs_inode **ins = wreg_pinned(&n);
+  int yes = 0;
+  for (size_t i = 0; i < n; i++) {
+    b2fs_inode *in = ins[i];
+    pthread_mutex_lock(&in->lock);
+    if ((in->closing && strcmp(in->closing, path) == 0) ||
+        (in->cur && in->cur->writable && in->cur->path && strcmp(in->cur->path, path) == 0))
+      yes = 1;
+    pthread_mutex_unlock(&in->lock);
+    b2fs_inode_forget(in, 1);
+  }
+  free(ins);
+  return yes;
+}
+
 /* Renames.  The engine rewrites a frame (an empty one at a commit) at the
  * path it was opened with, so a writable frame must not be renamed with
  * uncommitted changes and must be reopened at its new path right after:

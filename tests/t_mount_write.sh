@@ -19,7 +19,9 @@
 #      WAL) pass PRAGMA integrity_check after a remount.
 #   3. Compaction at the last close (new file, owner, mode, times kept);
 #      renames between the layouts (sparse over contiguous and back, over
-#      frames open for writing).
+#      frames open for writing); leftovers of crashes (.b2fs-gone-PID-N.b2tmp
+#      of dead daemons, unheld .NAME.b2tmp temporaries) removed at the
+#      first listing or lookup in their directory, look-alikes kept.
 #   4. Disk full (a 4 MiB tmpfs as SOURCE): ENOSPC at write, fsync or
 #      close; the frame keeps its last committed content.
 # After every mount, each frame left in its SOURCE passes `b2f verify` and
@@ -459,6 +461,59 @@ EOF
     -a -d "$L/h.b2frame" -a -f "$L/j.b2frame"
   unmount_fg "$M" layouts
   verify_source layouts "$L"
+fi
+
+# ---- 3c. leftovers of crashes ----------------------------------------------------
+# Frames a dead daemon was deleting and engine temporaries nobody holds go
+# at the first listing or lookup in their directory; live daemons' entries,
+# locked temporaries and look-alike names stay.
+X=$TMP/xsrc
+mkdir -p "$X/sub"
+( : ) & wait $!; dead=$!   # a PID that just ended
+echo "contig" >"$TMP/x.txt"
+"$B2F" pack "$TMP/x.txt" "$X/keep.b2frame" >/dev/null 2>&1 || cp /dev/null "$X/keep.b2frame"
+: >"$X/.b2fs-gone-$dead-1.b2tmp"
+mkdir "$X/.b2fs-gone-$dead-2.b2tmp"; : >"$X/.b2fs-gone-$dead-2.b2tmp/00000003.chunk"
+: >"$X/.x.b2frame.b2tmp"
+mkdir "$X/.y.b2frame.b2tmp"; : >"$X/.y.b2frame.b2tmp/chunks.b2frame.tmp"
+: >"$X/sub/.z.b2nd.b2tmp"; : >"$X/sub/.b2fs-gone-$dead-7.b2tmp"
+kept=".b2fs-gone-1-1.b2tmp .b2fs-gone-$dead-x.b2tmp .locked.b2frame.b2tmp .notes.b2tmp .w.b2frame.b2tmp .x.b2frame.b2tmp.bak b2fs-gone-$dead-1.b2tmp y.b2frame.b2tmp"
+for n in $kept; do [ "$n" = .w.b2frame.b2tmp ] || : >"$X/$n"; done
+mkdir "$X/.w.b2frame.b2tmp"; echo mine >"$X/.w.b2frame.b2tmp/user.txt"
+ln -s /nonexistent "$X/.s.b2frame.b2tmp"; kept="$kept .s.b2frame.b2tmp"
+# A temporary locked by a live process (as the engine locks its rewrites).
+"$PY" -c "
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX)
+print('locked', flush=True); time.sleep(30)" "$X/.locked.b2frame.b2tmp" >"$TMP/lock.out" &
+LOCKER=$!
+for _ in $(seq 50); do [ -s "$TMP/lock.out" ] && break; sleep 0.1; done
+if mount_bg leftovers "$X" "$M" "timeout=0"; then
+  shown=$(ls -A "$M" | tr '\n' ' ')
+  left=$(cd "$X" && ls -A | tr '\n' ' ')
+  want=$(printf '%s\n' $kept keep.b2frame sub | LC_ALL=C sort | tr '\n' ' ')
+  CHECK_WHY="left in SOURCE: '$left', want '$want'"
+  check leftovers_swept_at_listing test "$(cd "$X" && ls -A | LC_ALL=C sort | tr '\n' ' ')" = "$want"
+  CHECK_WHY="shown: '$shown'"
+  check leftovers_listing test "$(printf '%s\n' $shown | LC_ALL=C sort | tr '\n' ' ')" = \
+    "$(printf '%s\n' .x.b2frame.b2tmp.bak b2fs-gone-$dead-1.b2tmp keep sub y.b2frame.b2tmp | LC_ALL=C sort | tr '\n' ' ')"
+  CHECK_WHY="sub before a lookup in it: $(ls -A "$X/sub" | tr '\n' ' ')"
+  check leftovers_sub_untouched_before test -e "$X/sub/.z.b2nd.b2tmp"
+  stat "$M/sub/anything" >/dev/null 2>&1
+  CHECK_WHY="sub after a lookup in it: $(ls -A "$X/sub" | tr '\n' ' ')"
+  check leftovers_swept_at_lookup test -z "$(ls -A "$X/sub")"
+  CHECK_WHY="keep: $(cat "$M/keep" 2>&1); $(cat "$X/.w.b2frame.b2tmp/user.txt" 2>&1)"
+  check leftovers_others_intact test "$(cat "$M/keep")" = contig -a "$(cat "$X/.w.b2frame.b2tmp/user.txt")" = mine
+  grep -q 'removed 4 leftovers' "${LOGS[$M]}" || nok leftovers_logged "$(head -c 300 "${LOGS[$M]}")"
+  unmount_fg "$M" leftovers
+fi
+kill "$LOCKER" 2>/dev/null; wait "$LOCKER" 2>/dev/null
+# Under -o ro nothing is removed.
+: >"$X/.x.b2frame.b2tmp"
+if mount_bg leftovers_ro "$X" "$M" "ro"; then
+  ls -A "$M" >/dev/null
+  check leftovers_kept_read_only test -e "$X/.x.b2frame.b2tmp"
+  unmount_fg "$M" leftovers_ro
 fi
 
 # ---- 4. disk full ----------------------------------------------------------------
