@@ -220,7 +220,9 @@ void b2fs_frame_follow_path(const char *path);
  * them and hold off their uses; after the rename (renamed: it happened),
  * reopen them at their new paths (the engine works on the path it was
  * given) and let them go.  hold returns NULL when no frame is concerned. */
-void *b2fs_frame_hold(const char *from, const char *also);
+/* `err` (may be NULL) gets the first failed commit as a negative errno:
+ * the caller should then not move the frames (their data is not on disk). */
+void *b2fs_frame_hold(const char *from, const char *also, int *err);
 void b2fs_frame_unhold(void *held, int renamed);
 /* Is any frame open for writing? */
 int b2fs_frame_any_writable(void);

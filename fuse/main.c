@@ -109,6 +109,9 @@ int main(int argc, char **argv) {
    * the heap for reuse rather than mapping and zero-faulting them anew. */
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  /* One arena per thread would each keep their own free chunk buffers and
+   * push the resident size past the cache budget; two are enough. */
+  mallopt(M_ARENA_MAX, 2);
   if (b2fs_opts_parse(&args, &b2fs_g.opts) < 0) goto out;
   if (b2fs_g.opts.source && open_root(b2fs_g.opts.source, abs_source, sizeof abs_source) < 0)
     goto out;

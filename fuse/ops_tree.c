@@ -306,7 +306,7 @@ static int remove_entry(int pfd, const char *src, int kind, const struct stat *s
     snprintf(aside, sizeof aside, "%s", src);
   } else {
     aside_name(aside, sizeof aside);
-    void *held = b2fs_path_at(pfd, src, from, sizeof from) == 0 ? b2fs_frame_hold(from, NULL) : NULL;
+    void *held = b2fs_path_at(pfd, src, from, sizeof from) == 0 ? b2fs_frame_hold(from, NULL, NULL) : NULL;
     int rc = renameat(pfd, src, pfd, aside) < 0 ? -errno : 0;
     b2fs_frame_unhold(held, rc == 0);
     if (rc < 0) return rc;
@@ -480,9 +480,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     /* Writers of frames moved (this one, or under a moved directory). */
     char from[PATH_MAX], over[PATH_MAX];
     int have_over = m->ekind >= 0 && b2fs_path_at(m->qfd, m->esrc, over, sizeof over) == 0;
+    int herr = 0;
     void *held = b2fs_path_at(m->pfd, m->src, from, sizeof from) == 0
-                     ? b2fs_frame_hold(from, have_over ? over : NULL) : NULL;
-    rc = do_move(m, ein);
+                     ? b2fs_frame_hold(from, have_over ? over : NULL, &herr) : NULL;
+    /* A frame whose pending data could not be committed is not moved: the
+     * rename fails (EIO, ENOSPC) and the writer keeps its file. */
+    rc = herr ? herr : do_move(m, ein);
     b2fs_frame_unhold(held, rc == 0);
     b2fs_nsunlock2(sin, ein);
     if (sin) b2fs_inode_forget(sin, 1);

@@ -318,8 +318,9 @@ static int under(const char *p, const char *dir) {
   return strncmp(p, dir, n) == 0 && (p[n] == 0 || p[n] == '/');
 }
 
-void *b2fs_frame_hold(const char *from, const char *also) {
+void *b2fs_frame_hold(const char *from, const char *also, int *err) {
   size_t n;
+  if (err) *err = 0;
   if (!any_writable) return NULL;
   b2fs_inode **ins = wreg_pinned(&n);
   held *hd = ins ? malloc(sizeof *hd + n * sizeof hd->e[0]) : NULL;
@@ -350,7 +351,10 @@ void *b2fs_frame_hold(const char *from, const char *also) {
     b2fs_handle *h = hd->e[i].h;
     pthread_rwlock_wrlock(&h->use);
     int rc = h->file ? b2_file_flush(h->file) : 0;
-    if (rc < 0) b2fs_frame_log(hd->e[i].in, h, "commit before a rename", rc);
+    if (rc < 0) {
+      b2fs_frame_log(hd->e[i].in, h, "commit before a rename", rc);
+      if (err && !*err) *err = -b2_to_errno(rc);
+    }
     /* That commit (or one of the idle flusher) may have rewritten the
      * file: the inode must know the file that gets renamed. */
     struct stat old;
