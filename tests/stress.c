@@ -22,14 +22,19 @@
  * state (size, seq and intact length of each tail record) and a reader
  * must find in each tail region, and in the length of its read, the bytes
  * of one of the states from the last completed before its read to the
- * last started after it.
+ * last started after it.  Two things the kernel does are allowed: zeros in
+ * bytes that a shrinking truncate in flight cut off, and a region joined
+ * at an earlier state's end of file (what an O_DIRECT read gets short of
+ * is read on through the page cache).
  *
  * Private files p0..p3 (buffered I/O): writer w writes at random offsets
  * and sizes, truncates, fsyncs, closes and reopens, renames it to pW.tmp
  * and back, all under its write lock, and keeps a shadow copy; readers
  * take the read lock and must read exactly the shadow (through a new open
  * or one kept across renames).  Namespace checks: under the rename lock
- * exactly one of ren/a, ren/b and of rd1, rd2 is shown.
+ * exactly one of ren/a, ren/b and of rd1, rd2 is shown.  A racer opens
+ * ren/c and ren/d for writing, without a lock, while the renamer renames
+ * ren/c to ren/d and back: ENOENT is fine, any other error is not.
  *
  * A watchdog checks every operation's start time; one stuck over 10 s
  * prints the operation, dumps the daemon's threads (gdb, when DAEMON_PID
@@ -211,6 +216,11 @@ static pthread_rwlock_t ren_lock = PTHREAD_RWLOCK_INITIALIZER;
 static const char *const ren_names[2] = {"ren/a", "ren/b"};
 static const char *const dir_names[2] = {"rd1/g", "rd2/g"};
 static int ren_cur, dir_cur; /* under ren_lock */
+/* ren/c is renamed to ren/d and back while the racer opens it by either
+ * name without any lock: ENOENT is fine, any other error is not. */
+static const char *const racy_names[2] = {"ren/c", "ren/d"};
+static atomic_int racy_cur;
+#define RACY_SIZE 100000
 
 typedef struct tstate {
   int64_t size;
@@ -272,7 +282,7 @@ typedef struct rstate {
   int id;
   unsigned char *buf;     /* aligned, (NMAIN + NTAIL) * REC */
   tstate *cand;           /* RING */
-  long reads, bytes, unchecked, privreads, nschecks, cutzeros;
+  long reads, bytes, unchecked, privreads, nschecks, cutzeros, stitched;
 } rstate;
 
 /* Read regions [a, b) of record file `file` through fd and check them. */
@@ -344,6 +354,21 @@ static void read_check(rstate *st, int fd, int file, int a, int b, const char *w
                 (st->buf[off + (ssize_t)i] == 0 && pos >= cut_lo && pos < cut_hi);
       }
       if (match && memcmp(exp, st->buf + off, got) != 0) st->cutzeros++;
+    }
+    /* The kernel serves what an O_DIRECT read gets short of from the page
+     * cache (generic_file_read_iter): a region may hold one state's bytes
+     * up to that state's end of file and a later state's bytes after. */
+    for (uint64_t va = v0; va <= v1 && !match; va++) {
+      int64_t k = st->cand[va - v0].size - (int64_t)r * REC;
+      if (k <= 0 || k >= (int64_t)got) continue;
+      size_t len;
+      tail_bytes(&st->cand[va - v0], t, exp, &len);
+      if (memcmp(exp, st->buf + off, (size_t)k) != 0) continue;
+      for (uint64_t vb = va + 1; vb <= v1 && !match; vb++) {
+        tail_bytes(&st->cand[vb - v0], t, exp, &len);
+        match = len == got && memcmp(exp + k, st->buf + off + k, got - (size_t)k) == 0;
+      }
+      if (match) st->stitched++;
     }
     if (!match) {
       char d[160], e[400];
@@ -675,6 +700,7 @@ static void *reader(void *arg) {
       struct dirent *e;
       while (d && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, "c") || !strcmp(e->d_name, "d")) continue; /* the racer's */
         if (!strcmp(e->d_name, ren_names[ren_cur] + 4)) seen++;
         else other++;
       }
@@ -778,6 +804,36 @@ static void *truncator(void *arg) {
   return NULL;
 }
 
+/* ---- the racer: opens a file being renamed ------------------------------------ */
+static void *racer(void *arg) {
+  (void)arg;
+  register_thread("racer", 0);
+  long opens = 0;
+  while (!atomic_load(&stop)) {
+    for (int i = 0; i < 2; i++) {
+      char p[PATH_MAX];
+      pathof(p, sizeof p, racy_names[i]);
+      op_begin(i & 1 ? "open O_RDWR ren/d (racing renames)" : "open O_RDWR ren/c (racing renames)");
+      int fd = open(p, (opens & 1 ? O_RDWR : O_WRONLY) | O_CLOEXEC);
+      int err = errno;
+      op_end();
+      if (fd < 0) {
+        if (err != ENOENT) fail("racer: open %s while it is renamed: %s", racy_names[i], strerror(err));
+        continue;
+      }
+      opens++;
+      struct stat sb;
+      op_begin("fstat+close (racing renames)");
+      if (fstat(fd, &sb) < 0 || sb.st_size != RACY_SIZE)
+        fail("racer: %s has size %lld, %d expected", racy_names[i], (long long)sb.st_size, RACY_SIZE);
+      if (close(fd) < 0) fail("racer: close %s: %s", racy_names[i], strerror(errno));
+      op_end();
+    }
+  }
+  printf("racer: %ld opens of a file being renamed\n", opens);
+  return NULL;
+}
+
 /* ---- the renamer ------------------------------------------------------------ */
 static void *renamer(void *arg) {
   rng *r = arg;
@@ -787,16 +843,21 @@ static void *renamer(void *arg) {
     struct timespec ts = {0, 1000000L + (long)rnd(r, 8000000)};
     nanosleep(&ts, NULL);
     pthread_rwlock_wrlock(&ren_lock);
-    int dir = rnd(r, 3) == 0;
+    long k = rnd(r, 4);
+    int dir = k == 0, racy = k == 1;
     char from[PATH_MAX], to[PATH_MAX];
     if (dir) {
       pathof(from, sizeof from, dir_cur ? "rd2" : "rd1");
       pathof(to, sizeof to, dir_cur ? "rd1" : "rd2");
+    } else if (racy) {
+      int cur = atomic_load(&racy_cur);
+      pathof(from, sizeof from, racy_names[cur]);
+      pathof(to, sizeof to, racy_names[!cur]);
     } else {
       pathof(from, sizeof from, ren_names[ren_cur]);
       pathof(to, sizeof to, ren_names[!ren_cur]);
     }
-    op_begin(dir ? "rename rd1 <-> rd2" : "rename ren/a <-> ren/b");
+    op_begin(dir ? "rename rd1 <-> rd2" : racy ? "rename ren/c <-> ren/d" : "rename ren/a <-> ren/b");
     int rc = rename(from, to);
     int err = errno;
     op_end();
@@ -805,6 +866,8 @@ static void *renamer(void *arg) {
     } else if (dir) {
       dir_cur = !dir_cur;
       atomic_store(&rf[2].rel, dir_names[dir_cur]);
+    } else if (racy) {
+      atomic_store(&racy_cur, !atomic_load(&racy_cur));
     } else {
       ren_cur = !ren_cur;
       atomic_store(&rf[1].rel, ren_names[ren_cur]);
@@ -825,6 +888,12 @@ static void *xalign(size_t n) {
   }
   memset(p, 0, n);
   return p;
+}
+
+static const unsigned char *racy_content(void) {
+  static unsigned char c[RACY_SIZE];
+  for (size_t i = 0; i < RACY_SIZE; i++) c[i] = (unsigned char)(i * 7 + (i >> 9));
+  return c;
 }
 
 static int setup(unsigned char *rec) {
@@ -858,6 +927,12 @@ static int setup(unsigned char *rec) {
       fprintf(stderr, "close %s: %s\n", p, strerror(errno));
       return -1;
     }
+  }
+  pathof(p, sizeof p, racy_names[0]);
+  int cfd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (cfd < 0 || pwrite(cfd, racy_content(), RACY_SIZE, 0) != RACY_SIZE || close(cfd) < 0) {
+    fprintf(stderr, "create %s: %s\n", p, strerror(errno));
+    return -1;
   }
   tcur.size = (int64_t)NMAIN * REC;
   ring[0] = tcur;
@@ -931,6 +1006,7 @@ static void final_check(unsigned char *buf) {
     snprintf(name, sizeof name, "priv%d", w);
     write_expected(name, pv[w].shadow, pv[w].size);
   }
+  write_expected("racy", racy_content(), RACY_SIZE);
   /* Where the files ended up (for the shell). */
   char p[PATH_MAX];
   snprintf(p, sizeof p, "%s/names", outdir);
@@ -938,6 +1014,7 @@ static void final_check(unsigned char *buf) {
   if (nf) {
     for (int f = 0; f < NRECFILES; f++) fprintf(nf, "rec%d %s\n", f, atomic_load(&rf[f].rel));
     for (int w = 0; w < NWRITERS; w++) fprintf(nf, "priv%d %s\n", w, pv[w].name);
+    fprintf(nf, "racy %s\n", racy_names[atomic_load(&racy_cur)]);
     fclose(nf);
   }
   free(st.cand);
@@ -964,7 +1041,7 @@ int main(int argc, char **argv) {
   if (setup(big) < 0) return 2;
   op_end();
 
-  pthread_t wt[NWRITERS], rt[NREADERS], tt, nt;
+  pthread_t wt[NWRITERS], rt[NREADERS], tt, nt, ct;
   wstate ws[NWRITERS];
   rstate rs[NREADERS];
   rng trng = {mix64(seed ^ 0x7777)}, nrng = {mix64(seed ^ 0x8888)};
@@ -987,6 +1064,7 @@ int main(int argc, char **argv) {
   }
   pthread_create(&tt, NULL, truncator, &trng);
   pthread_create(&nt, NULL, renamer, &nrng);
+  pthread_create(&ct, NULL, racer, NULL);
 
   int64_t end = now_ns() + (int64_t)(seconds * 1e9);
   while (!atomic_load(&stop) && now_ns() < end) {
@@ -998,15 +1076,17 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NREADERS; i++) pthread_join(rt[i], NULL);
   pthread_join(tt, NULL);
   pthread_join(nt, NULL);
+  pthread_join(ct, NULL);
 
   long recs = 0, privops = 0, fsyncs = 0, reopens = 0, renames = 0, truncs = 0;
   for (int i = 0; i < NWRITERS; i++) {
     recs += ws[i].recs, privops += ws[i].privops, fsyncs += ws[i].fsyncs;
     reopens += ws[i].reopens, renames += ws[i].renames, truncs += ws[i].truncs;
   }
-  long reads = 0, bytes = 0, unchecked = 0, privreads = 0, nschecks = 0, cutzeros = 0;
+  long reads = 0, bytes = 0, unchecked = 0, privreads = 0, nschecks = 0, cutzeros = 0, stitched = 0;
   for (int i = 0; i < NREADERS; i++) {
     reads += rs[i].reads, bytes += rs[i].bytes, unchecked += rs[i].unchecked, cutzeros += rs[i].cutzeros;
+    stitched += rs[i].stitched;
     privreads += rs[i].privreads, nschecks += rs[i].nschecks;
   }
   if (atomic_load(&failures) == 0) {
@@ -1020,8 +1100,9 @@ int main(int argc, char **argv) {
   printf("writers: %ld records, %ld private ops (%ld truncates, %ld renames), %ld fsyncs, %ld reopens\n",
          recs, privops, truncs, renames, fsyncs, reopens);
   printf("readers: %ld checked record reads (%ld MiB), %ld private reads, %ld name checks, "
-         "%ld tail reads unchecked (ring overrun), %ld tail regions with zeros cut by a truncate in flight\n",
-         reads, bytes >> 20, privreads, nschecks, unchecked, cutzeros);
+         "%ld tail reads unchecked (ring overrun); tail regions with zeros cut by a truncate in flight %ld, "
+         "joined at an old end of file %ld\n",
+         reads, bytes >> 20, privreads, nschecks, unchecked, cutzeros, stitched);
   if (nf) {
     printf("%d failures\n", nf);
     return 1;

@@ -79,7 +79,7 @@ run_stress() { # name seconds options
   timeout -s KILL $((secs * 3 + 300)) "$STRESS" "$mnt" "$secs" "$SEED" "$out" "$pid" >"$out/log" 2>&1
   rc=$?
   case $rc in
-    0) ok "$name"; grep -E '^(writers|readers|truncator|renamer):' "$out/log" | sed 's/^/  /' ;;
+    0) ok "$name"; grep -E '^(writers|readers|truncator|renamer|racer):' "$out/log" | sed 's/^/  /' ;;
     3) nok "$name" "$(grep -m1 deadlock "$out/log")"
        sed -n '1,200p' "$out/hang.txt" 2>/dev/null | sed 's/^/  | /'
        kill -9 "$pid" 2>/dev/null ;; # (stress did already) stuck calls return
