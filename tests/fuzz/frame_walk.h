@@ -1,6 +1,7 @@
 /* frame_walk.h - what the frame fuzz targets do with a frame that opened:
  * read its metalayers, checksum state and b2nd geometry, check it, and
- * decode its first chunks whole and in part.  Shared by fuzz_frame.c and
+ * decode its first chunks whole and in part (the part must equal the same
+ * bytes of the whole, else abort).  Shared by fuzz_frame.c and
  * fuzz_sframe.c (a static function: each target is one translation unit). */
 #ifndef B2_FUZZ_FRAME_WALK_H
 #define B2_FUZZ_FRAME_WALK_H
@@ -42,11 +43,18 @@ static void fuzz_frame_walk(b2_frame *f) {
     b2_frame_chunk_start(f, i);
     int32_t nb = b2_frame_chunk_nbytes(f, i);
     if (nb <= 0 || (uint32_t)nb > FUZZ_MAX_CHUNK) continue;
-    uint8_t *buf = malloc((size_t)nb);
-    if (!buf) break;
-    b2_frame_decode_chunk(f, i, buf, (size_t)nb);
-    b2_frame_decode_range(f, i, (size_t)nb / 2, (size_t)nb - (size_t)nb / 2, buf);
+    uint8_t *buf = malloc((size_t)nb), *part = malloc((size_t)nb);
+    size_t off = (size_t)nb / 2, len = (size_t)nb - off;
+    if (buf && part && b2_frame_decode_chunk(f, i, buf, (size_t)nb) == nb) {
+      /* a chunk that decodes whole decodes in part to the same bytes */
+      if (b2_frame_decode_range(f, i, off, len, part) != (int)len ||
+          memcmp(part, buf + off, len) != 0)
+        abort();
+    } else if (buf) {
+      b2_frame_decode_range(f, i, off, len, buf);
+    }
     free(buf);
+    free(part);
   }
   if (in->nbytes > 0) b2_frame_chunk_at(f, in->nbytes - 1);
 }

@@ -1,24 +1,40 @@
 /* fuzz_chunk.c - libFuzzer target: the chunk decoder on arbitrary bytes.
- * Parses the header, decodes the whole chunk and a partial range. */
+ * Parses the header and decodes the whole chunk and partial ranges.  When
+ * the whole chunk decodes, every range must decode too and give the same
+ * bytes as the whole decode (a mismatch aborts). */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "b2_chunk.h"
 
 #define MAX_OUT (64u << 20)
+
+static void check_range(const uint8_t *data, size_t size, const uint8_t *whole,
+                        size_t off, size_t len, uint8_t *tmp) {
+  if (b2_chunk_decode_range(data, size, off, len, tmp) != (int)len ||
+      memcmp(tmp, whole + off, len) != 0)
+    abort(); /* the range differs from the whole decode */
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   b2_chunk_info in;
   if (b2_chunk_parse(data, size, &in) < 0) return 0;
   if (in.nbytes < 0 || (uint32_t)in.nbytes > MAX_OUT) return 0;
   size_t n = (size_t)in.nbytes;
-  uint8_t *out = malloc(n ? n : 1);
-  if (!out) return 0;
-  b2_chunk_decode(data, size, out, n);
-  if (n > 2) {
-    size_t off = n / 3, len = n / 3 + 1;
-    b2_chunk_decode_range(data, size, off, len, out);
+  uint8_t *out = malloc(n ? n : 1), *tmp = malloc(n ? n : 1);
+  if (!out || !tmp) goto done;
+  if (b2_chunk_decode(data, size, out, n) == (int)n && n > 0) {
+    check_range(data, size, out, 0, n, tmp);
+    check_range(data, size, out, n - 1, 1, tmp);
+    if (n > 2) check_range(data, size, out, n / 3, n / 3 + 1, tmp);
+    if (in.blocksize > 0 && (size_t)in.blocksize < n) /* across a block end */
+      check_range(data, size, out, (size_t)in.blocksize - 1, 2, tmp);
+  } else if (n > 2) {
+    b2_chunk_decode_range(data, size, n / 3, n / 3 + 1, out);
   }
+done:
   free(out);
+  free(tmp);
   return 0;
 }
