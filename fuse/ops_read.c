@@ -274,7 +274,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   size_t done = 0;
   int err = !buf ? ENOMEM : !f ? EIO : 0;
   int tries = 0;
-  b2_file_pin pin = {NULL, NULL, NULL};
+  b2_file_pin pin = {0};
   if (!err && !use->writable) {
     /* Read-only: a sequential read is sent straight from the cache. */
     ssize_t n = b2_file_pread_pin(f, buf, size, (int64_t)off, &pin);
@@ -301,13 +301,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (n == 0) break;
     done += (size_t)n;
   }
+  /* Done with the handle before replying: once the reply is out, a release
+   * may free it.  The pin holds only the cache entry the reply sends. */
+  b2fs_unuse(use);
+  if (w) b2fs_frame_release(in, w);
   if (err)
     fuse_reply_err(req, err);
   else
     fuse_reply_buf(req, pin.entry ? (const char *)pin.data : (const char *)buf, done);
   b2_file_unpin(&pin);
-  b2fs_unuse(use);
-  if (w) b2fs_frame_release(in, w);
 }
 
 /* Commit a frame through the handle of an open (or the writable one). */

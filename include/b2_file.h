@@ -82,12 +82,15 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off);
  * inside the cache and the entry stays pinned; otherwise they are read
  * into buf (which must hold n bytes) and p->data == buf.  Returns what
  * b2_file_pread returns.  Call b2_file_unpin(p) when done with p->data,
- * whatever the result.  For servers that send from memory (FUSE replies). */
+ * whatever the result; the pin holds the cache entry, not the handle, so it
+ * may be released after the handle is closed.  For servers that send from
+ * memory (FUSE replies). */
 struct b2_cache_entry;
+struct b2_cache;
 typedef struct b2_file_pin {
   const void *data;             /* the bytes read */
   struct b2_cache_entry *entry; /* internal: the pinned entry, or NULL */
-  b2_file *file;                /* internal */
+  struct b2_cache *cache;       /* internal: the cache holding it */
 } b2_file_pin;
 ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_pin *p);
 void b2_file_unpin(b2_file_pin *p);

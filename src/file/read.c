@@ -308,7 +308,7 @@ static int pin_range(b2_file *f, size_t n, int64_t off, b2_stream *seq, b2_file_
 ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_pin *p) {
   p->data = buf;
   p->entry = NULL;
-  p->file = f;
+  p->cache = f->env ? f->env->cache : NULL;
   ssize_t k = clip(f, n, off);
   if (k <= 0) return k;
   b2_stream *seq = note_read(f, off, (size_t)k);
@@ -319,7 +319,7 @@ ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_
 }
 
 void b2_file_unpin(b2_file_pin *p) {
-  if (p->entry) b2_cache_release(p->file->env->cache, p->entry);
+  if (p->entry) b2_cache_release(p->cache, p->entry);
   p->entry = NULL;
   p->data = NULL;
 }
