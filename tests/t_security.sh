@@ -235,7 +235,7 @@ if [ -x "$PY" ]; then
     dpid=${PIDS[$M]}
     nok sec_race_no_deadlock "the race's calls are stuck $((RACE + 30)) s after it started; daemon threads:"
     timeout 60 gdb -batch -p "$dpid" -ex 'thread apply all bt' 2>/dev/null |
-      grep -E '^#[0-9]+ .* in (b2fs_|op_|b2_)' | head -12 | sed 's/^/  | /'
+      grep -E '^#[0-9]+ .* in (b2fs_|op_|b2_)' | head -12 | sed 's/^/  | /' >&2
     kill -9 "$dpid"
     wait $rpid 2>/dev/null
   else

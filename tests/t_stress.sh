@@ -81,7 +81,7 @@ run_stress() { # name seconds options
   case $rc in
     0) ok "$name"; grep -E '^(writers|readers|truncator|renamer|racer):' "$out/log" | sed 's/^/  /' ;;
     3) nok "$name" "$(grep -m1 deadlock "$out/log")"
-       sed -n '1,200p' "$out/hang.txt" 2>/dev/null | sed 's/^/  | /'
+       sed -n '1,200p' "$out/hang.txt" 2>/dev/null | sed 's/^/  | /' >&2
        kill -9 "$pid" 2>/dev/null ;; # (stress did already) stuck calls return
     *) nok "$name" "exit $rc: $(grep -m5 -E 'FAIL|rror' "$out/log" | tr '\n' ' ' | head -c 3000)" ;;
   esac
@@ -93,7 +93,7 @@ run_stress() { # name seconds options
   else
     nok "${name}_tsan" "$tsan ThreadSanitizer warnings"
     cat "$TMP/$name".tsan* "${LOGS[$mnt]}" 2>/dev/null |
-      grep -A14 'WARNING: ThreadSanitizer' | grep -E 'WARNING|#[0-3] ' | head -40 | sed 's/^/  | /'
+      grep -A14 'WARNING: ThreadSanitizer' | grep -E 'WARNING|#[0-3] ' | head -40 | sed 's/^/  | /' >&2
   fi
   [ "$rc" = 0 ] || return
   # SOURCE: every frame verifies and holds what the program expects.
