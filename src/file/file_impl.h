@@ -64,6 +64,9 @@ struct b2_file {
   char *path;
   pthread_mutex_t wmu;        /* serialises pwrite, truncate, flush */
   pthread_mutex_t fmu;        /* size + frame geometry vs. chunk puts */
+  pthread_rwlock_t szlock;    /* readers (shared) vs. size changes and the
+                                 writes that make them (exclusive): a read
+                                 never sees a size whose bytes are not in */
   atomic_uint_fast64_t gen;   /* bumped by every change */
   atomic_uint_fast64_t epoch; /* bumped by every size change (under fmu):
                                  a flush that began before one is stale */

@@ -264,7 +264,7 @@ static int raced_truncate(const b2_file *f, int rc, int64_t off, ssize_t k) {
   return rc == B2_E_RANGE && f->writable && b2_file_size(f) < off + k;
 }
 
-ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
+static ssize_t pread_once(b2_file *f, void *buf, size_t n, int64_t off) {
   for (int tries = 0;; tries++) {
     ssize_t k = clip(f, n, off);
     if (k <= 0) return k;
@@ -272,6 +272,14 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
     if (rc >= 0) return k;
     if (tries == 3 || !raced_truncate(f, rc, off, k)) return rc;
   }
+}
+
+ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
+  if (!f->writable) return pread_once(f, buf, n, off);
+  pthread_rwlock_rdlock(&f->szlock); /* no size change under this read */
+  ssize_t k = pread_once(f, buf, n, off);
+  pthread_rwlock_unlock(&f->szlock);
+  return k;
 }
 
 /* ---- pinned reads ------------------------------------------------------------------ */
@@ -309,6 +317,7 @@ ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_
   p->data = buf;
   p->entry = NULL;
   p->cache = f->env ? f->env->cache : NULL;
+  if (f->writable) return b2_file_pread(f, buf, n, off); /* pins read-only data only */
   ssize_t k = clip(f, n, off);
   if (k <= 0) return k;
   b2_stream *seq = note_read(f, off, (size_t)k);

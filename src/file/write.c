@@ -172,7 +172,12 @@ ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   int64_t end = off + (int64_t)n;
   int rc = 0;
   pthread_mutex_lock(&f->wmu);
-  if (end > atomic_load(&f->size)) rc = set_size(f, end);
+  /* A write that grows the file holds readers off until its bytes are in. */
+  int grows = end > atomic_load(&f->size);
+  if (grows) {
+    pthread_rwlock_wrlock(&f->szlock);
+    rc = set_size(f, end);
+  }
   int64_t cs = f->chunksize;
   while (rc == 0 && off < end) {
     int64_t i = off / cs;
@@ -197,6 +202,7 @@ ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   }
   atomic_fetch_add(&f->gen, 1);
   atomic_store(&f->last_write_ms, now_ms());
+  if (grows) pthread_rwlock_unlock(&f->szlock);
   pthread_mutex_unlock(&f->wmu);
   if (rc < 0) return b2_context(rc, "write");
   return (ssize_t)n;
@@ -206,7 +212,9 @@ int b2_file_truncate(b2_file *f, int64_t size) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
   if (size < 0) return b2_fail(B2_E_INVAL, "negative size");
   pthread_mutex_lock(&f->wmu);
+  pthread_rwlock_wrlock(&f->szlock);
   int rc = set_size(f, size);
+  pthread_rwlock_unlock(&f->szlock);
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }
@@ -343,6 +351,7 @@ int b2_file_setup_writer(b2_file *f) {
   f->cp = p.cparams;
   f->chunksize = p.chunksize;
   pthread_mutex_init(&f->wmu, NULL);
+  pthread_rwlock_init(&f->szlock, NULL);
   pthread_mutex_init(&f->fmu, NULL);
   atomic_init(&f->gen, 0);
   atomic_init(&f->committed_gen, 0);
@@ -369,6 +378,7 @@ void b2_file_teardown_writer(b2_file *f) {
   if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
   pthread_mutex_unlock(&env->reg_mu);
   pthread_mutex_destroy(&f->wmu);
+  pthread_rwlock_destroy(&f->szlock);
   pthread_mutex_destroy(&f->fmu);
   f->writable = 0;
 }
