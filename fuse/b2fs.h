@@ -224,6 +224,9 @@ void b2fs_frame_follow_path(const char *path);
  * the caller should then not move the frames (their data is not on disk). */
 void *b2fs_frame_hold(const char *from, const char *also, int *err);
 void b2fs_frame_unhold(void *held, int renamed);
+/* Drop the references a hold took: a last release may close (and take the
+ * namespace locks), so call it after b2fs_nsunlock2. */
+void b2fs_frame_hold_drop(void *held);
 /* Is any frame open for writing? */
 int b2fs_frame_any_writable(void);
 /* Does a writable handle of ours work on the frame at real path `path`

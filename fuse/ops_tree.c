@@ -288,7 +288,7 @@ static void aside_name(char *out, size_t cap) {
  * engine might write it again at its path) is renamed aside to a hidden
  * name, its writer following it, and deleted with its inode. */
 static int remove_entry(int pfd, const char *src, int kind, const struct stat *st,
-                        b2fs_inode *in) {
+                        b2fs_inode *in, void **held_out) {
   int sparse = is_sparse_frame(kind, st);
   int busy = 0;
   if (in) {
@@ -309,6 +309,7 @@ static int remove_entry(int pfd, const char *src, int kind, const struct stat *s
     void *held = b2fs_path_at(pfd, src, from, sizeof from) == 0 ? b2fs_frame_hold(from, NULL, NULL) : NULL;
     int rc = renameat(pfd, src, pfd, aside) < 0 ? -errno : 0;
     b2fs_frame_unhold(held, rc == 0);
+    *held_out = held; /* dropped by the caller once the locks are gone */
     if (rc < 0) return rc;
   }
   in->doomed = strdup(aside);
@@ -337,9 +338,11 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
     return;
   }
   b2fs_inode *in = b2fs_inode_find(&st, kind);
+  void *held = NULL;
   b2fs_nslock2(in, NULL);
-  int rc = remove_entry(pfd, src, kind, &st, in);
+  int rc = remove_entry(pfd, src, kind, &st, in, &held);
   b2fs_nsunlock2(in, NULL);
+  b2fs_frame_hold_drop(held);
   if (in) b2fs_inode_forget(in, 1);
   fuse_reply_err(req, -rc);
 }
@@ -448,7 +451,8 @@ static int do_move(move *m, b2fs_inode *ein) {
     return -err;
   }
   if (aside) {
-    int rc = remove_entry(m->qfd, hidden, m->ekind, &m->est, ein);
+    void *none = NULL; /* a hidden name is removed without a hold */
+    int rc = remove_entry(m->qfd, hidden, m->ekind, &m->est, ein, &none);
     if (rc < 0) b2fs_log("rename: cannot remove the replaced %s (left as %s): %s", m->esrc,
                          hidden, strerror(-rc));
   }
@@ -488,6 +492,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     rc = herr ? herr : do_move(m, ein);
     b2fs_frame_unhold(held, rc == 0);
     b2fs_nsunlock2(sin, ein);
+    b2fs_frame_hold_drop(held);
     if (sin) b2fs_inode_forget(sin, 1);
     if (ein) b2fs_inode_forget(ein, 1);
   }

@@ -402,6 +402,11 @@ void b2fs_frame_unhold(void *arg, int renamed) {
       reopen(in, h, path);
     pthread_rwlock_unlock(&h->use);
   }
+}
+
+void b2fs_frame_hold_drop(void *arg) {
+  held *hd = arg;
+  if (!hd) return;
   for (size_t i = 0; i < hd->n; i++) {
     b2fs_frame_release(hd->e[i].in, hd->e[i].h);
     b2fs_inode_forget(hd->e[i].in, 1);
