@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "b2fs.h"
+#include "common/fileio.h"
 
 static struct fuse_lowlevel_ops ops;
 
@@ -40,8 +41,17 @@ static void raise_fd_limit(void) {
 /* Options we add for libfuse unless the user chose otherwise. */
 static int add_defaults(struct fuse_args *args, const char *abs_source) {
   const b2fs_opts *o = &b2fs_g.opts;
-  if (!o->no_default_perms && fuse_opt_add_arg(args, "-odefault_permissions"))
-    return -1;
+  int keep_perms = !o->no_default_perms;
+  if (!keep_perms && geteuid() == 0) {
+    /* The daemon acts on SOURCE as root: without the kernel's checks,
+     * every user of an allow_other mount would get root's rights. */
+    for (int i = 0; i < args->argc; i++)
+      if (strstr(args->argv[i], "allow_other")) keep_perms = 1;
+    if (keep_perms)
+      fprintf(stderr, "b2fs: no_default_permissions ignored: as root with allow_other it would "
+                      "give every user root's rights on SOURCE\n");
+  }
+  if (keep_perms && fuse_opt_add_arg(args, "-odefault_permissions")) return -1;
   if (!o->has_max_read && fuse_opt_add_arg(args, "-omax_read=1048576")) return -1;
   if (!o->has_fsname) {
     char *esc = NULL, *arg = NULL;
@@ -112,6 +122,9 @@ int main(int argc, char **argv) {
   /* One arena per thread would each keep their own free chunk buffers and
    * push the resident size past the cache budget; two are enough. */
   mallopt(M_ARENA_MAX, 2);
+  /* SOURCE may be changed by other users while we run as root: the engine
+   * resolves the paths we give it without following any symbolic link. */
+  b2_io_set_strict_paths(1);
   if (b2fs_opts_parse(&args, &b2fs_g.opts) < 0) goto out;
   if (b2fs_g.opts.source && open_root(b2fs_g.opts.source, abs_source, sizeof abs_source) < 0)
     goto out;

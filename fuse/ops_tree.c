@@ -393,6 +393,8 @@ static int plan_move(move *m, const char *name, const char *newname, unsigned fl
   int rc = b2fs_name_target(m->kind, b2fs_name_suffix(m->src), newname, m->target,
                             sizeof m->target);
   if (rc < 0) return rc;
+  /* The engine's temporary names stay invisible: nothing may move there. */
+  if (b2fs_name_hidden(m->target) || b2fs_name_hidden(newname)) return -EINVAL;
   if (changes_kind(m->kind, m->pfd, m->src, &m->st, m->target)) return -EXDEV;
   m->ekind = resolve(m->qfd, newname, m->esrc, &m->est);
   if (m->ekind < 0 && m->ekind != -ENOENT) return m->ekind;

@@ -8,8 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/openat2.h>
+#endif
 
 #include "b2_error.h"
 
@@ -142,7 +147,8 @@ int b2_io_openat(int dirfd, const char *name, int flags, mode_t mode) {
   if (e > 0) return fail_errno(e, "open", name);
   int fd;
   do {
-    fd = openat(dirfd, name, flags | O_CLOEXEC, mode);
+    fd = dirfd == AT_FDCWD ? b2_io_open_path(name, flags | O_CLOEXEC, mode)
+                           : openat(dirfd, name, flags | O_CLOEXEC, mode);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return fail_errno(errno, "open", name);
   EMIT(B2_IO_OPEN, ev_.fd = fd; ev_.dirfd = dirfd; ev_.name = name;
@@ -285,6 +291,26 @@ void b2_io_close(int fd) {
   if (fd >= 0) (void)close(fd); /* Linux closes even on EINTR */
 }
 
+static atomic_int strict_paths;
+
+void b2_io_set_strict_paths(int on) { atomic_store(&strict_paths, on); }
+int b2_io_strict_paths(void) { return atomic_load(&strict_paths); }
+
+int b2_io_open_path(const char *path, int flags, mode_t mode) {
+  if (!atomic_load(&strict_paths) || strncmp(path, "/proc/self/fd/", 14) == 0)
+    return open(path, flags, mode);
+#if defined(__linux__) && defined(SYS_openat2)
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = (uint64_t)flags;
+  how.mode = (flags & (O_CREAT | O_TMPFILE)) ? (uint64_t)mode : 0;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  if (fd >= 0 || errno != ENOSYS) return (int)fd;
+#endif
+  return open(path, flags | O_NOFOLLOW, mode); /* old kernel: last component */
+}
+
 int b2_io_open_parent(const char *path, const char **base) {
   /* Ignore trailing slashes ("dir/" names dir). */
   size_t len = strlen(path);
@@ -305,7 +331,7 @@ int b2_io_open_parent(const char *path, const char **base) {
     dir[n] = '\0';
     *base = slash + 1;
   }
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = b2_io_open_path(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
   if (fd < 0) return fail_errno(errno, "open directory", dir);
   return fd;
 }

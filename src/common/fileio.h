@@ -52,6 +52,17 @@ void b2_io_close(int fd);
  * gets a pointer to the last component inside path. */
 int b2_io_open_parent(const char *path, const char **base);
 
+/* Strict path resolution, for a daemon that hands the engine canonical
+ * paths of a tree other users can change: when on, every path the engine
+ * resolves (except /proc/self/fd/N magic links, anchored to an inode) must
+ * contain no symbolic link, so a directory swapped for a link cannot lead
+ * the engine outside the tree (openat2 RESOLVE_NO_SYMLINKS).  Off by
+ * default (b2f follows the user's links).  open(2)-like: an fd or -1 with
+ * errno. */
+void b2_io_set_strict_paths(int on);
+int b2_io_strict_paths(void);
+int b2_io_open_path(const char *path, int flags, mode_t mode);
+
 #ifdef B2_FAULT_INJECTION
 enum b2_io_op {
   B2_IO_OPEN = 0,

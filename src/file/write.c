@@ -13,6 +13,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "b2_error.h"
+#include "common/fileio.h"
 #include "common/util.h"
 #include "file/file_impl.h"
 
@@ -286,22 +288,30 @@ static void params_of(const b2_frame *fr, b2_frame_params *p) {
   memcpy(p->cparams.filters_meta, in.filters_meta, sizeof in.filters_meta);
 }
 
-/* Remove an empty frame: a file, or a sparse directory's files. */
+/* Remove an empty frame: a file, or a sparse directory's files (resolved
+ * from the parent directory, strict paths honoured). */
 static int remove_frame(const char *path, int layout) {
-  if (layout != B2_LAYOUT_SPARSE) return unlink(path) == 0 ? 0 : b2_from_errno(errno);
-  DIR *d = opendir(path);
-  if (!d) return b2_from_errno(errno);
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-    if (unlinkat(dirfd(d), de->d_name, 0) != 0) {
-      int err = errno;
-      closedir(d);
-      return b2_from_errno(err);
+  const char *base;
+  int pfd = b2_io_open_parent(path, &base);
+  if (pfd < 0) return pfd;
+  int rc = 0;
+  if (layout == B2_LAYOUT_SPARSE) {
+    int dfd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+      rc = b2_from_errno(errno);
+      if (dfd >= 0) close(dfd);
     }
+    struct dirent *de;
+    while (d && rc == 0 && (de = readdir(d)))
+      if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && unlinkat(dirfd(d), de->d_name, 0) != 0)
+        rc = b2_from_errno(errno);
+    if (d) closedir(d);
   }
-  closedir(d);
-  return rmdir(path) == 0 ? 0 : b2_from_errno(errno);
+  if (rc == 0 && unlinkat(pfd, base, layout == B2_LAYOUT_SPARSE ? AT_REMOVEDIR : 0) != 0)
+    rc = b2_from_errno(errno);
+  b2_io_close(pfd);
+  return rc;
 }
 
 int b2_file_set_param(b2_file *f, const char *key, const char *value) {

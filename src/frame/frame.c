@@ -13,6 +13,7 @@
 #include "b2_chunk.h"
 #include "b2_error.h"
 #include "common/util.h"
+#include "common/fileio.h"
 #include "frame/frame_impl.h"
 
 /* Enough for the fixed part of any header (the reference writes 87). */
@@ -22,7 +23,7 @@
  * O_NONBLOCK keeps a FIFO in its place from blocking the open; it has no
  * effect on the regular files that pass the checks. */
 static int open_files(b2_frame *f, const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = b2_io_open_path(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
   if (fd < 0)
     return b2_fail(b2_from_errno(errno), "cannot open: %s", strerror(errno));
   struct stat st;

@@ -314,7 +314,9 @@ int b2_frame_w_init(b2_frame *f) {
     if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
     if (!rc) rc = fill_sizes_sparse(f);
   } else {
-    w->rpath = realpath(f->path, NULL);
+    /* Strict paths are canonical already, and must not be re-resolved
+     * through links. */
+    w->rpath = b2_io_strict_paths() ? strdup(f->path) : realpath(f->path, NULL);
     rc = w->rpath ? reopen_rw(f)
                   : b2_fail(b2_from_errno(errno), "cannot resolve %s: %s",
                             f->path, strerror(errno));
