@@ -81,6 +81,8 @@ typedef struct b2fs_handle {
   b2fs_sig sig;
   int refs;                      /* users, +1 while current (inode lock) */
   int writable;                  /* opened for writing (logical view) */
+  int wclosing;                  /* a b2fs_wclose of it runs (inode lock):
+                                    only one closer at a time */
   char *path;                    /* writable: the real path it was opened at
                                     (changed under `use` and the inode lock) */
   pthread_rwlock_t use;          /* writable: held shared around each use of

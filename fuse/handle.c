@@ -156,8 +156,10 @@ int b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
   if (--h->refs == 0) {
     dead = h; /* an older version, no longer current */
   } else if (h->refs == 1 && in->cur == h) {
-    if (h->writable)
-      close_rw = 1;
+    if (h->writable) {
+      close_rw = !h->wclosing; /* a closer already at work sees refs == 1 */
+      h->wclosing = 1;
+    }
     else if (atomic_fetch_add(&idle_kept, 1) >= idle_max)
       dead = b2fs_handle_drop(in);
   }

@@ -482,6 +482,7 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   pthread_mutex_lock(&in->wlock);
   pthread_mutex_lock(&in->lock);
   if (in->cur != h || h->refs != 1) { /* taken again meanwhile */
+    h->wclosing = 0; /* its last release closes it */
     pthread_mutex_unlock(&in->lock);
     pthread_mutex_unlock(&in->wlock);
     return rc;
