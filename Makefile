@@ -72,7 +72,7 @@ UNIT_BINS_TSAN := $(patsubst tests/unit/%.c,build/tsan/tests/%,$(filter %_mt.c,$
 UNIT_BINS_FAULT := build/fault/tests/test_fwrite build/fault/tests/test_file_fault
 
 san: build/san/b2f build/san/b2fs $(UNIT_BINS_SAN)
-tsan: $(UNIT_BINS_TSAN)
+tsan: $(UNIT_BINS_TSAN) build/tsan/b2fs
 fault: $(UNIT_BINS_FAULT) build/fault/b2fs
 
 # The test command the README gives.

@@ -133,6 +133,13 @@ int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
   if (rc == 0) rc = b2fs_handle_sig(in, &sig);
   if (rc == 0) {
     int brc = b2_file_open(b2fs_g.env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f);
+    /* A rename between finding the path and opening it: find it again. */
+    for (int tries = 0; brc < 0 && tries < 8; tries++) {
+      char again[PATH_MAX];
+      if (b2fs_real_path(in, again, sizeof again) < 0 || strcmp(again, path) == 0) break;
+      memcpy(path, again, strlen(again) + 1);
+      brc = b2_file_open(b2fs_g.env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f);
+    }
     if (brc < 0) {
       rc = -open_rw_errno(brc);
       if (rc != -EROFS)
