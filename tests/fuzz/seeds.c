@@ -10,6 +10,9 @@
  *           (sframe_pack.h)
  *   b2nd    every b2nd metalayer, behind fuzz_b2nd's selector byte
  *   names   the names of each fixture directory, as fuzz_names reads them
+ * and, for frame and sframe, small frames b2fs writes itself (the fixtures,
+ * written by the reference library, have no checksum table): contiguous
+ * and sparse, with a b2nd metalayer, a vlmetalayer and checksums.
  * Files above MAXSEED bytes are left out.  Seed names are the fixture's
  * path with '/' turned into '_', so reruns overwrite instead of adding. */
 #include <dirent.h>
@@ -18,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "b2_b2nd.h"
 #include "b2_frame.h"
 #include "sframe_pack.h"
 
@@ -168,6 +173,73 @@ static void walk(const char *dir) {
   closedir(d);
 }
 
+/* A small frame written by this library, at `path`: 3 chunks of 4 KiB
+ * (two encoded, one special zero), a b2nd metalayer, a vlmetalayer and the
+ * checksum table. */
+static int write_frame(const char *path, int layout) {
+  b2_frame_params p;
+  b2_frame_params_default(&p);
+  p.layout = layout;
+  p.chunksize = 4096;
+  p.cparams.typesize = 4;
+  p.cparams.codec = layout == B2_LAYOUT_SPARSE ? B2_CODEC_LZ4 : B2_CODEC_BLOSCLZ;
+  int64_t shape[1] = {3072};
+  int32_t cs[1] = {1024}, bs[1] = {256};
+  b2_b2nd a;
+  uint8_t *meta = NULL;
+  size_t mlen = 0;
+  if (b2_b2nd_make(&a, 1, shape, cs, bs, 4, "<i4") < 0) return -1;
+  int rc = b2_b2nd_meta_encode(&a, &meta, &mlen);
+  b2_b2nd_free(&a);
+  if (rc < 0) return rc;
+  b2_frame_meta_init mi = {"b2nd", meta, mlen};
+  p.nmeta = 1;
+  p.meta = &mi;
+  b2_frame *f;
+  rc = b2_frame_create(path, &p, &f);
+  free(meta);
+  if (rc < 0) return rc;
+  static int32_t src[1024];
+  static uint8_t enc[8192];
+  for (int64_t i = 0; i < 3 && rc >= 0; i++) {
+    if (i == 1) {
+      rc = b2_frame_put_special(f, i, B2_SPECIAL_ZERO, 4096);
+      continue;
+    }
+    for (int k = 0; k < 1024; k++) src[k] = (int32_t)(k * (i + 1) + (k % 7));
+    rc = b2_chunk_encode(&p.cparams, src, sizeof src, enc, sizeof enc);
+    if (rc > 0) rc = b2_frame_put_chunk(f, i, enc, (size_t)rc);
+  }
+  if (rc >= 0) rc = b2_frame_vlmeta_set(f, "note", "written by b2fs", 15);
+  if (rc >= 0) rc = b2_frame_commit(f);
+  b2_frame_close(f);
+  return rc < 0 ? rc : 0;
+}
+
+static void written_frames(void) {
+  char dir[64], path[128];
+  snprintf(dir, sizeof dir, "/tmp/b2fs-seeds.%d", (int)getpid());
+  if (mkdir(dir, 0700) != 0) return;
+  fixlen = strlen(dir);
+  snprintf(path, sizeof path, "%s/b2fs-written.b2frame", dir);
+  if (write_frame(path, B2_LAYOUT_CONTIGUOUS) == 0) {
+    size_t len;
+    uint8_t *buf = slurp(path, &len);
+    if (buf) put("frame", path, NULL, buf, len, NULL, 0);
+    free(buf);
+    from_frame(path);
+  }
+  unlink(path);
+  snprintf(path, sizeof path, "%s/b2fs-written-sparse.b2frame", dir);
+  if (write_frame(path, B2_LAYOUT_SPARSE) == 0) {
+    sparse_dir(path);
+    from_frame(path);
+  }
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "seeds: cannot remove %s\n", dir);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: seeds FIXTURES OUTDIR\n");
@@ -182,5 +254,6 @@ int main(int argc, char **argv) {
     if (mkdir(p, 0777) != 0 && errno != EEXIST) { perror(p); return 1; }
   }
   walk(argv[1]);
+  written_frames();
   return 0;
 }
