@@ -50,6 +50,8 @@ typedef struct b2fs_opts {
   int has_max_read;      /* the user gave -o max_read= */
   int ro;                /* -o ro (left for libfuse too): SOURCE is not
                             changed, not even to remove leftovers */
+  unsigned read_ahead_kb; /* -o read_ahead_kb= (0: the kernel's default) */
+  int has_read_ahead;     /* the user gave -o read_ahead_kb= */
   unsigned compact_pct;   /* -o compact_pct= (0: never compact at close) */
   uint64_t compact_min;   /* -o compact_min= (bytes) */
   int show_help;

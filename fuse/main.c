@@ -38,6 +38,55 @@ static void raise_fd_limit(void) {
     b2fs_frame_set_idle_max(idle > 1024 ? 1024 : idle < 8 ? 8 : (int)idle);
 }
 
+/* The device numbers ("MAJ:MIN") of the mount at `mnt`, from
+ * /proc/self/mountinfo (the latest mount there); without touching the
+ * mount, whose requests no thread serves yet. */
+static int mount_dev(const char *mnt, char *dev, size_t cap) {
+  FILE *fp = fopen("/proc/self/mountinfo", "re");
+  if (!fp) return -1;
+  char line[8192], path[PATH_MAX], found = 0;
+  while (fgets(line, sizeof line, fp)) {
+    char d[32], esc[4096];
+    if (sscanf(line, "%*s %*s %31s %*s %4095s", d, esc) != 2) continue;
+    size_t k = 0; /* the mount point, octal escapes (\040) undone */
+    for (const char *c = esc; *c && k + 1 < sizeof path; c++) {
+      if (c[0] == '\\' && c[1] >= '0' && c[1] <= '3' && c[2] >= '0' && c[2] <= '7' &&
+          c[3] >= '0' && c[3] <= '7') {
+        path[k++] = (char)((c[1] - '0') * 64 + (c[2] - '0') * 8 + (c[3] - '0'));
+        c += 3;
+      } else {
+        path[k++] = *c;
+      }
+    }
+    path[k] = 0;
+    if (!strcmp(path, mnt)) found = (char)(snprintf(dev, cap, "%s", d) < (int)cap);
+  }
+  fclose(fp);
+  return found ? 0 : -1;
+}
+
+/* Set the kernel's read-ahead of the new mount (its bdi in sysfs; needs
+ * root).  The kernel starts FUSE mounts at 128 KiB, which splits a
+ * sequential read into many small requests.  Best effort: a user who
+ * asked for it explicitly hears when it could not be done. */
+static void set_read_ahead(const char *mnt) {
+  const b2fs_opts *o = &b2fs_g.opts;
+  if (!o->read_ahead_kb) return;
+  char dev[32], path[96];
+  int fd = -1;
+  if (mount_dev(mnt, dev, sizeof dev) == 0) {
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+  }
+  char val[16];
+  int n = snprintf(val, sizeof val, "%u\n", o->read_ahead_kb);
+  int ok = fd >= 0 && write(fd, val, (size_t)n) == n;
+  if (fd >= 0) close(fd);
+  if (!ok && o->has_read_ahead)
+    fprintf(stderr, "b2fs: read_ahead_kb not set (%s); the kernel's default stays\n",
+            fd < 0 && errno ? strerror(errno) : "mount not found");
+}
+
 /* Options we add for libfuse unless the user chose otherwise. */
 static int add_defaults(struct fuse_args *args, const char *abs_source) {
   const b2fs_opts *o = &b2fs_g.opts;
@@ -166,6 +215,7 @@ int main(int argc, char **argv) {
   handlers = 1;
   if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out;
   mounted = 1;
+  set_read_ahead(cmd.mountpoint);
   if (fuse_daemonize(cmd.foreground) != 0) goto out;
   b2fs_log_init(cmd.foreground);
   raise_fd_limit();

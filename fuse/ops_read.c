@@ -22,7 +22,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn) {
   (void)userdata;
   conn->max_write = B2FS_IO_MAX;
   conn->max_read = B2FS_IO_MAX;
-  conn->max_readahead = B2FS_IO_MAX;
+  /* The kernel keeps the smaller of this and the read-ahead set on the
+   * mount's device before (main.c); one request carries up to max_read. */
+  unsigned ra = b2fs_g.opts.read_ahead_kb;
+  conn->max_readahead = ra && ra <= UINT_MAX / 1024 ? ra * 1024u : B2FS_IO_MAX;
   unsigned want = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
                   FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_CACHE_SYMLINKS |
                   FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_ASYNC_READ |

@@ -28,11 +28,13 @@ enum {
   KEY_IDLE_FLUSH,
   KEY_COMPACT_PCT,
   KEY_COMPACT_MIN,
+  KEY_READ_AHEAD_KB,
 };
 
 static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("cache_size=", KEY_CACHE),
     FUSE_OPT_KEY("readahead=", KEY_READAHEAD),
+    FUSE_OPT_KEY("read_ahead_kb=", KEY_READ_AHEAD_KB),
     FUSE_OPT_KEY("nthreads=", KEY_NTHREADS),
     FUSE_OPT_KEY("verify=", KEY_VERIFY),
     FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
@@ -123,6 +125,16 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
       return -1;
     }
     return 0;
+  case KEY_READ_AHEAD_KB: {
+    int kb;
+    if (parse_int(val, 0, 1 << 20, &kb) < 0) {
+      fprintf(stderr, "b2fs: bad read_ahead_kb '%s' (KiB, 0-1048576)\n", val);
+      return -1;
+    }
+    o->read_ahead_kb = (unsigned)kb;
+    o->has_read_ahead = 1;
+    return 0;
+  }
   case KEY_NTHREADS:
     if (parse_int(val, 1, 256, &o->env.nthreads) < 0) {
       fprintf(stderr, "b2fs: bad nthreads '%s' (1-256)\n", val);
@@ -205,6 +217,7 @@ int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o) {
   o->idle_frames = -1;
   o->env.idle_ms = 1000;
   o->compact_pct = 25;
+  o->read_ahead_kb = 4096;
   o->compact_min = 16u << 20;
   parse_state ps;
   memset(&ps, 0, sizeof ps);
@@ -232,6 +245,8 @@ void b2fs_opts_help(const char *prog) {
          "b2fs options:\n"
          "    -o cache_size=SIZE     decoded-chunk cache (default 256M; K, M, G)\n"
          "    -o readahead=N         chunks decoded ahead on sequential reads\n"
+         "    -o read_ahead_kb=N     the kernel's read-ahead on this mount, in KiB\n"
+         "                           (default 4096; 0: leave the kernel's 128)\n"
          "    -o nthreads=N          engine worker threads\n"
          "    -o verify=on|off       check chunk checksums on read (default on)\n"
          "    -o timeout=SECONDS     attribute and name caching (default 1)\n"

@@ -281,6 +281,11 @@ if ! mount_bg scratch "$S" "$M2" "timeout=0,idle_frames=0"; then
   nok scratch_mount "daemon did not mount: $(head -c 300 "${LOGS[$M2]}")"
   exit 0
 fi
+# The kernel's read-ahead of the mount: b2fs raises it (as root) to 4 MiB.
+ra=/sys/class/bdi/$(mountpoint -d "$M2")/read_ahead_kb
+if [ "$(id -u)" != 0 ] || [ ! -e "$ra" ]; then skip scratch_read_ahead "not root or no bdi in sysfs"
+elif [ "$(cat "$ra")" = 4096 ]; then ok scratch_read_ahead
+else nok scratch_read_ahead "read_ahead_kb is $(cat "$ra"), want 4096"; fi
 names=$(cd "$M2" && ls -A | tr '\n' ' ')
 if [ "$names" = "a.npy d.b2frame esc.b2frame s t up x x.b2frame y y.b2f " ]; then ok scratch_names
 else nok scratch_names "listed: $names"; fi
