@@ -161,7 +161,12 @@ int b2_parse_size(const char *s, uint64_t *out);
  * Both calls follow listxattr/getxattr: with cap 0 they return the size
  * needed and write nothing; B2_E_RANGE when cap is too small. */
 
-/* Names, each NUL-terminated, into buf.  Returns the total length. */
+/* Largest attribute value Linux passes (XATTR_SIZE_MAX). */
+#define B2_XATTR_VALUE_MAX 65536
+
+/* Names, each NUL-terminated, into buf.  Returns the total length.
+ * Variable-length metalayers larger than B2_XATTR_VALUE_MAX are left out
+ * of the list (b2_file_xattr_get still returns them). */
 ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap);
 
 /* Value of `name` (no NUL added).  Returns its length, or B2_E_NOENT for a

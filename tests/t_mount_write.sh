@@ -293,6 +293,15 @@ if command -v setfattr >/dev/null; then
   err2=$(setfattr -x user.b2.vlmeta.b2fs.crc32c "$M/px" 2>&1)
   CHECK_WHY="setfattr said '$err' / '$err2'"
   check xattr_readonly_refused test -n "$err" -a -n "$err2"
+  # 17000 chunks: a checksum table of 68000 bytes, over the kernel's 64 KiB
+  # per attribute; `getfattr -d` still lists and dumps the rest.
+  head -c $((17000 * 256)) /dev/urandom >"$TMP/many.bin"
+  "$B2F" pack -c lz4 --chunksize 256 "$TMP/many.bin" "$S/many.b2frame" 2>/dev/null
+  dump=$(getfattr -d -m - "$M/many" 2>&1); rc=$?
+  CHECK_WHY="getfattr rc $rc: $(head -c 300 <<<"$dump")"
+  check xattr_dump_big_vlmeta test $rc = 0 -a "$(xa nchunks "$M/many")" = 17000 \
+    -a "$(grep -c '^user.b2.vlmeta.b2fs.crc32c' <<<"$dump")" = 0 \
+    -a "$(grep -c '^user.b2.nchunks="17000"' <<<"$dump")" = 1
 else
   echo "skip xattrs: setfattr/getfattr (package attr) are not installed"
 fi

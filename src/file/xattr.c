@@ -58,6 +58,19 @@ static void put_name(char *buf, size_t cap, size_t *total, const char *a,
   *total += n;
 }
 
+/* A variable-length metalayer is listed when its value fits the kernel's
+ * limit on one attribute (a larger one, such as the checksum table of a
+ * frame of more than 16384 chunks, would make `getfattr -d` fail; it can
+ * still be asked for by name).  A damaged one is listed: asking for it
+ * then reports the damage. */
+static int vlmeta_listed(b2_frame *fr, const char *name) {
+  uint8_t *data;
+  size_t len;
+  if (b2_frame_vlmeta_get(fr, name, &data, &len) < 0) return 1;
+  free(data);
+  return len <= B2_XATTR_VALUE_MAX;
+}
+
 ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap) {
   b2_frame *fr = b2_file_frame(f);
   b2_frame_info info;
@@ -79,7 +92,7 @@ ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap) {
   }
   for (int k = 0; k < in->nvlmeta; k++) {
     const char *name = b2_frame_vlmeta_name(fr, k);
-    if (name) put_name(buf, cap, &total, VLMETA_PREFIX, name);
+    if (name && vlmeta_listed(fr, name)) put_name(buf, cap, &total, VLMETA_PREFIX, name);
   }
   if (cap && total > cap)
     return b2_fail(B2_E_RANGE, "attribute list needs %zu bytes", total);
