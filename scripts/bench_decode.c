@@ -35,6 +35,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "gen_data.h" /* data sets and random numbers (scripts/gen_data.c) */
+
 #define MIB ((size_t)1 << 20)
 #define CHUNK MIB
 #define READ_SIZE 4096
@@ -82,112 +84,6 @@ static double now1(void) {
 static uint32_t rd32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
          (uint32_t)p[3] << 24;
-}
-
-/* splitmix64: a small seeded generator, the same numbers everywhere. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s) {
-  return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* ---- data sets ------------------------------------------------------------ */
-
-/* A sensor-like signal: three sines of different periods plus a little
- * noise, sampled at a resolution of 2^-12 (as an ADC reading scaled to
- * float64), so the low mantissa bits are zero and the noise keeps the
- * lowest significant ones random, as in real measurements. */
-static void gen_signal(uint8_t *buf, size_t n) {
-  uint64_t s = 42;
-  size_t count = n / sizeof(double);
-  const double tau = 6.283185307179586;
-  for (size_t i = 0; i < count; i++) {
-    double t = (double)i;
-    double v = 100.0 * sin(tau * t / 65536.0) +
-               20.0 * sin(tau * t / 977.3 + 0.3) +
-               3.0 * sin(tau * t / 61.7 + 1.1) +
-               2e-3 * (rng_unit(&s) - 0.5);
-    v = nearbyint(v * 4096.0) / 4096.0;
-    memcpy(buf + i * sizeof v, &v, sizeof v);
-  }
-  memset(buf + count * sizeof(double), 0, n - count * sizeof(double));
-}
-
-static const char *const vocab[] = {
-    "the", "of", "and", "to", "a", "in", "is", "it", "that", "was", "for",
-    "on", "are", "with", "as", "he", "be", "at", "by", "this", "had", "not",
-    "but", "from", "or", "have", "an", "they", "which", "one", "you", "were",
-    "her", "all", "she", "there", "would", "their", "we", "him", "been",
-    "has", "when", "who", "will", "more", "no", "if", "out", "so", "said",
-    "what", "up", "its", "about", "into", "than", "them", "can", "only",
-    "other", "new", "some", "could", "time", "these", "two", "may", "then",
-    "do", "first", "any", "my", "now", "such", "like", "our", "over", "man",
-    "me", "even", "most", "made", "after", "also", "did", "many", "before",
-    "must", "through", "back", "years", "where", "much", "your", "way",
-    "well", "down", "should", "because", "each", "just", "those", "people",
-    "how", "too", "little", "state", "good", "very", "make", "world",
-    "still", "own", "see", "men", "work", "long", "get", "here", "between",
-    "both", "life", "being", "under", "never", "day", "same", "another",
-    "know", "while", "last", "might", "us", "great", "old", "year", "off",
-    "come", "since", "against", "go", "came", "right", "used", "take",
-    "three", "himself", "few", "house", "use", "during", "without", "again",
-    "place", "around", "however", "home", "small", "found", "thought",
-    "went", "say", "part", "once", "general", "high", "upon", "school",
-    "every", "does", "got", "united", "left", "number", "course", "war",
-    "until", "always", "away", "something", "fact", "though", "water",
-    "less", "public", "put", "think", "almost", "hand", "enough", "far",
-    "took", "head", "yet", "government", "system", "better", "set", "told",
-    "nothing", "night", "end", "why", "called", "didn't", "eyes", "find",
-    "going", "look", "asked", "later", "knew", "point", "next", "program",
-    "city", "business", "give", "group", "toward", "young", "days", "let",
-    "room", "president", "side", "social", "given", "present", "several",
-    "order", "national", "possible", "rather", "second", "face", "per",
-    "among", "form", "important", "often", "things", "looked", "early",
-    "white", "case", "john", "become", "large", "big", "need", "four",
-    "within", "felt", "along", "children", "saw", "best", "church", "ever",
-    "least", "power", "development", "light", "thing", "seemed", "family",
-    "interest", "want", "members", "mind", "country", "area", "others",
-    "although", "turned", "done", "open", "god", "service", "certain",
-    "kind", "problem", "began", "different", "door", "thus", "help", "sense",
-    "means", "whole", "matter", "perhaps", "itself", "york", "times", "law",
-    "human", "line", "above", "name", "example", "action", "company",
-    "hands", "local", "show", "whether", "five", "history", "gave", "today",
-    "either", "act", "feet", "across", "taken", "past", "quite", "anything",
-    "seen", "having", "death", "body", "week", "experience", "half",
-    "really", "field", "word", "free", "information", "money", "kept",
-    "morning", "car", "value", "behind", "itself", "office", "political"};
-#define NVOCAB (sizeof vocab / sizeof vocab[0])
-
-/* Sentences of words drawn with a skewed (Zipf-like) frequency. */
-static void gen_text(uint8_t *buf, size_t n) {
-  uint64_t s = 7;
-  size_t pos = 0;
-  int words_left = 0, sentences = 0;
-  while (pos < n) {
-    char w[64];
-    int first = words_left == 0;
-    if (first) words_left = 6 + (int)(rng_next(&s) % 18);
-    double u = rng_unit(&s);
-    const char *word = vocab[(size_t)((double)NVOCAB * u * u * u)];
-    size_t len = strlen(word);
-    memcpy(w, word, len);
-    if (first && w[0] >= 'a' && w[0] <= 'z') w[0] = (char)(w[0] - 32);
-    if (--words_left == 0) {
-      w[len++] = '.';
-      w[len++] = (++sentences % 5 == 0) ? '\n' : ' ';
-    } else {
-      if (rng_next(&s) % 13 == 0) w[len++] = ',';
-      w[len++] = ' ';
-    }
-    size_t k = len < n - pos ? len : n - pos;
-    memcpy(buf + pos, w, k);
-    pos += k;
-  }
 }
 
 /* ---- configurations ------------------------------------------------------- */
@@ -500,7 +396,7 @@ static double time_reads(const struct encoded *e, int nreads, int runs,
     uint64_t s = 99;
     double t0 = now1();
     for (int r = 0; r < nreads; r++) {
-      size_t pos = (size_t)(rng_next(&s) % nslots) * READ_SIZE;
+      size_t pos = (size_t)(gen_data_rng(&s) % nslots) * READ_SIZE;
       size_t ci = pos / CHUNK, off = pos % CHUNK;
       size_t nb = chunk_nbytes(e, ci);
       size_t len = READ_SIZE < nb - off ? READ_SIZE : nb - off;
@@ -664,7 +560,7 @@ int main(int argc, char **argv) {
 
   /* memcpy of the whole data set: the memory-bandwidth ceiling */
   sets[0].src = xmalloc(n);
-  gen_signal(sets[0].src, n);
+  gen_data_fill("signal", sets[0].src, n); /* scripts/gen_data.c */
   struct encoded me = {.ds = &sets[0], .nchunks = (n + CHUNK - 1) / CHUNK};
   struct job mj = {.kind = JOB_MEMCPY, .e = &me, .out = out};
   run_job(&mj, 1);
@@ -691,7 +587,7 @@ int main(int argc, char **argv) {
     if (o.only_data && strcmp(o.only_data, ds->name) != 0) continue;
     if (!ds->src) {
       ds->src = xmalloc(n);
-      gen_text(ds->src, n);
+      gen_data_fill("text", ds->src, n);
     }
     for (size_t c = 0; c < NCODECCFG; c++) {
       if (o.only_codec &&

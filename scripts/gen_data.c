@@ -19,7 +19,8 @@
  * integer arithmetic and sin() of exactly representable arguments, rounded
  * to 2^-12, feed the output).  Written in 1 MiB pieces: any size fits.
  * Shared by scripts/bench-read and scripts/bench-write (build it with
- * bench_build_tools in scripts/bench_common.sh).
+ * bench_build_tools in scripts/bench_common.sh); scripts/bench_decode.c
+ * links it with -DGEN_DATA_NO_MAIN and calls gen_data_fill (gen_data.h).
  */
 #include <errno.h>
 #include <math.h>
@@ -28,10 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen_data.h"
+
 #define PIECE ((size_t)1 << 20)
 
 /* splitmix64: small, seeded, the same numbers everywhere. */
-static uint64_t rng_next(uint64_t *s) {
+uint64_t gen_data_rng(uint64_t *s) {
   uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
   z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
   z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
@@ -39,7 +42,7 @@ static uint64_t rng_next(uint64_t *s) {
 }
 
 static double rng_unit(uint64_t *s) {
-  return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+  return (double)(gen_data_rng(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* ---- generators: fill buf[0..n) continuing from their state -------------- */
@@ -131,7 +134,7 @@ static void fill_text(gen *g, uint8_t *buf, size_t n) {
   while (pos < n) {
     char w[64];
     int first = g->words_left == 0;
-    if (first) g->words_left = 6 + (int)(rng_next(&g->rng) % 18);
+    if (first) g->words_left = 6 + (int)(gen_data_rng(&g->rng) % 18);
     double u = rng_unit(&g->rng);
     const char *word = vocab[(size_t)((double)NVOCAB * u * u * u)];
     size_t len = strlen(word);
@@ -141,7 +144,7 @@ static void fill_text(gen *g, uint8_t *buf, size_t n) {
       w[len++] = '.';
       w[len++] = (++g->sentences % 5 == 0) ? '\n' : ' ';
     } else {
-      if (rng_next(&g->rng) % 13 == 0) w[len++] = ',';
+      if (gen_data_rng(&g->rng) % 13 == 0) w[len++] = ',';
       w[len++] = ' ';
     }
     pos += put(g, buf + pos, n - pos, w, len);
@@ -150,7 +153,7 @@ static void fill_text(gen *g, uint8_t *buf, size_t n) {
 
 static void fill_random(gen *g, uint8_t *buf, size_t n) {
   for (size_t pos = 0; pos < n; pos += 8) {
-    uint64_t v = rng_next(&g->rng);
+    uint64_t v = gen_data_rng(&g->rng);
     memcpy(buf + pos, &v, n - pos < 8 ? n - pos : 8);
   }
 }
@@ -172,6 +175,23 @@ static const struct {
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
+static int find_kind(const char *name) {
+  for (size_t k = 0; k < NKINDS; k++)
+    if (!strcmp(kinds[k].name, name)) return (int)k;
+  return -1;
+}
+
+int gen_data_fill(const char *kind, uint8_t *buf, size_t n) {
+  int k = find_kind(kind);
+  if (k < 0) return -1;
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.rng = kinds[k].seed;
+  kinds[k].fill(&g, buf, n);
+  return 0;
+}
+
+#ifndef GEN_DATA_NO_MAIN
 /* ---- command line ---------------------------------------------------------- */
 
 static int parse_size(const char *s, uint64_t *out) {
@@ -209,10 +229,9 @@ int main(int argc, char **argv) {
     }
   }
   if (npos < 2) return usage();
-  size_t k = 0;
-  while (k < NKINDS && strcmp(kinds[k].name, pos[0])) k++;
+  int k = find_kind(pos[0]);
   uint64_t size;
-  if (k == NKINDS || parse_size(pos[1], &size) < 0) return usage();
+  if (k < 0 || parse_size(pos[1], &size) < 0) return usage();
 
   FILE *out = stdout;
   if (pos[2] && strcmp(pos[2], "-") && !(out = fopen(pos[2], "wb"))) {
@@ -243,3 +262,4 @@ int main(int argc, char **argv) {
   }
   return 0;
 }
+#endif /* GEN_DATA_NO_MAIN */
