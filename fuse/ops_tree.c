@@ -200,14 +200,15 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
     reply_entry(req, pfd, src, frame ? B2FS_KIND_LOGICAL : B2FS_KIND_PLAIN);
 }
 
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-                     mode_t mode) {
+/* A new directory (link NULL) or symbolic link under `name`: never a frame. */
+static void make_plain(fuse_req_t req, fuse_ino_t parent, const char *name,
+                       mode_t mode, const char *link) {
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
   int pfd = p->fd, frame;
   char src[B2FS_NAME_MAX + 1];
-  int rc = choose_new(pfd, name, S_IFDIR, 0, src, sizeof src, &frame);
-  if (rc == 0 && mkdirat(pfd, src, mode) < 0) rc = -errno;
+  int rc = choose_new(pfd, name, link ? S_IFLNK : S_IFDIR, 0, src, sizeof src, &frame);
+  if (rc == 0 && (link ? symlinkat(link, pfd, src) : mkdirat(pfd, src, mode)) < 0) rc = -errno;
   if (rc < 0) {
     fuse_reply_err(req, -rc);
     return;
@@ -216,20 +217,14 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
   reply_entry(req, pfd, src, B2FS_KIND_PLAIN);
 }
 
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+                     mode_t mode) {
+  make_plain(req, parent, name, mode, NULL);
+}
+
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
                        const char *name) {
-  b2fs_inode *p = dir_of(req, parent);
-  if (!p) return;
-  int pfd = p->fd, frame;
-  char src[B2FS_NAME_MAX + 1];
-  int rc = choose_new(pfd, name, S_IFLNK, 0, src, sizeof src, &frame);
-  if (rc == 0 && symlinkat(link, pfd, src) < 0) rc = -errno;
-  if (rc < 0) {
-    fuse_reply_err(req, -rc);
-    return;
-  }
-  b2fs_give_owner(pfd, src, req);
-  reply_entry(req, pfd, src, B2FS_KIND_PLAIN);
+  make_plain(req, parent, name, 0, link);
 }
 
 /* Hard links of plain entries only: a second name of a frame would not
