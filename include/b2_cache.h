@@ -92,11 +92,23 @@ typedef struct b2_cache_config {
                        order in tests; more shards only reduce contention. */
 } b2_cache_config;
 
+/* Buffers of entries.  Large ones (64 KiB and up) are mapped on their own
+ * in 64 KiB classes and returned to the system when freed (a few are kept
+ * for the next buffer of the same class), so that entries of mixed sizes
+ * coming and going cannot fragment the heap and grow the process far past
+ * the cache's capacity.  Contents of a new buffer are undefined.
+ * b2_cache_buf_alloc returns NULL when out of memory; b2_cache_buf_free
+ * accepts NULL; b2_cache_buf_cap gives the bytes usable in a buffer. */
+uint8_t *b2_cache_buf_alloc(size_t n);
+void b2_cache_buf_free(uint8_t *p);
+size_t b2_cache_buf_cap(const uint8_t *p);
+
 /* Loader, run on a miss by exactly one caller of b2_cache_get.  On success
- * it returns >= 0 and sets *data to a buffer from malloc() holding *len
- * bytes (NULL allowed when *len is 0); the cache owns it from then on and
- * releases it with free().  On failure it returns a negative B2_E_* code
- * (with a detail via b2_fail) and must not leave a buffer in *data. */
+ * it returns >= 0 and sets *data to a buffer from b2_cache_buf_alloc
+ * holding *len bytes (NULL allowed when *len is 0); the cache owns it from
+ * then on and releases it with b2_cache_buf_free.  On failure it returns a
+ * negative B2_E_* code (with a detail via b2_fail) and must not leave a
+ * buffer in *data. */
 typedef int (*b2_cache_load_fn)(void *arg, uint64_t file, int64_t chunk,
                                 uint8_t **data, size_t *len);
 

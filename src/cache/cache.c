@@ -72,7 +72,7 @@ int b2_cache_create(const b2_cache_config *cfg, b2_cache **out) {
 
 void b2_cache_free_entry(b2_cache *c, b2_cache_entry *e) {
   if (e->state == B2_CE_READY) atomic_fetch_sub(&c->bytes, (uint64_t)e->len);
-  free(e->data);
+  b2_cache_buf_free(e->data);
   free(e->load_detail);
   pthread_rwlock_destroy(&e->lock);
   free(e);

@@ -174,10 +174,15 @@ int b2_cache_resize(b2_cache *c, b2_cache_entry *e, size_t len) {
     return b2_fail(B2_E_LIMIT, "chunk %lld: buffer of %zu bytes",
                    (long long)e->chunk, len);
   if (len == e->len) return 0;
-  uint8_t *p = realloc(e->data, len ? len : 1);
-  if (!p)
-    return b2_fail(B2_E_NOMEM, "chunk %lld: buffer of %zu bytes",
-                   (long long)e->chunk, len);
+  uint8_t *p = e->data;
+  if (!p || len > b2_cache_buf_cap(p)) {
+    p = b2_cache_buf_alloc(len ? len : 1);
+    if (!p)
+      return b2_fail(B2_E_NOMEM, "chunk %lld: buffer of %zu bytes",
+                     (long long)e->chunk, len);
+    if (e->len) memcpy(p, e->data, e->len);
+    b2_cache_buf_free(e->data);
+  }
   if (len > e->len) {
     memset(p + e->len, 0, len - e->len);
     atomic_fetch_add(&c->bytes, (uint64_t)(len - e->len));

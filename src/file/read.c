@@ -23,7 +23,7 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
   (void)file;
   int32_t nb = b2_frame_chunk_nbytes(f->frame, chunk);
   if (nb < 0) return nb;
-  uint8_t *buf = malloc(nb ? (size_t)nb : 1);
+  uint8_t *buf = b2_cache_buf_alloc(nb ? (size_t)nb : 1);
   if (!buf) return b2_fail(B2_E_NOMEM, "no memory to decode a chunk of %d bytes", nb);
   int rc;
   b2_cache_entry *se;
@@ -38,7 +38,7 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
     rc = b2_frame_decode_chunk(f->frame, chunk, buf, (size_t)nb);
   }
   if (rc < 0) {
-    free(buf);
+    b2_cache_buf_free(buf);
     return rc;
   }
   *data = buf;

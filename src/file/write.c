@@ -75,8 +75,9 @@ static int load_blank(void *arg, uint64_t file, int64_t chunk, uint8_t **data, s
   b2_file *f = arg;
   (void)file;
   size_t n = chunk_len(f, atomic_load(&f->size), chunk);
-  uint8_t *buf = calloc(1, n ? n : 1);
+  uint8_t *buf = b2_cache_buf_alloc(n ? n : 1);
   if (!buf) return b2_fail(B2_E_NOMEM, "no memory for chunk %lld", (long long)chunk);
+  memset(buf, 0, n);
   *data = buf;
   *len = n;
   return 0;

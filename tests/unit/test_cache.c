@@ -29,7 +29,7 @@ static int load_fn(void *arg, uint64_t file, int64_t chunk, uint8_t **data,
   if (l->fail) return b2_fail(l->fail, "test loader refuses chunk %lld",
                               (long long)chunk);
   size_t n = l->size ? l->size : 100 + (size_t)chunk * 10;
-  uint8_t *p = malloc(n);
+  uint8_t *p = b2_cache_buf_alloc(n);
   if (!p) return B2_E_NOMEM;
   for (size_t i = 0; i < n; i++) p[i] = pat(file, chunk, i);
   *data = p;

@@ -129,7 +129,7 @@ static int rd_load(void *arg, uint64_t file, int64_t chunk, uint8_t **data,
   atomic_fetch_add(&rd_loads[RKEY(file, chunk)], 1);
   if ((chunk & 15) == 0) sleep_us(100); /* widen the loading window */
   size_t n = rd_size(chunk);
-  uint8_t *p = malloc(n);
+  uint8_t *p = b2_cache_buf_alloc(n);
   if (!p) return B2_E_NOMEM;
   for (size_t i = 0; i < n; i++) p[i] = rd_pat(file, chunk, i);
   *data = p;
@@ -255,7 +255,7 @@ static int sf_load(void *arg, uint64_t file, int64_t chunk, uint8_t **data,
     sleep_us(200);
   if (x->fail) return b2_fail(x->fail, "sf loader refuses chunk %lld",
                               (long long)chunk);
-  uint8_t *p = malloc(64);
+  uint8_t *p = b2_cache_buf_alloc(64);
   if (!p) return B2_E_NOMEM;
   for (int i = 0; i < 64; i++)
     p[i] = (uint8_t)(file + (uint64_t)chunk + (unsigned)i);
@@ -379,7 +379,7 @@ static int w_load(void *arg, uint64_t file, int64_t chunk, uint8_t **data,
   size_t n = s->len[key];
   uint8_t v = s->val[key];
   pthread_mutex_unlock(&s->mu);
-  uint8_t *p = malloc(n ? n : 1);
+  uint8_t *p = b2_cache_buf_alloc(n ? n : 1);
   if (!p) return B2_E_NOMEM;
   memset(p, v, n);
   *data = p;
@@ -586,7 +586,8 @@ static int pf_load(void *arg, uint64_t file, int64_t chunk, uint8_t **data,
   (void)arg;
   (void)file;
   (void)chunk;
-  *data = calloc(1, 512);
+  *data = b2_cache_buf_alloc(512);
+  if (*data) memset(*data, 0, 512);
   *len = 512;
   return *data ? 0 : B2_E_NOMEM;
 }
