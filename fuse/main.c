@@ -164,8 +164,9 @@ int main(int argc, char **argv) {
   memset(&cmd, 0, sizeof cmd);
   b2fs_g.root.fd = -1;
 
-  /* Chunk buffers (1 MiB and up) come and go all the time: keep them in
-   * the heap for reuse rather than mapping and zero-faulting them anew. */
+  /* Chunk-sized work buffers (1 MiB and up, per thread) stay in the heap
+   * for reuse rather than being mapped and zero-faulted anew; the cache's
+   * entries have their own mappings (b2_cache_buf_alloc). */
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   /* One arena per thread would each keep their own free chunk buffers and
