@@ -15,10 +15,10 @@
  * = chunksize, where every small read would otherwise decode the whole
  * chunk again).
  *
- * (Keeping decoded blocks as well was tried: 3x the random reads per
- * second on text with zstd, but the cache then fills up and churns with
- * entries of mixed sizes, and the process outgrows its cache budget by
- * more than 32 MiB through allocator fragmentation.)
+ * (Keeping decoded blocks as well was tried, when entries still came
+ * from the malloc heap: 3x the random reads per second on text with zstd,
+ * but the process outgrew its cache budget by more than 32 MiB through
+ * fragmentation.  With cache_buf.c that reason is gone; not retried yet.)
  */
 #include <stdlib.h>
 #include <string.h>
