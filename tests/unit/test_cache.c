@@ -1,7 +1,8 @@
 /* test_cache.c - single-threaded behaviour of the chunk cache: hits and
  * misses, LRU order and the byte bound, pins, invalidation and discard,
  * load failures, write sections, dirty write-back on eviction, kept flush
- * errors, the dirty bound, flush by file / entry / idle time. */
+ * errors, the dirty bound, flush by file / entry / idle time, the entry
+ * buffers. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -532,6 +533,34 @@ static void test_flush_file_and_idle(void) {
   b2_cache_destroy(c);
 }
 
+/* The entry buffers: sizes on both sides of the mapping threshold, the
+ * usable capacity, alignment, contents kept, a freed mapping reused for
+ * the next buffer of its class, NULL accepted. */
+static void test_buffers(void) {
+  static const size_t sizes[] = {1, 100, 4096, 65536 - 64, 65536, 100000, 1 << 20, (1 << 20) + 1};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t n = sizes[k];
+    uint8_t *p = b2_cache_buf_alloc(n);
+    CHECK(p != NULL);
+    if (!p) continue;
+    CHECK(b2_cache_buf_cap(p) >= n);
+    CHECK_EQ((uintptr_t)p % 64, 0);
+    memset(p, (int)(k + 1), n);
+    CHECK_EQ(p[0], (uint8_t)(k + 1));
+    CHECK_EQ(p[n - 1], (uint8_t)(k + 1));
+    b2_cache_buf_free(p);
+  }
+  uint8_t *a = b2_cache_buf_alloc(1 << 20);
+  CHECK(a != NULL);
+  if (a) memset(a, 0x5a, 1 << 20);
+  b2_cache_buf_free(a);
+  uint8_t *b = b2_cache_buf_alloc((1 << 20) + 1000); /* same 64 KiB class */
+  CHECK(b == a); /* kept and handed out again, no new mapping */
+  b2_cache_buf_free(b);
+  b2_cache_buf_free(NULL);
+  CHECK(b2_cache_buf_cap(NULL) == 0);
+}
+
 int main(void) {
   T_RUN(test_hit_miss);
   T_RUN(test_lru_one_shard);
@@ -545,5 +574,6 @@ int main(void) {
   T_RUN(test_dirty_bound);
   T_RUN(test_resize);
   T_RUN(test_flush_file_and_idle);
+  T_RUN(test_buffers);
   T_END();
 }
