@@ -437,15 +437,46 @@ static int do_move(move *m, b2fs_inode *ein) {
                          is_sparse_frame(m->ekind, &m->est) ||
                          is_sparse_frame(m->kind, &m->st) || busy);
   char hidden[64];
+  /* A file replaced by a file under the same name keeps a second, hidden
+   * name (a hard link) and the rename then replaces it in one step: a
+   * crash in between leaves the target name with its old content, never
+   * without one.  Directories (sparse frames) cannot be linked: they are
+   * moved aside first, which leaves a short window in which a crash loses
+   * the target name (the frame stays, hidden, until the next mount). */
+  int linked = 0, hfd = -1;
   if (aside) {
     aside_name(hidden, sizeof hidden);
-    if (renameat(m->qfd, m->esrc, m->qfd, hidden) < 0) return -errno;
+    if (busy && strcmp(m->esrc, m->target) == 0 && S_ISREG(m->est.st_mode) &&
+        S_ISREG(m->st.st_mode) && linkat(m->qfd, m->esrc, m->qfd, hidden, 0) == 0) {
+      /* The inode's descriptor must name the file by its hidden name once
+       * the target name is taken (writers find their file through it). */
+      hfd = openat(m->qfd, hidden, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      struct stat hs;
+      linked = hfd >= 0 && fstatat(hfd, "", &hs, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+               hs.st_ino == m->est.st_ino && hs.st_dev == m->est.st_dev;
+      if (!linked) {
+        if (hfd >= 0) close(hfd);
+        hfd = -1;
+        unlinkat(m->qfd, hidden, 0);
+      }
+    }
+    if (!linked && renameat(m->qfd, m->esrc, m->qfd, hidden) < 0) return -errno;
   }
-  if (renameat2(m->pfd, m->src, m->qfd, m->target, aside ? RENAME_NOREPLACE : 0) < 0) {
+  if (renameat2(m->pfd, m->src, m->qfd, m->target, aside && !linked ? RENAME_NOREPLACE : 0) < 0) {
     int err = errno;
-    if (aside && renameat(m->qfd, hidden, m->qfd, m->esrc) < 0)
+    if (linked) {
+      close(hfd);
+      if (unlinkat(m->qfd, hidden, 0) < 0)
+        b2fs_log("rename: cannot remove the link %s: %s", hidden, strerror(errno));
+    } else if (aside && renameat(m->qfd, hidden, m->qfd, m->esrc) < 0) {
       b2fs_log("rename: cannot put %s back (left as %s): %s", m->esrc, hidden, strerror(errno));
+    }
     return -err;
+  }
+  if (linked) { /* same descriptor number, now through the hidden name */
+    if (dup3(hfd, ein->fd, O_CLOEXEC) < 0)
+      b2fs_log("rename: replaced %s kept as %s: %s", m->esrc, hidden, strerror(errno));
+    close(hfd);
   }
   if (aside) {
     void *none = NULL; /* a hidden name is removed without a hold */
