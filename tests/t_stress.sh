@@ -83,7 +83,7 @@ run_stress() { # name seconds options
     3) nok "$name" "$(grep -m1 deadlock "$out/log")"
        sed -n '1,200p' "$out/hang.txt" 2>/dev/null | sed 's/^/  | /' >&2
        kill -9 "$pid" 2>/dev/null ;; # (stress did already) stuck calls return
-    *) nok "$name" "exit $rc: $(grep -m5 -E 'FAIL|rror' "$out/log" | tr '\n' ' ' | head -c 3000)" ;;
+    *) nok "$name" "exit $rc (seed $SEED): $(grep -m5 -E 'FAIL|rror' "$out/log" | tr '\n' ' ' | head -c 3000); daemon log: $(tail -n 5 "${LOGS[$mnt]}" 2>/dev/null | tr '\n' ' ' | head -c 1500)" ;;
   esac
   unmount_fg "$mnt" "$name"
   # ThreadSanitizer: data races, lock-order inversions, ...

@@ -265,13 +265,6 @@ static void flush_worker(void *arg) {
   pthread_mutex_unlock(&c->dmu);
 }
 
-/* Dirty entries cannot be evicted, so the cache may stand over its
- * capacity while they wait; once flushed (clean), bring it back within
- * bounds rather than wait for the next insertion to do so. */
-static void settle(b2_cache *c) {
-  if (atomic_load(&c->bytes) > c->capacity) b2_cache_evict(c);
-}
-
 static int flush_matching(b2_cache *c, int all, uint64_t file,
                           struct b2_pool *pool) {
   if (!c) return b2_fail(B2_E_INVAL, "cache flush: no cache");
@@ -314,7 +307,6 @@ static int flush_matching(b2_cache *c, int all, uint64_t file,
   }
   pthread_mutex_unlock(&c->dmu);
   if (pool) b2_pool_wait(pool, &g);
-  settle(c);
   if (j.rc < 0) return b2_fail(j.rc, "%s", j.detail);
   return 0;
 }
@@ -370,7 +362,6 @@ int b2_cache_flush_idle(b2_cache *c, unsigned idle_ms) {
     if (rc >= 0 && n < INT32_MAX) n++;
   }
   pthread_mutex_unlock(&c->dmu);
-  if (n) settle(c);
   if (first < 0) return b2_fail(first, "%s", detail);
   return n;
 }
