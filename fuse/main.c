@@ -44,7 +44,8 @@ static void raise_fd_limit(void) {
 static int mount_dev(const char *mnt, char *dev, size_t cap) {
   FILE *fp = fopen("/proc/self/mountinfo", "re");
   if (!fp) return -1;
-  char line[8192], path[PATH_MAX], found = 0;
+  char line[8192], path[PATH_MAX];
+  int found = 0;
   while (fgets(line, sizeof line, fp)) {
     char d[32], esc[4096];
     if (sscanf(line, "%*s %*s %31s %*s %4095s", d, esc) != 2) continue;
@@ -59,7 +60,7 @@ static int mount_dev(const char *mnt, char *dev, size_t cap) {
       }
     }
     path[k] = 0;
-    if (!strcmp(path, mnt)) found = (char)(snprintf(dev, cap, "%s", d) < (int)cap);
+    if (!strcmp(path, mnt)) found = snprintf(dev, cap, "%s", d) < (int)cap;
   }
   fclose(fp);
   return found ? 0 : -1;
@@ -72,19 +73,19 @@ static int mount_dev(const char *mnt, char *dev, size_t cap) {
 static void set_read_ahead(const char *mnt) {
   const b2fs_opts *o = &b2fs_g.opts;
   if (!o->read_ahead_kb) return;
-  char dev[32], path[96];
-  int fd = -1;
-  if (mount_dev(mnt, dev, sizeof dev) == 0) {
+  char dev[32], path[96], val[16];
+  const char *why = NULL;
+  if (mount_dev(mnt, dev, sizeof dev) < 0) {
+    why = "mount not found";
+  } else {
     snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
-    fd = open(path, O_WRONLY | O_CLOEXEC);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int n = snprintf(val, sizeof val, "%u\n", o->read_ahead_kb);
+    if (fd < 0 || write(fd, val, (size_t)n) != n) why = strerror(errno);
+    if (fd >= 0) close(fd);
   }
-  char val[16];
-  int n = snprintf(val, sizeof val, "%u\n", o->read_ahead_kb);
-  int ok = fd >= 0 && write(fd, val, (size_t)n) == n;
-  if (fd >= 0) close(fd);
-  if (!ok && o->has_read_ahead)
-    fprintf(stderr, "b2fs: read_ahead_kb not set (%s); the kernel's default stays\n",
-            fd < 0 && errno ? strerror(errno) : "mount not found");
+  if (why && o->has_read_ahead)
+    fprintf(stderr, "b2fs: read_ahead_kb not set (%s); the kernel's default stays\n", why);
 }
 
 /* Options we add for libfuse unless the user chose otherwise. */

@@ -59,7 +59,7 @@ int b2_file_read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *ds
     rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, &e);
     b2_cache_release(c, se);
     if (rc < 0) return rc;
-    b2_cache_discard(c, f->cid, i);
+    b2_cache_invalidate(c, f->cid, i); /* clean: the decoded entry replaces it */
     if (b2_cache_len(e) >= off + len)
       memcpy(dst, b2_cache_data(e) + off, len);
     else
