@@ -194,7 +194,10 @@ int b2_io_pwrite(int fd, const void *buf, size_t n, int64_t off) {
 
 int b2_io_fsync(int fd) {
   int e = FAULT(B2_IO_FSYNC);
-  if (e > 0) return fail_errno(e, "fsync", NULL);
+  if (e > 0) {
+    EMIT(B2_IO_FSYNC, ev_.fd = fd; ev_.failed = 1);
+    return fail_errno(e, "fsync", NULL);
+  }
   int rc;
   do {
     rc = fsync(fd);
@@ -206,7 +209,10 @@ int b2_io_fsync(int fd) {
 
 int b2_io_fdatasync(int fd) {
   int e = FAULT(B2_IO_FDATASYNC);
-  if (e > 0) return fail_errno(e, "fdatasync", NULL);
+  if (e > 0) {
+    EMIT(B2_IO_FDATASYNC, ev_.fd = fd; ev_.failed = 1);
+    return fail_errno(e, "fdatasync", NULL);
+  }
   int rc;
   do {
     rc = fdatasync(fd);

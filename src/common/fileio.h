@@ -101,10 +101,14 @@ typedef struct b2_io_event {
   const void *data;     /* pwrite bytes */
   size_t len;           /* pwrite length */
   int flags;            /* open flags */
+  int failed;           /* fsync, fdatasync: a faked failure (the kernel
+                           may then have dropped the file's unsynced
+                           writes for good) */
 } b2_io_event;
 typedef void (*b2_io_recorder)(void *ctx, const b2_io_event *ev);
 /* Install (or with NULL remove) the recorder; called after each
- * successful operation, from the calling thread. */
+ * successful operation, and after each faked failure of a sync, from the
+ * calling thread. */
 void b2_io_record(b2_io_recorder fn, void *ctx);
 #endif
 

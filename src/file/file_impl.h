@@ -36,7 +36,7 @@ typedef struct b2_stream {
   _Atomic int64_t end;   /* where its last read ended (-1: unused) */
   _Atomic int state;     /* 0 new, 1 near its last read, 2 sequential */
   _Atomic int64_t ahead; /* read-ahead has been queued below this chunk */
-  _Atomic int64_t done;  /* the last chunk of the logical view it finished */
+  _Atomic int64_t done;  /* the highest chunk of the logical view it finished */
   atomic_uint_fast64_t used; /* f->tick of its last read */
 } b2_stream;
 

@@ -187,7 +187,11 @@ static b2_stream *note_read(b2_file *f, int64_t off, size_t n) {
  * chunks that random readers use.  Read-only handles only (written
  * entries may be dirty). */
 static void drop_behind(b2_file *f, b2_stream *st, int64_t i) {
-  atomic_store(&st->done, i);
+  /* `done` only grows: requests finishing out of order must not make
+   * read-ahead load chunks the reader has already passed. */
+  int64_t d = atomic_load(&st->done);
+  while (d < i && !atomic_compare_exchange_weak(&st->done, &d, i)) {
+  }
   if (i >= 1 && !f->writable && f->env && f->env->cache)
     b2_cache_invalidate(f->env->cache, f->id, i - 1);
 }

@@ -313,7 +313,14 @@ int b2_frame_csum_active(const b2_frame *f, int64_t i) {
 int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p,
                         size_t len) {
   if (!b2_frame_csum_active(f, i)) return 0;
-  uint32_t want = f->csum.crc[i], got = b2_crc32c(0, p, len);
+  return b2_frame_csum_match(f, i, p, len);
+}
+
+int b2_frame_csum_match(const b2_frame *f, int64_t i, const uint8_t *p,
+                        size_t len) {
+  const b2_frame_csum *c = &f->csum;
+  if (!c->crc || i >= c->cap || unknown_bit(c, i)) return 0;
+  uint32_t want = c->crc[i], got = b2_crc32c(0, p, len);
   if (got == want) return 0;
   return b2_fail(B2_E_CHECKSUM, "chunk %lld: checksum mismatch (stored "
                  "0x%08x, computed 0x%08x)", (long long)i, want, got);

@@ -9,6 +9,11 @@
  * Sparse: new chunk files are synced, chunks.b2frame is written to a
  * temporary file, synced, renamed into place, the directory synced, and
  * the chunk files no index references any more are deleted.
+ *
+ * After a failed commit, the next one first reads back every chunk staged
+ * since the last commit, checks it against its checksum and writes it
+ * again: Linux may mark pages whose write-back failed as clean, so a
+ * second sync could succeed without those bytes ever reaching the disk.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,7 +73,7 @@ void b2_frame_w_committed(b2_frame *f, uint8_t *header, int64_t frame_size) {
   w->c_header = header;
   w->c_header_len = (size_t)f->info.header_size;
   w->c_frame_size = frame_size;
-  w->dirty = w->header_dirty = w->header_resized = 0;
+  w->dirty = w->header_dirty = w->header_resized = w->sync_failed = 0;
   w->nfix = w->fix_all = 0;
 }
 
@@ -232,11 +237,52 @@ static int commit_sparse(b2_frame *f) {
   return 0;
 }
 
-int b2_frame_commit_locked(b2_frame *f) {
+/* Stored chunk i, staged since the last commit, read back from the file,
+ * checked against the checksum taken when it was put and written again
+ * in place (the same bytes, so nothing committed changes). */
+static int restage_chunk(b2_frame *f, int64_t i) {
   b2_frame_w *w = f->w;
-  if (!w->dirty) return 0;
+  int64_t e = f->offsets[i];
+  size_t len = (size_t)w->csize[i];
+  int fd = f->fd;
+  int64_t at = f->data_pos + e;
+  if (e < 0 || len == 0) return 0;
+  if (f->info.layout == B2_LAYOUT_SPARSE) {
+    if (e >= w->ncap || (w->cbit[e] & 1)) return 0; /* in a committed index */
+    char name[32];
+    b2_sframe_name(e, name);
+    fd = b2_io_openat(f->dirfd, name, O_RDWR, 0);
+    if (fd < 0) return fd;
+    at = 0;
+  } else if (at < w->c_frame_size) {
+    return 0; /* part of the committed frame */
+  }
+  uint8_t *buf = malloc(len);
+  int rc = buf ? b2_frame_pread(fd, buf, len, at) : b2_fail(B2_E_NOMEM, "out of memory");
+  if (!rc) rc = b2_frame_csum_match(f, i, buf, len);
+  if (rc == B2_E_CHECKSUM)
+    rc = b2_fail(B2_E_IO, "written since the last commit, it no longer reads back as written: "
+                 "lost when a sync failed");
+  if (!rc) rc = b2_io_pwrite(fd, buf, len, at);
+  free(buf);
+  if (fd != f->fd) b2_io_close(fd);
+  return rc;
+}
+
+int b2_frame_w_restage(b2_frame *f) {
+  if (!f->w->sync_failed) return 0;
+  for (int64_t i = 0; i < f->info.nchunks; i++) {
+    int rc = restage_chunk(f, i);
+    if (rc < 0) return b2_context(rc, "after a failed commit: chunk %lld", (long long)i);
+  }
+  return 0;
+}
+
+static int commit_dispatch(b2_frame *f) {
+  b2_frame_w *w = f->w;
   int rc = b2_frame_w_fix_tail(f);
   if (!rc) rc = b2_frame_w_check_fixups(f);
+  if (!rc) rc = b2_frame_w_restage(f);
   if (!rc) rc = b2_frame_csum_stage(f);
   if (rc < 0) return b2_context(rc, "commit");
   if (f->info.layout == B2_LAYOUT_SPARSE) return commit_sparse(f);
@@ -246,6 +292,14 @@ int b2_frame_commit_locked(b2_frame *f) {
       (w->header_dirty && f->info.header_size > B2_FRAME_SECTOR))
     return b2_frame_rewrite(f);
   return commit_contiguous(f);
+}
+
+int b2_frame_commit_locked(b2_frame *f) {
+  if (!f->w->dirty) return 0;
+  int rc = commit_dispatch(f);
+  /* Whichever step failed, a sync may have: rewrite before the next. */
+  if (rc < 0) f->w->sync_failed = 1;
+  return rc;
 }
 
 int b2_frame_commit(b2_frame *f) {

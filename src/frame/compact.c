@@ -235,8 +235,10 @@ int b2_frame_compact(b2_frame *f) {
     if (!rc) rc = sweep_sparse(f);
   } else {
     rc = b2_frame_w_check_fixups(f);
+    if (!rc) rc = b2_frame_w_restage(f); /* copies only checked chunks */
     if (!rc) rc = b2_frame_csum_stage(f);
     if (!rc) rc = b2_frame_rewrite(f);
+    if (rc < 0) f->w->sync_failed = 1;
   }
   b2_frame_w_end(f);
   return rc;

@@ -169,6 +169,11 @@ typedef struct b2_frame_w {
   uint8_t *c_header;       /* header bytes as committed */
   size_t c_header_len;
   int64_t c_frame_size;    /* frame_size as committed */
+  /* A sync failed since the last commit: the kernel may have dropped the
+   * bytes it could not write while marking them clean, so a later sync
+   * would not write them.  The next commit writes every chunk staged
+   * since the last commit again first (commit.c, restage). */
+  int sync_failed;
   /* Contiguous: the end of the bytes written so far (committed frame,
    * staged chunks, index and trailer of failed commits); new bytes go
    * here and nothing below it is ever overwritten. */
@@ -301,6 +306,10 @@ int b2_frame_rewrite(b2_frame *f);
 /* After a successful commit or rewrite: `header` (malloc'd) is the header
  * as committed, frame_size its size; nothing is staged any more. */
 void b2_frame_w_committed(b2_frame *f, uint8_t *header, int64_t frame_size);
+/* Writer mutex held, after a failed commit (w->sync_failed): read back,
+ * check and write again every stored chunk staged since the last commit.
+ * B2_E_IO naming the chunk if one no longer reads back as written. */
+int b2_frame_w_restage(b2_frame *f);
 /* Commit with the writer mutex held. */
 int b2_frame_commit_locked(b2_frame *f);
 /* Before commit: a special last chunk whose size is not a whole number of
@@ -373,6 +382,10 @@ int b2_frame_csum_active(const b2_frame *f, int64_t i);
 /* Verify the stored bytes p[0..len) of chunk i: 0, or B2_E_CHECKSUM with
  * "chunk N: checksum mismatch (stored 0x..., computed 0x...)". */
 int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p,
+                        size_t len);
+/* The same whenever chunk i's checksum is known, whatever the verify
+ * setting (the writer checking what it wrote). */
+int b2_frame_csum_match(const b2_frame *f, int64_t i, const uint8_t *p,
                         size_t len);
 
 /* Set vlmetalayer `name` to an already compressed content chunk, writer

@@ -1165,7 +1165,7 @@ static void fi_create_faults(int layout) {
  * the writes no later sync made durable ("unsynced lost"), and must then
  * open as a valid frame holding the old or the new content. */
 typedef struct pl_ev {
-  int op, flags;
+  int op, flags, failed;
   char path[512], path2[512];
   int64_t off;
   uint8_t *data;
@@ -1199,6 +1199,7 @@ static void pl_record(void *ctx, const b2_io_event *ev) {
   memset(e, 0, sizeof *e);
   e->op = ev->op;
   e->flags = ev->flags;
+  e->failed = ev->failed;
   e->off = ev->off;
   switch (ev->op) {
     case B2_IO_OPEN: case B2_IO_UNLINK: case B2_IO_MKDIR:
@@ -1232,8 +1233,21 @@ static void pl_map(const char *path, const char *from, const char *to,
   else snprintf(out, cap, "%s", path);
 }
 
+/* Whether write j reached the disk by event k: the first sync of its file
+ * after it, before k, succeeded.  A failed sync loses the file's unsynced
+ * writes for good (Linux may mark the pages clean), whatever syncs later. */
+static int pl_synced(int j, int k) {
+  for (int s2 = j + 1; s2 < k; s2++) {
+    const pl_ev *s = &pl_evs[s2];
+    if ((s->op == B2_IO_FSYNC || s->op == B2_IO_FDATASYNC) &&
+        strcmp(s->path, pl_evs[j].path) == 0)
+      return !s->failed;
+  }
+  return 0;
+}
+
 /* Apply events [0, k) to the tree under `to`; with `lost`, skip writes that
- * no sync of the same file among those events follows. */
+ * did not reach the disk by then (pl_synced). */
 static int pl_apply(int k, int lost, const char *from, const char *to) {
   for (int j = 0; j < k; j++) {
     const pl_ev *e = &pl_evs[j];
@@ -1248,14 +1262,7 @@ static int pl_apply(int k, int lost, const char *from, const char *to) {
         close(fd);
         break;
       case B2_IO_PWRITE: {
-        if (lost) {
-          int synced = 0;
-          for (int s2 = j + 1; s2 < k && !synced; s2++)
-            synced = (pl_evs[s2].op == B2_IO_FSYNC ||
-                      pl_evs[s2].op == B2_IO_FDATASYNC) &&
-                     strcmp(pl_evs[s2].path, e->path) == 0;
-          if (!synced) break;
-        }
+        if (lost && !pl_synced(j, k)) break;
         fd = open(a, O_WRONLY);
         if (fd < 0 || pwrite(fd, e->data, e->len, (off_t)e->off) !=
                           (ssize_t)e->len) {
@@ -1287,7 +1294,9 @@ static int pl_apply(int k, int lost, const char *from, const char *to) {
   return 0;
 }
 
-static void power_loss(int layout, int resize_header) {
+/* fault_op >= 0: the first such sync of the commit fails (EIO) and the
+ * commit is retried. */
+static void power_loss(int layout, int resize_header, int fault_op) {
   char dir[512], base[512], rep[512], path[600], rpath[1200];
   snprintf(dir, sizeof dir, "%s/pl", tmproot);
   snprintf(base, sizeof base, "%s/plbase", tmproot);
@@ -1321,6 +1330,12 @@ static void power_loss(int layout, int resize_header) {
     CHECK_EQ(put_model_chunk(f, &cp, &m1, 0), 0);
     CHECK_EQ(b2_frame_meta_set(f, "another", "a longer header", 15), 0);
     CHECK_EQ(b2_frame_commit(f), 0);
+  } else if (fault_op >= 0) {
+    b2_io_fault_set(fault_op, 1, EIO);
+    CHECK_EQ(fi_step(f, &m1, &errors), 1); /* the commit, once */
+    CHECK_EQ(errors, 0);
+    CHECK(b2_io_fault_fired());
+    b2_io_fault_set(0, 0, 0);
   } else {
     CHECK_EQ(fi_step(f, &m1, &errors), 0);
     CHECK_EQ(b2_frame_compact(f), 0);
@@ -1354,7 +1369,8 @@ static void power_loss(int layout, int resize_header) {
     }
   }
   fprintf(stderr, "  %s%s: %d events replayed at every point, new state "
-          "from event %d\n", lname(layout), resize_header ? " (rewrite)" : "",
+          "from event %d\n", lname(layout),
+          resize_header ? " (rewrite)" : fault_op >= 0 ? " (failed sync)" : "",
           pl_n, first_new);
   CHECK(pl_n > 3);
   CHECK(newer > 0);
@@ -1364,11 +1380,56 @@ static void power_loss(int layout, int resize_header) {
   free(m1.b);
 }
 
+/* A sync fails, and the bytes of a chunk staged before it are gone from
+ * the file (as when the kernel drops pages it could not write back and a
+ * later read goes to the disk): the retried commit must notice and fail
+ * with B2_E_IO, again at each retry, and the disk keeps the old frame. */
+static void test_fault_lost_chunk(void) {
+  char path[512];
+  tpath(path, sizeof path, "lost.b2frame");
+  model m0 = {NULL, 0, FI_CS}, m1 = {NULL, 0, FI_CS};
+  rnd_state = 99;
+  b2_io_fault_set(0, 0, 0);
+  CHECK_EQ(fi_base(path, B2_LAYOUT_CONTIGUOUS, &m0), 0);
+  struct stat st;
+  CHECK_EQ(stat(path, &st), 0);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (!f) return;
+  model_resize(&m1, m0.n);
+  memcpy(m1.b, m0.b, (size_t)m0.n);
+  b2_cparams cp;
+  b2_cparams_default(&cp);
+  cp.typesize = 2;
+  fill(&m1, 2 * FI_CS, FI_CS, 5);
+  CHECK_EQ(put_model_chunk(f, &cp, &m1, 2), 0); /* appended at the old end */
+  b2_io_fault_set(B2_IO_FDATASYNC, 1, EIO);
+  CHECK(b2_frame_commit(f) < 0);
+  b2_io_fault_set(0, 0, 0);
+  int fd = open(path, O_WRONLY);
+  CHECK(fd >= 0);
+  uint8_t zeros[64] = {0};
+  CHECK_EQ(pwrite(fd, zeros, sizeof zeros, st.st_size), (ssize_t)sizeof zeros);
+  close(fd);
+  CHECK_EQ(b2_frame_commit(f), B2_E_IO);
+  CHECK(strstr(b2_last_detail(), "chunk 2") != NULL);
+  CHECK(strstr(b2_last_detail(), "lost when a sync failed") != NULL);
+  CHECK_EQ(b2_frame_commit(f), B2_E_IO); /* sticky: never commits it */
+  b2_frame_close(f);
+  CHECK_EQ(fi_which(path, &m0, &m1), 0);
+  free(m0.b);
+  free(m1.b);
+}
+
 static void test_power_loss_replay(void) {
-  power_loss(B2_LAYOUT_CONTIGUOUS, 0);
-  power_loss(B2_LAYOUT_SPARSE, 0);
-  power_loss(B2_LAYOUT_CONTIGUOUS, 1);
-  power_loss(B2_LAYOUT_SPARSE, 1);
+  power_loss(B2_LAYOUT_CONTIGUOUS, 0, -1);
+  power_loss(B2_LAYOUT_SPARSE, 0, -1);
+  power_loss(B2_LAYOUT_CONTIGUOUS, 1, -1);
+  power_loss(B2_LAYOUT_SPARSE, 1, -1);
+  /* A sync that fails then a retried commit: the retry must write the
+   * chunks again, as the first sync may have lost them. */
+  power_loss(B2_LAYOUT_CONTIGUOUS, 0, B2_IO_FDATASYNC);
+  power_loss(B2_LAYOUT_SPARSE, 0, B2_IO_FSYNC);
   free(pl_evs);
   pl_evs = NULL;
   pl_cap = 0;
@@ -1416,6 +1477,7 @@ int main(void) {
   T_RUN(test_fault_compact);
   T_RUN(test_fault_create);
   T_RUN(test_power_loss_replay);
+  T_RUN(test_fault_lost_chunk);
 #endif
   if (!getenv("B2FW_KEEP")) rm_rf(tmproot);
   T_END();
