@@ -258,6 +258,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   if (fuse_reply_open(req, fi) != 0) b2fs_frame_release(in, h);
 }
 
+/* Log a failed read of a frame (one line naming file, chunk and reason);
+ * the errno to reply. */
+static int read_failed(b2fs_inode *in, b2fs_handle *use, int64_t off, int rc) {
+  char what[64];
+  snprintf(what, sizeof what, "read at offset %lld", (long long)off);
+  b2fs_frame_log(in, use, what, rc);
+  return b2fs_errno(rc);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
@@ -284,6 +293,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (n > 0) done = (size_t)n;
     else b2_file_unpin(&pin);
     if (n == 0) size = 0; /* at the end */
+    if (n < 0) err = read_failed(in, use, (int64_t)off, (int)n);
   }
   while (!err && done < size) {
     ssize_t n = b2_file_pread(f, buf + done, size - done, (int64_t)off + (int64_t)done);
@@ -295,10 +305,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     if (n < 0 && use->writable && (int64_t)off + (int64_t)done >= b2_file_size(f)) break;
     if (n < 0) {
-      char what[64];
-      snprintf(what, sizeof what, "read at offset %lld", (long long)off + (long long)done);
-      b2fs_frame_log(in, use, what, (int)n);
-      err = b2fs_errno((int)n);
+      err = read_failed(in, use, (int64_t)off + (int64_t)done, (int)n);
       break;
     }
     if (n == 0) break;

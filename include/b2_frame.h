@@ -110,7 +110,8 @@ int b2_frame_meta_get(const b2_frame *f, const char *name,
                       const uint8_t **data, size_t *len);
 
 /* Variable-length metalayers (trailer): names by position; content is
- * decompressed into a malloc'd buffer the caller frees. */
+ * decompressed into a malloc'd buffer the caller frees (data NULL: only
+ * *len, the size its chunk header gives, nothing decoded). */
 const char *b2_frame_vlmeta_name(const b2_frame *f, int k);
 int b2_frame_vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
                         size_t *len);

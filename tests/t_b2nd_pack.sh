@@ -74,6 +74,7 @@ info=$("$B2F" info "$tmp/u2-given.b2nd")
 check "given chunkshape" grep -q "chunkshape *2 x 300 x 128" <<<"$info"
 check "given blockshape" grep -q "blockshape *1 x 50 x 64" <<<"$info"
 check "given codec" grep -q "codec *lz4" <<<"$info"
+check "inspect is info" [ "$("$B2F" inspect "$tmp/u2-given.b2nd")" = "$info" ]
 roundtrip f4-2d "$tmp/f4-blocks.b2nd" --blockshape=10,100 -j1
 roundtrip i4-big "$tmp/i4-sparse.b2nd" --sparse -f bitshuffle
 check "sparse is a directory" test -f "$tmp/i4-sparse.b2nd/chunks.b2frame"

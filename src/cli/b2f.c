@@ -15,6 +15,7 @@ static const struct {
   const char *help;
 } commands[] = {
     {"info", b2f_info, "info [--json] PATH      describe a frame"},
+    {"inspect", b2f_info, "inspect [--json] PATH   the same as info"},
     {"cat", b2f_cat, "cat [--c-order|--npy] PATH  write the content to stdout"},
     {"verify", b2f_verify, "verify PATH...          check conformance, decode everything"},
     {"pack", b2f_pack, "pack [OPTIONS] IN OUT   compress a plain file into a frame"},

@@ -64,10 +64,8 @@ static void put_name(char *buf, size_t cap, size_t *total, const char *a,
  * still be asked for by name).  A damaged one is listed: asking for it
  * then reports the damage. */
 static int vlmeta_listed(b2_frame *fr, const char *name) {
-  uint8_t *data;
   size_t len;
-  if (b2_frame_vlmeta_get(fr, name, &data, &len) < 0) return 1;
-  free(data);
+  if (b2_frame_vlmeta_get(fr, name, NULL, &len) < 0) return 1;
   return len <= B2_XATTR_VALUE_MAX;
 }
 

@@ -102,6 +102,20 @@ static int copy_chunks(b2_frame *f, seqw *s, int64_t hl, int64_t *noff) {
   return rc;
 }
 
+/* Whether `base` in dirfd is still the file being written: something
+ * renamed or replaced behind our back must not be overwritten by the
+ * rewrite (the frame itself, moved, keeps its committed state). */
+static int still_ours(const b2_frame *f, int dirfd, const char *base) {
+  struct stat a, b;
+  if (fstat(f->fd, &a) != 0)
+    return b2_fail(b2_from_errno(errno), "stat of the frame: %s", strerror(errno));
+  if (fstatat(dirfd, base, &b, AT_SYMLINK_NOFOLLOW) != 0 || a.st_dev != b.st_dev ||
+      a.st_ino != b.st_ino)
+    return b2_fail(B2_E_BUSY, "%s is no longer the frame being written (moved or replaced "
+                   "by another program): not replacing it", f->path);
+  return 0;
+}
+
 int b2_frame_rewrite(b2_frame *f) {
   b2_frame_w *w = f->w;
   const char *base;
@@ -147,6 +161,7 @@ int b2_frame_rewrite(b2_frame *f) {
     rc = b2_io_pwrite(s.fd, h, B2_FH_FIXED, 0);
   }
   if (!rc) rc = b2_io_fsync(s.fd);
+  if (!rc) rc = still_ours(f, dirfd, base);
   if (!rc) rc = b2_io_renameat(dirfd, tmp, dirfd, base, 0);
   free(it);
   free(s.buf);

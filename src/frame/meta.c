@@ -139,6 +139,10 @@ static int vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
       return b2_fail(B2_E_LIMIT, "vlmetalayer \"%s\": %d bytes exceed the "
                      "limit of %zu", name, ci.nbytes,
                      B2_FRAME_MAX_VLMETA_BYTES);
+    if (!data) { /* the size only */
+      *len = (size_t)ci.nbytes;
+      return 0;
+    }
     uint8_t *out = malloc(ci.nbytes > 0 ? (size_t)ci.nbytes : 1);
     if (!out) return b2_fail(B2_E_NOMEM, "vlmetalayer \"%s\": out of memory",
                              name);
@@ -156,7 +160,7 @@ static int vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
 
 int b2_frame_vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
                         size_t *len) {
-  if (!f || !name || !data || !len)
+  if (!f || !name || !len)
     return b2_fail(B2_E_INVAL, "frame vlmetalayer: missing argument");
   b2_frame_rdlock(f);
   int rc = vlmeta_get(f, name, data, len);

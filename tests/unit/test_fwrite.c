@@ -594,6 +594,9 @@ static void metas(int layout) {
     CHECK_EQ(b2_frame_vlmeta_get(r, "big", &v, &len), 0);
     if (v) CHECK(len == sizeof big && memcmp(v, big, sizeof big) == 0);
     free(v);
+    len = 0; /* the size alone */
+    CHECK_EQ(b2_frame_vlmeta_get(r, "big", NULL, &len), 0);
+    CHECK_EQ(len, sizeof big);
     CHECK(frame_equals(r, &m, "meta frame"));
     b2_frame_close(r);
   }
@@ -1380,6 +1383,65 @@ static void power_loss(int layout, int resize_header, int fault_op) {
   free(m1.b);
 }
 
+/* The base frame at path (model m0) open for writing with chunk `chunk`
+ * put anew (model m1 = m0 with that chunk filled from v; it goes at the
+ * base file's end, *end); NULL on failure. */
+static b2_frame *base_with_chunk(const char *path, model *m0, model *m1, int64_t chunk,
+                                 uint32_t v, off_t *end) {
+  b2_io_fault_set(0, 0, 0);
+  CHECK_EQ(fi_base(path, B2_LAYOUT_CONTIGUOUS, m0), 0);
+  struct stat st;
+  CHECK_EQ(stat(path, &st), 0);
+  *end = st.st_size;
+  b2_frame *f = NULL;
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (!f) return NULL;
+  model_resize(m1, m0->n);
+  memcpy(m1->b, m0->b, (size_t)m0->n);
+  b2_cparams cp;
+  b2_cparams_default(&cp);
+  cp.typesize = 2;
+  fill(m1, chunk * FI_CS, FI_CS, v);
+  CHECK_EQ(put_model_chunk(f, &cp, m1, chunk), 0);
+  return f;
+}
+
+/* A frame open for writing is renamed by another program and a new file
+ * takes its old name: a compaction (which writes a new file and renames
+ * it over the frame's path) must fail rather than replace that file, and
+ * the moved frame keeps its committed content. */
+static void test_moved_behind(void) {
+  char path[512], moved[512];
+  tpath(path, sizeof path, "behind.b2frame");
+  tpath(moved, sizeof moved, "behind-moved.b2frame");
+  model m0 = {NULL, 0, FI_CS}, m1 = {NULL, 0, FI_CS};
+  rnd_state = 5;
+  off_t end;
+  b2_frame *f = base_with_chunk(path, &m0, &m1, 0, 9, &end);
+  if (!f) return;
+  CHECK_EQ(rename(path, moved), 0);
+  static const char other[] = "another program's file\n";
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  CHECK(fd >= 0);
+  CHECK_EQ(write(fd, other, sizeof other - 1), (ssize_t)sizeof other - 1);
+  close(fd);
+  CHECK_EQ(b2_frame_commit(f), 0);    /* in place: follows the file */
+  CHECK_EQ(b2_frame_compact(f), B2_E_BUSY);
+  CHECK(strstr(b2_last_detail(), "no longer the frame being written") != NULL);
+  b2_frame_close(f);
+  char buf[64] = {0};
+  fd = open(path, O_RDONLY);
+  CHECK(fd >= 0);
+  CHECK_EQ(read(fd, buf, sizeof buf), (ssize_t)sizeof other - 1);
+  close(fd);
+  CHECK(memcmp(buf, other, sizeof other - 1) == 0);
+  CHECK_EQ(fi_which(moved, &m0, &m1), 1);
+  unlink(path);
+  unlink(moved);
+  free(m0.b);
+  free(m1.b);
+}
+
 /* A sync fails, and the bytes of a chunk staged before it are gone from
  * the file (as when the kernel drops pages it could not write back and a
  * later read goes to the disk): the retried commit must notice and fail
@@ -1389,27 +1451,16 @@ static void test_fault_lost_chunk(void) {
   tpath(path, sizeof path, "lost.b2frame");
   model m0 = {NULL, 0, FI_CS}, m1 = {NULL, 0, FI_CS};
   rnd_state = 99;
-  b2_io_fault_set(0, 0, 0);
-  CHECK_EQ(fi_base(path, B2_LAYOUT_CONTIGUOUS, &m0), 0);
-  struct stat st;
-  CHECK_EQ(stat(path, &st), 0);
-  b2_frame *f;
-  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  off_t end;
+  b2_frame *f = base_with_chunk(path, &m0, &m1, 2, 5, &end);
   if (!f) return;
-  model_resize(&m1, m0.n);
-  memcpy(m1.b, m0.b, (size_t)m0.n);
-  b2_cparams cp;
-  b2_cparams_default(&cp);
-  cp.typesize = 2;
-  fill(&m1, 2 * FI_CS, FI_CS, 5);
-  CHECK_EQ(put_model_chunk(f, &cp, &m1, 2), 0); /* appended at the old end */
   b2_io_fault_set(B2_IO_FDATASYNC, 1, EIO);
   CHECK(b2_frame_commit(f) < 0);
   b2_io_fault_set(0, 0, 0);
   int fd = open(path, O_WRONLY);
   CHECK(fd >= 0);
   uint8_t zeros[64] = {0};
-  CHECK_EQ(pwrite(fd, zeros, sizeof zeros, st.st_size), (ssize_t)sizeof zeros);
+  CHECK_EQ(pwrite(fd, zeros, sizeof zeros, end), (ssize_t)sizeof zeros);
   close(fd);
   CHECK_EQ(b2_frame_commit(f), B2_E_IO);
   CHECK(strstr(b2_last_detail(), "chunk 2") != NULL);
@@ -1478,6 +1529,7 @@ int main(void) {
   T_RUN(test_fault_create);
   T_RUN(test_power_loss_replay);
   T_RUN(test_fault_lost_chunk);
+  T_RUN(test_moved_behind);
 #endif
   if (!getenv("B2FW_KEEP")) rm_rf(tmproot);
   T_END();
