@@ -15,13 +15,13 @@
  * = chunksize, where every small read would otherwise decode the whole
  * chunk again).
  *
- * (Keeping decoded blocks as well was tried twice.  With cache_buf.c the
- * gain measured through the mount was small: +3% random 4 KiB reads per
- * second on the signal (256 KiB blocks, twice the cache), +15% on text
- * (32 KiB blocks), as one 4 KiB FUSE round trip alone costs about 58 us
- * there (a plain file under the same mount: 17k reads/s).  And 32 KiB
- * blocks come from the malloc heap, whose per-thread arenas pushed the
- * process to 459 MiB with the 256 MiB cache.  Not kept.)
+ * (Keeping decoded blocks as well was tried twice.  With cache_buf.c,
+ * fio through the mount: +2% to +23% random 4 KiB reads per second on
+ * text and the zstd signal, but -19% on the lz4 signal (blocks pushed its
+ * stored chunks out of the cache), as one 4 KiB FUSE round trip alone
+ * costs about 58 us there (a plain file under the same mount: 17k
+ * reads/s).  And the process grew to 300-460 MiB with the 256 MiB cache
+ * (MALLOC_ARENA_MAX=1 did not change that).  Not kept.)
  */
 #include <stdlib.h>
 #include <string.h>
