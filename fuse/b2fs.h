@@ -299,6 +299,14 @@ void b2fs_copy_attrs(int fd, const struct stat *before, int times);
  * dead daemon was deleting, engine temporaries nobody holds), once per
  * inode: called at its first lookup or listing (sweep.c). */
 void b2fs_sweep_dir(b2fs_inode *dir);
+/* A rename that moves the entry it replaces aside to the hidden name
+ * `hidden` (a directory cannot be hard-linked) first leaves a marker
+ * beside it naming the entry's source name and the rename's target: if
+ * the daemon dies before the rename takes the target name, the sweep puts
+ * the entry back instead of deleting it.  Cleared once the target name is
+ * taken (or the rename is given up).  0 or -errno. */
+int b2fs_restore_mark(int dfd, const char *hidden, const char *esrc, const char *target);
+void b2fs_restore_unmark(int dfd, const char *hidden);
 
 /* A per-thread buffer of at least n bytes (kept for the thread's life). */
 void *b2fs_tls_buf(size_t n);

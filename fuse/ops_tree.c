@@ -440,10 +440,11 @@ static int do_move(move *m, b2fs_inode *ein) {
   /* A file replaced by a file under the same name keeps a second, hidden
    * name (a hard link) and the rename then replaces it in one step: a
    * crash in between leaves the target name with its old content, never
-   * without one.  Directories (sparse frames) cannot be linked: they are
-   * moved aside first, which leaves a short window in which a crash loses
-   * the target name (the frame stays, hidden, until the next mount). */
-  int linked = 0, hfd = -1;
+   * without one.  Other entries (sparse frames: directories cannot be
+   * linked) are moved aside, with a marker beside the hidden name until
+   * the rename has taken the target name: after a crash in between, the
+   * sweep puts the entry back (sweep.c). */
+  int linked = 0, marked = 0, hfd = -1;
   if (aside) {
     aside_name(hidden, sizeof hidden);
     if (busy && strcmp(m->esrc, m->target) == 0 && S_ISREG(m->est.st_mode) &&
@@ -460,7 +461,20 @@ static int do_move(move *m, b2fs_inode *ein) {
         unlinkat(m->qfd, hidden, 0);
       }
     }
-    if (!linked && renameat(m->qfd, m->esrc, m->qfd, hidden) < 0) return -errno;
+    if (!linked) {
+      int mrc = b2fs_restore_mark(m->qfd, hidden, m->esrc, m->target);
+      if (mrc < 0) b2fs_log("rename: no restore marker for %s: %s", m->esrc, strerror(-mrc));
+      marked = mrc == 0;
+      if (renameat(m->qfd, m->esrc, m->qfd, hidden) < 0) {
+        int err = errno;
+        if (marked) b2fs_restore_unmark(m->qfd, hidden);
+        return -err;
+      }
+#ifdef B2_FAULT_INJECTION
+      const char *crash = getenv("B2FS_CRASH_AT"); /* tests: die in the window */
+      if (crash && strcmp(crash, "rename-aside") == 0) _exit(9);
+#endif
+    }
   }
   if (renameat2(m->pfd, m->src, m->qfd, m->target, aside && !linked ? RENAME_NOREPLACE : 0) < 0) {
     int err = errno;
@@ -470,9 +484,12 @@ static int do_move(move *m, b2fs_inode *ein) {
         b2fs_log("rename: cannot remove the link %s: %s", hidden, strerror(errno));
     } else if (aside && renameat(m->qfd, hidden, m->qfd, m->esrc) < 0) {
       b2fs_log("rename: cannot put %s back (left as %s): %s", m->esrc, hidden, strerror(errno));
+      marked = 0; /* the sweep may still put it back */
     }
+    if (marked) b2fs_restore_unmark(m->qfd, hidden);
     return -err;
   }
+  if (marked) b2fs_restore_unmark(m->qfd, hidden); /* the target name is taken */
   if (linked) { /* same descriptor number, now through the hidden name */
     if (dup3(hfd, ein->fd, O_CLOEXEC) < 0)
       b2fs_log("rename: replaced %s kept as %s: %s", m->esrc, hidden, strerror(errno));

@@ -5,7 +5,10 @@
  *   - .b2fs-gone-PID-N.b2tmp: a frame a daemon was deleting (ops_tree.c
  *     sets frames aside under that name), when process PID is dead and is
  *     not us; a file, or a sparse frame's directory of files (perhaps half
- *     deleted);
+ *     deleted).  With a marker .b2fs-gone-PID-N.restore.b2tmp beside it,
+ *     the entry was moved aside by a rename that had not yet taken its
+ *     target name: it goes back to its name instead (as if the rename had
+ *     not begun);
  *   - .NAME.b2tmp for a frame name NAME: the engine's temporaries (the new
  *     file of a compaction or rewrite, the file or sparse directory of a
  *     creation), when no writer of ours works on NAME and no process holds
@@ -24,15 +27,17 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "b2fs.h"
 
 #define TMP_SUFFIX ".b2tmp"
+#define RESTORE_SUFFIX ".restore" TMP_SUFFIX
 #define INDEX_TMP B2FS_SPARSE_INDEX ".tmp"
 
-/* The PID of a name B2FS_GONE_PREFIX "PID-N.b2tmp", 0 for other names. */
-static pid_t gone_pid(const char *name) {
+/* The PID of a name B2FS_GONE_PREFIX "PID-N" suffix, 0 for other names. */
+static pid_t gone_pid_sfx(const char *name, const char *suffix) {
   size_t k = sizeof B2FS_GONE_PREFIX - 1;
   if (strncmp(name, B2FS_GONE_PREFIX, k) != 0) return 0;
   const char *p = name + k;
@@ -45,8 +50,71 @@ static pid_t gone_pid(const char *name) {
   if (nd == 0 || *p++ != '-') return 0;
   for (nd = 0; *p >= '0' && *p <= '9'; p++)
     if (++nd > 10) return 0;
-  if (nd == 0 || strcmp(p, TMP_SUFFIX) != 0) return 0;
+  if (nd == 0 || strcmp(p, suffix) != 0) return 0;
   return (pid_t)pid;
+}
+
+static pid_t gone_pid(const char *name) { return gone_pid_sfx(name, TMP_SUFFIX); }
+
+/* ---- restore markers --------------------------------------------------------- */
+
+/* The marker's name for hidden name ".b2fs-gone-PID-N.b2tmp". */
+static int marker_name(const char *hidden, char *out, size_t cap) {
+  size_t n = strlen(hidden), k = sizeof TMP_SUFFIX - 1;
+  if (n <= k || strcmp(hidden + n - k, TMP_SUFFIX) != 0) return -EINVAL;
+  if ((size_t)snprintf(out, cap, "%.*s%s", (int)(n - k), hidden, RESTORE_SUFFIX) >= cap)
+    return -ENAMETOOLONG;
+  return 0;
+}
+
+int b2fs_restore_mark(int dfd, const char *hidden, const char *esrc, const char *target) {
+  char mk[128];
+  int rc = marker_name(hidden, mk, sizeof mk);
+  if (rc < 0) return rc;
+  size_t a = strlen(esrc) + 1, b = strlen(target) + 1;
+  int fd = openat(dfd, mk, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  struct iovec iov[2] = {{(void *)esrc, a}, {(void *)target, b}};
+  ssize_t w = writev(fd, iov, 2);
+  rc = w == (ssize_t)(a + b) ? 0 : w < 0 ? -errno : -EIO;
+  close(fd);
+  if (rc < 0) unlinkat(dfd, mk, 0);
+  return rc;
+}
+
+void b2fs_restore_unmark(int dfd, const char *hidden) {
+  char mk[128];
+  if (marker_name(hidden, mk, sizeof mk) == 0) unlinkat(dfd, mk, 0);
+}
+
+/* A plain name of this directory (no slash, not . or ..). */
+static int plain_name(const char *s) {
+  return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+/* Hidden entry `hidden` of a dead daemon: if its marker says a rename had
+ * moved it aside and the rename's target name is still free, put it back
+ * under its own name.  The marker goes either way.  1 if put back. */
+static int restore_aside(int dfd, const char *hidden) {
+  char mk[128], buf[2 * (NAME_MAX + 1) + 1];
+  if (marker_name(hidden, mk, sizeof mk) < 0) return 0;
+  int fd = openat(dfd, mk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  int back = 0;
+  if (n > 0) {
+    buf[n] = 0;
+    const char *esrc = buf, *target = buf + strlen(buf) + 1;
+    struct stat st;
+    if (target < buf + n && memchr(target, 0, (size_t)(buf + n + 1 - target)) &&
+        plain_name(esrc) && plain_name(target) &&
+        fstatat(dfd, target, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
+        renameat2(dfd, hidden, dfd, esrc, RENAME_NOREPLACE) == 0)
+      back = 1;
+  }
+  unlinkat(dfd, mk, 0);
+  return back;
 }
 
 /* Is process pid gone for sure (and not us)? */
@@ -110,9 +178,18 @@ static int sweep_entry(int dfd, const char *name) {
   pid_t pid = gone_pid(name);
   if (pid > 0) {
     if (!dead(pid) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
+    if (restore_aside(dfd, name)) return 1;
     if (S_ISREG(st.st_mode)) return unlinkat(dfd, name, 0) == 0;
     if (S_ISDIR(st.st_mode)) return b2fs_remove_frame_dir(dfd, name) == 0;
     return 0;
+  }
+  pid = gone_pid_sfx(name, RESTORE_SUFFIX);
+  if (pid > 0) { /* a marker whose entry is gone (or not yet moved) */
+    char hidden[128];
+    size_t k = strlen(name) - (sizeof RESTORE_SUFFIX - 1);
+    snprintf(hidden, sizeof hidden, "%.*s%s", (int)k, name, TMP_SUFFIX);
+    if (!dead(pid) || fstatat(dfd, hidden, &st, AT_SYMLINK_NOFOLLOW) == 0) return 0;
+    return unlinkat(dfd, name, 0) == 0;
   }
   char stem[B2FS_NAME_MAX + 1], path[PATH_MAX];
   if (temp_stem(name, stem, sizeof stem) < 0) return 0;
