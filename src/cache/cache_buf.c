@@ -14,9 +14,10 @@
  *
  * Every buffer starts with a small header that records how it was made.
  *
- * AddressSanitizer puts no red zones around mappings; the decoders that
- * fill these buffers are checked under it where they write into malloc'd
- * buffers instead (unit tests, fuzz targets).
+ * AddressSanitizer puts no red zones around mappings by itself: in its
+ * builds the bytes of a mapping past the buffer's length (at least
+ * REDZONE of them) and whole kept mappings are poisoned by hand, so a
+ * decoder writing past its chunk, or a use after free, is reported.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -25,6 +26,18 @@
 #include <sys/mman.h>
 
 #include "b2_cache.h"
+#include "cache/cache_int.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#define REDZONE 64
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#define REDZONE 0
+#endif
 
 #define HDR 64                      /* keeps the data 64-byte aligned */
 #define MAP_MIN ((size_t)64 << 10)  /* smaller buffers come from malloc */
@@ -78,17 +91,19 @@ static int put_kept(void *p, size_t size) {
 }
 
 uint8_t *b2_cache_buf_alloc(size_t n) {
-  if (n > SIZE_MAX - HDR - CLASS) return NULL;
+  if (n > SIZE_MAX - HDR - CLASS - REDZONE) return NULL;
   size_t need = n + HDR;
   void *base;
   int mapped = need >= MAP_MIN;
   if (mapped) {
-    need = (need + CLASS - 1) / CLASS * CLASS;
+    need = (need + REDZONE + CLASS - 1) / CLASS * CLASS;
     base = take_kept(need);
     if (!base) {
       base = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (base == MAP_FAILED) return NULL;
     }
+    UNPOISON(base, HDR + n);
+    POISON((uint8_t *)base + HDR + n, need - HDR - n);
   } else {
     base = aligned_alloc(HDR, (need + HDR - 1) / HDR * HDR);
     if (!base) return NULL;
@@ -102,14 +117,27 @@ uint8_t *b2_cache_buf_alloc(size_t n) {
 void b2_cache_buf_free(uint8_t *p) {
   if (!p) return;
   buf_hdr *h = (buf_hdr *)(void *)(p - HDR);
-  if (!h->mapped)
+  if (!h->mapped) {
     free(h);
-  else if (!put_kept(h, h->size))
-    munmap(h, h->size);
+    return;
+  }
+  size_t size = h->size;
+  POISON(p, size - HDR); /* kept: any use is a use after free */
+  if (!put_kept(h, size)) {
+    UNPOISON(h, size); /* the next mapping there starts clean */
+    munmap(h, size);
+  }
+}
+
+void b2_cache_buf_use(uint8_t *p, size_t len) {
+  const buf_hdr *h = (const buf_hdr *)(const void *)(p - HDR);
+  if (!h->mapped || len > h->size - HDR) return;
+  UNPOISON(p, len);
+  POISON(p + len, h->size - HDR - len);
 }
 
 size_t b2_cache_buf_cap(const uint8_t *p) {
   if (!p) return 0;
   const buf_hdr *h = (const buf_hdr *)(const void *)(p - HDR);
-  return h->size - HDR;
+  return h->size - HDR - (h->mapped ? REDZONE : 0);
 }

@@ -183,6 +183,7 @@ int b2_cache_resize(b2_cache *c, b2_cache_entry *e, size_t len) {
     if (e->len) memcpy(p, e->data, e->len);
     b2_cache_buf_free(e->data);
   }
+  b2_cache_buf_use(p, len);
   if (len > e->len) {
     memset(p + e->len, 0, len - e->len);
     atomic_fetch_add(&c->bytes, (uint64_t)(len - e->len));

@@ -3,9 +3,12 @@
  * load failures, write sections, dirty write-back on eviction, kept flush
  * errors, the dirty bound, flush by file / entry / idle time, the entry
  * buffers. */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "b2_cache.h"
 #include "b2_error.h"
@@ -561,6 +564,47 @@ static void test_buffers(void) {
   CHECK(b2_cache_buf_cap(NULL) == 0);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+/* In a child with stderr closed: 1 if `what` on a mapped buffer of n
+ * bytes made AddressSanitizer stop the child. */
+static int asan_stops(size_t n, int what) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) dup2(fd, 2);
+    volatile uint8_t *p = b2_cache_buf_alloc(n);
+    if (what == 0) p[n] = 1;            /* one past the end */
+    if (what == 1) p[n + 63] = 1;       /* the end of the red zone */
+    if (what == 2) {                    /* use after free (kept) */
+      b2_cache_buf_free((uint8_t *)p);
+      p[0] = 1;
+    }
+    _exit(0);
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return 0;
+  return !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+#endif
+
+/* Under AddressSanitizer, a mapped buffer has a red zone after its bytes
+ * and a kept (freed) one is off limits. */
+static void test_buffer_red_zones(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  CHECK(asan_stops(100000, 0));
+  CHECK(asan_stops(65536 * 2 - 64 - 64, 1)); /* ends where the class ends */
+  CHECK(asan_stops(1 << 20, 2));
+  uint8_t *p = b2_cache_buf_alloc(100000); /* in bounds: fine */
+  CHECK(p != NULL);
+  if (p) {
+    memset(p, 1, 100000);
+    b2_cache_buf_free(p);
+  }
+#else
+  T_SKIP("not an AddressSanitizer build");
+#endif
+}
+
 int main(void) {
   T_RUN(test_hit_miss);
   T_RUN(test_lru_one_shard);
@@ -573,6 +617,7 @@ int main(void) {
   T_RUN(test_flush_error_kept);
   T_RUN(test_dirty_bound);
   T_RUN(test_resize);
+  T_RUN(test_buffer_red_zones);
   T_RUN(test_flush_file_and_idle);
   T_RUN(test_buffers);
   T_END();
