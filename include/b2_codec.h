@@ -69,6 +69,15 @@ int b2_stream_decompress(int format, const void *src, size_t srclen,
                          void *dst, size_t dstlen, const void *dict,
                          size_t dictlen);
 
+/* The same for a prefix: decode at least the first `want` (<= dstlen) of
+ * the `dstlen` bytes the stream holds, stopping early where the format
+ * allows it (lz4 without a dictionary); other formats decode it all.
+ * Returns the number of bytes decoded (want..dstlen) or a negative code.
+ * The part of the stream not decoded is not checked. */
+int b2_stream_decompress_prefix(int format, const void *src, size_t srclen,
+                                void *dst, size_t dstlen, size_t want,
+                                const void *dict, size_t dictlen);
+
 /* Compress `srclen` bytes with codec `codec` at `clevel` (0-9) into at most
  * `dstcap` bytes.  Returns the compressed size, 0 when the output would not
  * fit in `dstcap` (the caller then stores the data raw), or a negative code.

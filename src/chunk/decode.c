@@ -68,7 +68,7 @@ static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
  * to src_end) into out[0, bsize). */
 static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
                           int leftoverblock, int64_t src_start,
-                          int64_t src_end, uint8_t *out) {
+                          int64_t src_end, uint8_t *out, size_t want) {
   const uint8_t *c = d->c;
   const b2_chunk_info *in = &d->in;
   if (in->vlblocks) {
@@ -117,6 +117,12 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
                        "the chunk", nb, j, cs);
       if (cs == neb) {
         memcpy(o, c + p, (size_t)neb);
+      } else if (nstreams == 1 && want < (size_t)neb) {
+        /* Only the start of the block is wanted (nothing to unshuffle):
+         * the codec may stop there. */
+        int rc = b2_stream_decompress_prefix(in->format, c + p, (size_t)cs, o, (size_t)neb,
+                                             want, d->dict, d->dictlen);
+        if (rc < 0) return b2_context(rc, "block %d", nb);
       } else {
         int rc = b2_stream_decompress(in->format, c + p, (size_t)cs, o,
                                       (size_t)neb, d->dict, d->dictlen);
@@ -147,7 +153,7 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
   if (d->nactive == 0) {
     uint8_t *t = whole ? out : b2_chunk_scratch(B2_SCR_BLOCK, (size_t)bsize);
     if (!t) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
-    rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, t);
+    rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, t, whi);
     if (rc == 0 && !whole) memcpy(out, t + wlo, whi - wlo);
     return rc;
   }
@@ -157,7 +163,7 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
                    ? out
                    : b2_chunk_scratch(B2_SCR_PIPE_A, (size_t)bsize);
   if (!a) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
-  rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, a);
+  rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, a, (size_t)bsize);
   if (rc < 0) return rc;
   uint8_t *cur = a;
   for (int i = B2_MAX_FILTERS - 1; i >= 0; i--) {

@@ -290,6 +290,21 @@ int b2_stream_decompress(int format, const void *src, size_t srclen,
   }
 }
 
+int b2_stream_decompress_prefix(int format, const void *src, size_t srclen,
+                                void *dst, size_t dstlen, size_t want,
+                                const void *dict, size_t dictlen) {
+  if (want > dstlen)
+    return b2_fail(B2_E_INVAL, "stream prefix of %zu bytes out of %zu", want, dstlen);
+  if (format != B2_FORMAT_LZ4 || (dict && dictlen > 0) || want == dstlen || !src || !dst ||
+      srclen > INT_MAX || dstlen > INT_MAX)
+    return b2_stream_decompress(format, src, srclen, dst, dstlen, dict, dictlen);
+  int n = LZ4_decompress_safe_partial(src, dst, (int)srclen, (int)want, (int)dstlen);
+  if (n < 0) return b2_fail(B2_E_CODEC, "lz4 stream is damaged (error %d)", n);
+  if ((size_t)n < want)
+    return b2_fail(B2_E_CODEC, "lz4 stream ends after %d bytes, %zu wanted", n, want);
+  return n;
+}
+
 /* ---- compression ------------------------------------------------------ */
 
 static int lz4_encode(struct codec_tls *t, int clevel, const void *src,

@@ -120,6 +120,35 @@ static void test_roundtrip(void) {
   free(out);
 }
 
+/* Prefix decoding: lz4 stops at (or soon after) the bytes wanted, which
+ * match the whole decode; zstd decodes everything; a cut stream or a
+ * prefix beyond the stream fails. */
+static void test_prefix(void) {
+  size_t n = 16384, cap = 2 * n + 1024;
+  uint8_t *in = malloc(n), *c = malloc(cap), *out = malloc(n);
+  for (size_t i = 0; i < n; i++) in[i] = (uint8_t)("the quick brown fox "[i % 20] ^ (i / 997));
+  static const int codecs[] = {B2_CODEC_LZ4, B2_CODEC_ZSTD};
+  for (int k = 0; k < 2; k++) {
+    int fmt = b2_codec_format(codecs[k]);
+    int r = b2_stream_compress(codecs[k], 1, in, n, c, cap, NULL, 0);
+    CHECK(r > 0);
+    if (r <= 0) continue;
+    static const size_t wants[] = {1, 4096, 10000, 16383, 16384};
+    for (size_t w = 0; w < sizeof wants / sizeof wants[0]; w++) {
+      memset(out, 0, n);
+      int got = b2_stream_decompress_prefix(fmt, c, (size_t)r, out, n, wants[w], NULL, 0);
+      CHECK(got >= (int)wants[w] && got <= (int)n);
+      if (codecs[k] == B2_CODEC_ZSTD) CHECK_EQ(got, (int)n);
+      if (got > 0) CHECK_MEM(out, in, wants[w]);
+    }
+    CHECK_EQ(b2_stream_decompress_prefix(fmt, c, (size_t)r, out, n, n + 1, NULL, 0), B2_E_INVAL);
+    CHECK(b2_stream_decompress_prefix(fmt, c, (size_t)r / 2, out, n, n - 1, NULL, 0) < 0);
+  }
+  free(in);
+  free(c);
+  free(out);
+}
+
 static void test_dictionary(void) {
   size_t n = 4096, dn = 8192, cap = 8192;
   uint8_t *dict = malloc(dn), *in = malloc(n), *c = malloc(cap), *out = malloc(n);
@@ -590,6 +619,7 @@ static void test_threads(void) {
 int main(void) {
   T_RUN(test_names);
   T_RUN(test_roundtrip);
+  T_RUN(test_prefix);
   T_RUN(test_dictionary);
   T_RUN(test_malformed);
   T_RUN(test_blosclz_vectors);
