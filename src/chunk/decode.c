@@ -66,6 +66,14 @@ static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
 
 /* Decode the streams of one block (stored from src_start; streams may run
  * to src_end) into out[0, bsize). */
+/* Streams of a fixed-size block: one per byte of the item when split. */
+static int32_t block_streams(const struct dctx *d, int leftoverblock) {
+  return (d->in.split && !leftoverblock) ? d->in.typesize : 1;
+}
+
+/* Decode the streams of block nb into out[0, bsize).  Only the first
+ * `want` bytes of each stream need be right (want >= the stream's size:
+ * all of them). */
 static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
                           int leftoverblock, int64_t src_start,
                           int64_t src_end, uint8_t *out, size_t want) {
@@ -87,12 +95,13 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
                      "expected %d", nb, rc, bsize);
     return 0;
   }
-  int32_t nstreams = (in->split && !leftoverblock) ? in->typesize : 1;
+  int32_t nstreams = block_streams(d, leftoverblock);
   int32_t neb = bsize / nstreams;
   if (neb == 0)
     return b2_fail(B2_E_FORMAT, "block %d: %d bytes cannot hold %d streams",
                    nb, bsize, nstreams);
   int64_t p = src_start;
+  size_t fill = want < (size_t)neb ? want : (size_t)neb; /* bytes needed */
   for (int32_t j = 0; j < nstreams; j++) {
     uint8_t *o = out + (size_t)j * (size_t)neb;
     if (p + 4 > src_end)
@@ -101,7 +110,7 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
     int32_t cs = (int32_t)b2_le32(c + p);
     p += 4;
     if (cs == 0) {
-      memset(o, 0, (size_t)neb);
+      memset(o, 0, fill);
     } else if (cs < 0) {
       if (p + 1 > src_end)
         return b2_fail(B2_E_FORMAT, "block %d: stream %d run token past the "
@@ -110,18 +119,18 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
       if (!(token & 1) || cs < -255)
         return b2_fail(B2_E_FORMAT, "block %d: stream %d: bad run (size %d, "
                        "token %d)", nb, j, cs, token);
-      memset(o, (uint8_t)(-cs), (size_t)neb);
+      memset(o, (uint8_t)(-cs), fill);
     } else {
       if (cs > src_end - p)
         return b2_fail(B2_E_FORMAT, "block %d: stream %d of %d bytes overruns "
                        "the chunk", nb, j, cs);
       if (cs == neb) {
-        memcpy(o, c + p, (size_t)neb);
-      } else if (nstreams == 1 && want < (size_t)neb) {
-        /* Only the start of the block is wanted (nothing to unshuffle):
-         * the codec may stop there. */
+        memcpy(o, c + p, fill);
+      } else if (fill < (size_t)neb) {
+        /* Only the start of the stream is wanted: the codec may stop
+         * there. */
         int rc = b2_stream_decompress_prefix(in->format, c + p, (size_t)cs, o, (size_t)neb,
-                                             want, d->dict, d->dictlen);
+                                             fill, d->dict, d->dictlen);
         if (rc < 0) return b2_context(rc, "block %d", nb);
       } else {
         int rc = b2_stream_decompress(in->format, c + p, (size_t)cs, o,
@@ -150,10 +159,12 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
                         const uint8_t *ref0, int32_t ref0_size) {
   int rc;
   int whole = wlo == 0 && whi == (size_t)bsize;
+  int32_t nstreams = block_streams(d, leftoverblock);
   if (d->nactive == 0) {
     uint8_t *t = whole ? out : b2_chunk_scratch(B2_SCR_BLOCK, (size_t)bsize);
     if (!t) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
-    rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, t, whi);
+    rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, t,
+                        nstreams == 1 ? whi : (size_t)bsize);
     if (rc == 0 && !whole) memcpy(out, t + wlo, whi - wlo);
     return rc;
   }
@@ -163,7 +174,17 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
                    ? out
                    : b2_chunk_scratch(B2_SCR_PIPE_A, (size_t)bsize);
   if (!a) return b2_fail(B2_E_NOMEM, "block %d: no scratch memory", nb);
-  rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, a, (size_t)bsize);
+  /* Shuffle alone over split streams (stream b holds byte b of every
+   * item), a window wanted: each stream's first items up to the window's
+   * end are enough. */
+  size_t want = (size_t)bsize;
+  if (!whole && d->nactive == 1 && nstreams > 1 &&
+      d->in.filters[d->last_active] == B2_FILTER_SHUFFLE) {
+    int meta = d->in.filters_meta[d->last_active];
+    size_t ts = (size_t)(meta ? meta : d->in.typesize);
+    if (ts == (size_t)nstreams) want = (whi + ts - 1) / ts;
+  }
+  rc = decode_streams(d, nb, bsize, leftoverblock, src_start, src_end, a, want);
   if (rc < 0) return rc;
   uint8_t *cur = a;
   for (int i = B2_MAX_FILTERS - 1; i >= 0; i--) {
