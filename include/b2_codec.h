@@ -71,7 +71,8 @@ int b2_stream_decompress(int format, const void *src, size_t srclen,
 
 /* The same for a prefix: decode at least the first `want` (<= dstlen) of
  * the `dstlen` bytes the stream holds, stopping early where the format
- * allows it (lz4 without a dictionary); other formats decode it all.
+ * allows it (lz4 without a dictionary, blosclz); other formats decode
+ * it all.
  * Returns the number of bytes decoded (want..dstlen) or a negative code.
  * The part of the stream not decoded is not checked. */
 int b2_stream_decompress_prefix(int format, const void *src, size_t srclen,

@@ -60,7 +60,7 @@ static inline void copy_match(uint8_t *op, size_t dist, size_t len,
 }
 
 int b2_blosclz_decompress(const uint8_t *src, size_t srclen, uint8_t *dst,
-                          size_t dstlen) {
+                          size_t dstlen, size_t want) {
   const uint8_t *ip = src;
   const uint8_t *const ie = src + srclen;
   uint8_t *op = dst;
@@ -110,6 +110,7 @@ int b2_blosclz_decompress(const uint8_t *src, size_t srclen, uint8_t *dst,
       copy_match(op, dist, len, room);
       op += len;
     }
+    if (want < dstlen && (size_t)(op - dst) >= want) return (int)(op - dst);
     if (ip >= ie) break;
     ctrl = *ip++;
   }

@@ -7,9 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* blosclz.c: decode exactly `dstlen` bytes; returns dstlen or B2_E_CODEC. */
+/* blosclz.c: decode exactly `dstlen` bytes; returns dstlen or B2_E_CODEC.
+ * With `want` < dstlen, stop once at least `want` bytes are out and return
+ * how many (the rest of the stream unchecked). */
 int b2_blosclz_decompress(const uint8_t *src, size_t srclen, uint8_t *dst,
-                          size_t dstlen);
+                          size_t dstlen, size_t want);
 
 /* blosclz_enc.c: returns the stream size, 0 when it does not fit in
  * `dstcap` or does not pay off. */

@@ -274,7 +274,7 @@ int b2_stream_decompress(int format, const void *src, size_t srclen,
   struct codec_tls *t;
   switch (format) {
   case B2_FORMAT_BLOSCLZ:
-    return b2_blosclz_decompress(src, srclen, dst, dstlen);
+    return b2_blosclz_decompress(src, srclen, dst, dstlen, dstlen);
   case B2_FORMAT_LZ4:
     return lz4_decode(src, srclen, dst, dstlen, dict, dictlen);
   case B2_FORMAT_ZLIB:
@@ -295,9 +295,10 @@ int b2_stream_decompress_prefix(int format, const void *src, size_t srclen,
                                 const void *dict, size_t dictlen) {
   if (want > dstlen)
     return b2_fail(B2_E_INVAL, "stream prefix of %zu bytes out of %zu", want, dstlen);
-  if (format != B2_FORMAT_LZ4 || (dict && dictlen > 0) || want == dstlen || !src || !dst ||
-      srclen > INT_MAX || dstlen > INT_MAX)
+  if ((format != B2_FORMAT_LZ4 && format != B2_FORMAT_BLOSCLZ) || (dict && dictlen > 0) ||
+      want == dstlen || !src || !dst || srclen == 0 || srclen > INT_MAX || dstlen > INT_MAX)
     return b2_stream_decompress(format, src, srclen, dst, dstlen, dict, dictlen);
+  if (format == B2_FORMAT_BLOSCLZ) return b2_blosclz_decompress(src, srclen, dst, dstlen, want);
   int n = LZ4_decompress_safe_partial(src, dst, (int)srclen, (int)want, (int)dstlen);
   if (n < 0) return b2_fail(B2_E_CODEC, "lz4 stream is damaged (error %d)", n);
   if ((size_t)n < want)

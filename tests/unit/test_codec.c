@@ -120,15 +120,15 @@ static void test_roundtrip(void) {
   free(out);
 }
 
-/* Prefix decoding: lz4 stops at (or soon after) the bytes wanted, which
+/* Prefix decoding: lz4 and blosclz stop at (or soon after) the bytes wanted, which
  * match the whole decode; zstd decodes everything; a cut stream or a
  * prefix beyond the stream fails. */
 static void test_prefix(void) {
   size_t n = 16384, cap = 2 * n + 1024;
   uint8_t *in = malloc(n), *c = malloc(cap), *out = malloc(n);
   for (size_t i = 0; i < n; i++) in[i] = (uint8_t)("the quick brown fox "[i % 20] ^ (i / 997));
-  static const int codecs[] = {B2_CODEC_LZ4, B2_CODEC_ZSTD};
-  for (int k = 0; k < 2; k++) {
+  static const int codecs[] = {B2_CODEC_LZ4, B2_CODEC_BLOSCLZ, B2_CODEC_ZSTD};
+  for (int k = 0; k < 3; k++) {
     int fmt = b2_codec_format(codecs[k]);
     int r = b2_stream_compress(codecs[k], 1, in, n, c, cap, NULL, 0);
     CHECK(r > 0);
