@@ -64,16 +64,14 @@ static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
   return 0;
 }
 
-/* Decode the streams of one block (stored from src_start; streams may run
- * to src_end) into out[0, bsize). */
 /* Streams of a fixed-size block: one per byte of the item when split. */
 static int32_t block_streams(const struct dctx *d, int leftoverblock) {
   return (d->in.split && !leftoverblock) ? d->in.typesize : 1;
 }
 
-/* Decode the streams of block nb into out[0, bsize).  Only the first
- * `want` bytes of each stream need be right (want >= the stream's size:
- * all of them). */
+/* Decode the streams of block nb (stored from src_start; streams may run
+ * to src_end) into out[0, bsize).  Only the first `want` bytes of each
+ * stream need be right (want >= the stream's size: all of them). */
 static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
                           int leftoverblock, int64_t src_start,
                           int64_t src_end, uint8_t *out, size_t want) {
