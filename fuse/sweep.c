@@ -107,8 +107,7 @@ static int restore_aside(int dfd, const char *hidden) {
     buf[n] = 0;
     const char *esrc = buf, *target = buf + strlen(buf) + 1;
     struct stat st;
-    if (target < buf + n && memchr(target, 0, (size_t)(buf + n + 1 - target)) &&
-        plain_name(esrc) && plain_name(target) &&
+    if (target < buf + n && plain_name(esrc) && plain_name(target) && /* buf[n] ends target */
         fstatat(dfd, target, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
         renameat2(dfd, hidden, dfd, esrc, RENAME_NOREPLACE) == 0)
       back = 1;

@@ -102,15 +102,14 @@ uint8_t *b2_cache_buf_alloc(size_t n) {
       base = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (base == MAP_FAILED) return NULL;
     }
-    UNPOISON(base, HDR + n);
-    POISON((uint8_t *)base + HDR + n, need - HDR - n);
   } else {
     base = aligned_alloc(HDR, (need + HDR - 1) / HDR * HDR);
     if (!base) return NULL;
   }
-  buf_hdr *h = base;
+  buf_hdr *h = base; /* the header is never poisoned */
   h->size = need;
   h->mapped = mapped;
+  b2_cache_buf_use((uint8_t *)base + HDR, n);
   return (uint8_t *)base + HDR;
 }
 
