@@ -36,7 +36,7 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # $(call objs,builddir,sources)
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all san tsan fault test test-crash fuzz fuzz-long clean install demo bench
+.PHONY: all san tsan fault venv test test-crash fuzz fuzz-long clean install demo bench
 all: build/b2f build/b2fs
 
 # ---- one rule set per build flavour -------------------------------------
@@ -75,8 +75,13 @@ san: build/san/b2f build/san/b2fs $(UNIT_BINS_SAN)
 tsan: $(UNIT_BINS_TSAN) build/tsan/b2fs
 fault: $(UNIT_BINS_FAULT) build/fault/b2fs
 
+# python-blosc2 and NumPy from PyPI in build/venv for the interoperability
+# tests (says so and goes on where PyPI cannot be reached).
+venv:
+	@bash scripts/setup-venv
+
 # The test command the README gives.
-test: all san tsan fault
+test: all san tsan fault venv
 	@bash tests/run.sh
 
 # Crash safety through the mount: 200 SIGKILL trials, then disk-fault trials.
