@@ -318,6 +318,13 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e);
 /* The handle of an open's fh, and whether the open may write. */
 b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi);
 int b2fs_fh_writes(const struct fuse_file_info *fi);
+/* After a write or truncate by the caller of req: a caller without
+ * CAP_FSETID (not root) takes set-user-ID away, and set-group-ID where the
+ * file is group-executable or the caller not in its group, as every local
+ * file system does.  The
+ * kernel leaves this to us (FUSE_CAP_HANDLE_KILLPRIV, and direct I/O
+ * writes): the daemon itself writes as root, which would keep them. */
+void b2fs_kill_privs(fuse_req_t req, b2fs_inode *in);
 /* Do opens with these flags bypass the page cache (direct I/O)? */
 int b2fs_write_only(int flags);
 

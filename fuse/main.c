@@ -176,6 +176,9 @@ int main(int argc, char **argv) {
   /* SOURCE may be changed by other users while we run as root: the engine
    * resolves the paths we give it without following any symbolic link. */
   b2_io_set_strict_paths(1);
+  /* The kernel applied the caller's umask to every mode it passes us: the
+   * entries we make get exactly that mode, not masked a second time. */
+  umask(0);
   if (b2fs_opts_parse(&args, &b2fs_g.opts) < 0) goto out;
   if (b2fs_g.opts.source && open_root(b2fs_g.opts.source, abs_source, sizeof abs_source) < 0)
     goto out;

@@ -110,7 +110,7 @@ int b2fs_name_to_source(const char *shown, b2fs_probe_fn probe, void *ctx,
                         char *out, size_t cap) {
   char cand[MAX_CANDIDATES][B2FS_NAME_MAX + 1];
   char back[B2FS_NAME_MAX + 1];
-  if (strlen(shown) > B2FS_NAME_MAX) return -ENOENT;
+  if (strlen(shown) > B2FS_NAME_MAX) return -ENAMETOOLONG; /* as any file system */
   int self = probe(ctx, shown);
   if (self < 0) return self;
   if (self == B2FS_ABSENT) {

@@ -31,7 +31,8 @@ enum b2fs_probe_result {
 /* Probe: B2FS_ABSENT/PRESENT/FRAME for `name`, or a negative errno. */
 typedef int (*b2fs_probe_fn)(void *ctx, const char *name);
 
-/* Longest name handled (bytes, without the NUL); longer names are absent. */
+/* Longest name handled (bytes, without the NUL); looking up a longer name
+ * is ENAMETOOLONG. */
 #define B2FS_NAME_MAX 255
 
 /* Kind asked for by the suffix of `src`; *stem_len gets the length of the
@@ -47,7 +48,8 @@ int b2fs_name_to_shown(const char *src, int is_frame, b2fs_probe_fn probe,
 
 /* Source entry shown as `shown`, written to out (cap >= B2FS_NAME_MAX + 1).
  * Returns B2FS_KIND_* of that entry's view (PLAIN when it is not a frame),
- * -ENOENT when nothing is shown under that name, or a negative errno. */
+ * -ENOENT when nothing is shown under that name, -ENAMETOOLONG for a name
+ * longer than B2FS_NAME_MAX, or a negative errno. */
 int b2fs_name_to_source(const char *shown, b2fs_probe_fn probe, void *ctx,
                         char *out, size_t cap);
 

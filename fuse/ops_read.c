@@ -213,6 +213,7 @@ static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi
     return;
   }
   if (fstat(fd, &st) == 0) fi->keep_cache = b2fs_plain_keep_cache(in, &st);
+  if (fi->flags & O_TRUNC) b2fs_kill_privs(req, in);
   fi->fh = (uint64_t)fd;
   fi->noflush = 1;
   if (fuse_reply_open(req, fi) != 0) close(fd);
@@ -251,6 +252,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     fuse_reply_err(req, -rc);
     return;
   }
+  if (fi->flags & O_TRUNC) b2fs_kill_privs(req, in);
   fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)(writes != 0);
   fi->keep_cache = keep;
   fi->noflush = !writes;

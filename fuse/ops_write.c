@@ -13,15 +13,42 @@
 
 #include "b2fs.h"
 
+static int set_mode(b2fs_inode *in, mode_t mode);
+
+/* Is the caller of req in group g (its own or a supplementary one)? */
+static int in_group(fuse_req_t req, gid_t g) {
+  if (fuse_req_ctx(req)->gid == g) return 1;
+  gid_t groups[64];
+  int n = fuse_req_getgroups(req, 64, groups);
+  for (int i = 0; i < n && i < 64; i++)
+    if (groups[i] == g) return 1;
+  return 0;
+}
+
+void b2fs_kill_privs(fuse_req_t req, b2fs_inode *in) {
+  struct stat st;
+  if (fuse_req_ctx(req)->uid == 0) return;
+  if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return;
+  if (!(st.st_mode & (S_ISUID | S_ISGID))) return;
+  if (in->kind != B2FS_KIND_PLAIN && b2fs_stat(in, &st) < 0) return; /* the mode shown */
+  mode_t kill = S_ISUID;
+  if ((st.st_mode & S_ISGID) && ((st.st_mode & S_IXGRP) || !in_group(req, st.st_gid)))
+    kill |= S_ISGID;
+  int rc = (st.st_mode & kill) ? set_mode(in, st.st_mode & 07777 & ~kill) : 0;
+  if (rc < 0) b2fs_log("cannot clear set-user-ID of a written file: %s", strerror(-rc));
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
                      size_t size, off_t off, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   if (in->kind == B2FS_KIND_PLAIN) {
     ssize_t n = pwrite((int)fi->fh, buf, size, off);
-    if (n < 0)
+    if (n < 0) {
       fuse_reply_err(req, errno);
-    else
+    } else {
+      if (n > 0) b2fs_kill_privs(req, in);
       fuse_reply_write(req, (size_t)n);
+    }
     return;
   }
   b2fs_handle *h = b2fs_fh_handle(fi);
@@ -38,6 +65,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
     return;
   }
   b2fs_frame_touched(in);
+  if (n > 0) b2fs_kill_privs(req, in);
   fuse_reply_write(req, (size_t)n);
 }
 
@@ -184,6 +212,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     if (fchownat(in->fd, "", u, g, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) rc = -errno;
   }
   if (!rc && (to_set & FUSE_SET_ATTR_SIZE)) rc = set_size(in, attr->st_size, fi);
+  if (!rc && (to_set & FUSE_SET_ATTR_SIZE) && !(to_set & FUSE_SET_ATTR_MODE))
+    b2fs_kill_privs(req, in); /* a truncate is a write */
   if (!rc && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
                         FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)))
     rc = set_times(in, attr, to_set);

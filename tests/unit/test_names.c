@@ -176,6 +176,12 @@ static void test_long_and_errors(void) {
   big[B2FS_NAME_MAX] = 0;
   source(&d, big, &kind);
   CHECK_EQ(kind, -ENOENT);
+  /* a name longer than any component may be: ENAMETOOLONG, not ENOENT */
+  char huge[B2FS_NAME_MAX + 2];
+  memset(huge, 'h', B2FS_NAME_MAX + 1);
+  huge[B2FS_NAME_MAX + 1] = 0;
+  source(&d, huge, &kind);
+  CHECK_EQ(kind, -ENAMETOOLONG);
   /* probe errors come back */
   dir e = {0};
   add(&e, "w.b2f", 1);
