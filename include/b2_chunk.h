@@ -84,6 +84,15 @@ int b2_chunk_sizes(const void *chunk, size_t avail, int32_t *nbytes,
 /* Decode the whole chunk into dst (dstcap >= nbytes).  Returns nbytes. */
 int b2_chunk_decode(const void *chunk, size_t len, void *dst, size_t dstcap);
 
+/* Same as b2_chunk_decode, with the blocks shared between the calling
+ * thread and the workers of `pool` (src/common/pool.h) that are idle at the
+ * call: none when a job is queued there (read-ahead), the chunk is small
+ * or has a single block, or pool is NULL; then it is b2_chunk_decode.
+ * Same result, same errors. */
+struct b2_pool;
+int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
+                        size_t dstcap, struct b2_pool *pool);
+
 /* Partial decode: fill dst with bytes [offset, offset+n) of the decoded
  * chunk, decoding only the blocks that cover that range (plus the first
  * block when the delta filter needs it).  Returns n. */

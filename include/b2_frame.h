@@ -101,6 +101,10 @@ int b2_frame_read_chunk(b2_frame *f, int64_t i, uint8_t **chunk, size_t *len);
 int b2_frame_decode_chunk(b2_frame *f, int64_t i, void *dst, size_t dstcap);
 int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
                           void *dst);
+/* b2_frame_decode_chunk with the blocks shared among the idle workers of
+ * `pool` (b2_chunk_decode_par); NULL: the calling thread alone. */
+int b2_frame_decode_chunk_par(b2_frame *f, int64_t i, void *dst,
+                              size_t dstcap, struct b2_pool *pool);
 
 /* Fixed-length metalayers (header): names by position and content by
  * name (pointer valid while the frame is open; for a writable frame, a

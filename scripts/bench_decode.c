@@ -14,16 +14,26 @@
  *     streams into the same output, with no filters: what the codecs
  *     allow on this data,
  *   - 4 KiB random reads (b2_chunk_decode_range at 4 KiB-aligned offsets).
+ *   - one chunk at a time with its blocks shared among T threads
+ *     (b2_chunk_decode_par on a pool of T - 1 workers): what a single
+ *     reader of a chunk not cached gets,
  * Every full decode, threaded decode and partial read is checked byte for
  * byte against the source once per configuration, outside the timing.
+ * With --frame PATH... it instead reads the chunks of existing frames and
+ * prints the CPU seconds per GB of decoded bytes that the codec alone and
+ * b2_chunk_decode take on them (one thread, thread CPU clock).
  * MB/s counts decoded bytes, 1 MB = 10^6 bytes.
  */
 #include "b2_chunk.h"
 #include "b2_codec.h"
 #include "b2_error.h"
+#include "b2_frame.h"
+#include "chunk/chunk_internal.h" /* b2_chunk_par_helped */
+#include "common/pool.h" /* the engine's worker pool (src/common) */
 
 #include <lz4.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -235,7 +245,10 @@ static int codec_only_chunk(struct wctx *w, const uint8_t *c, size_t len,
 
 /* ---- thread team ---------------------------------------------------------- */
 
-enum { JOB_ENCODE, JOB_DECODE, JOB_CODEC, JOB_MEMCPY, JOB_QUIT };
+enum { JOB_ENCODE, JOB_DECODE, JOB_DECODE_PAR, JOB_CODEC, JOB_MEMCPY, JOB_QUIT };
+
+/* Workers that share a chunk's blocks with the caller (JOB_DECODE_PAR). */
+static b2_pool *par_pool;
 
 struct job {
   int kind;
@@ -270,6 +283,10 @@ static int run_share(struct job *j, int me, int n) {
       break;
     case JOB_DECODE:
       rc = b2_chunk_decode(chunk_at(e, i), e->len[i], out, nb);
+      if (rc >= 0 && (size_t)rc != nb) rc = B2_E_FORMAT;
+      break;
+    case JOB_DECODE_PAR:
+      rc = b2_chunk_decode_par(chunk_at(e, i), e->len[i], out, nb, par_pool);
       if (rc >= 0 && (size_t)rc != nb) rc = B2_E_FORMAT;
       break;
     case JOB_CODEC:
@@ -333,7 +350,11 @@ static void team_stop(void) {
 static double run_job(struct job *j, int n) {
   memset(j->rc, 0, sizeof j->rc);
   double t;
-  if (n < 2) {
+  if (j->kind == JOB_DECODE_PAR) { /* one caller, the pool helps: wall time */
+    double t0 = now();
+    j->rc[0] = run_share(j, 0, 1);
+    t = now() - t0;
+  } else if (n < 2) {
     double t0 = now1();
     j->rc[0] = run_share(j, 0, 1);
     t = now1() - t0;
@@ -369,7 +390,8 @@ struct opts {
 
 struct result {
   int32_t blocksize;
-  double ratio, mbs1, mbsn, mbs_codec, read_us;
+  double ratio, mbs1, mbsn, mbs_par, mbs_codec, read_us;
+  double helped; /* share of the blocks the pool decoded (in-chunk runs) */
 };
 
 static void verify(const struct dataset *ds, const uint8_t *out,
@@ -448,7 +470,9 @@ static void run_config(const struct dataset *ds, const struct codeccfg *cc,
    * load on the machine hits the columns alike; keep the best of each.
    * In round 0 the output is poisoned first and checked afterwards. */
   struct job cj = {.kind = JOB_CODEC, .e = &e, .out = out};
-  double best1 = 1e30, bestn = 1e30, bestc = 1e30, t;
+  struct job pj = {.kind = JOB_DECODE_PAR, .e = &e, .out = out};
+  double best1 = 1e30, bestn = 1e30, bestp = 1e30, bestc = 1e30, t;
+  double helped = 0, blocks = 0;
   j.kind = JOB_DECODE;
   for (int r = 0; r < o->runs; r++) {
     if (r == 0) memset(out, 0xA5, ds->n);
@@ -458,12 +482,25 @@ static void run_config(const struct dataset *ds, const struct codeccfg *cc,
       memset(out, 0x5A, ds->n);
     }
     if ((t = run_job(&j, team.n)) < bestn) bestn = t;
-    if (r == 0) verify(ds, out, "threads", cfg);
+    if (r == 0) {
+      verify(ds, out, "threads", cfg);
+      memset(out, 0xA5, ds->n);
+    }
+    long h0 = atomic_load(&b2_chunk_par_helped);
+    if ((t = run_job(&pj, 1)) < bestp) bestp = t;
+    helped += (double)(atomic_load(&b2_chunk_par_helped) - h0);
+    for (size_t i = 0; i < e.nchunks; i++) {
+      b2_chunk_info ci;
+      if (b2_chunk_parse(chunk_at(&e, i), e.len[i], &ci) == 0) blocks += ci.nblocks;
+    }
+    if (r == 0) verify(ds, out, "blocks shared", cfg);
     if ((t = run_job(&cj, 1)) < bestc) bestc = t;
   }
   double mb = (double)ds->n / 1e6;
   res->mbs1 = mb / best1;
   res->mbsn = mb / bestn;
+  res->mbs_par = mb / bestp;
+  res->helped = blocks > 0 ? helped / blocks : 0;
   res->mbs_codec = mb / bestc;
   double t_reads = now();
   res->read_us = time_reads(&e, o->nreads, o->runs, out, cfg);
@@ -479,15 +516,15 @@ static void run_config(const struct dataset *ds, const struct codeccfg *cc,
 static void print_header(const struct opts *o) {
   if (o->tsv) {
     printf("#tsv\tdata\tcodec\tclevel\tfilter\tblocksize\tratio\tmbs_1t"
-           "\tmbs_%dt\tmbs_codec\tpct_codec\tread4k_us\n",
+           "\tmbs_%dt\tmbs_codec\tpct_codec\tread4k_us\tmbs_inchunk\tpct_inchunk_helped\n",
            o->threads);
     return;
   }
   char tcol[16];
   snprintf(tcol, sizeof tcol, "%dT MB/s", o->threads);
-  printf("%-6s %-10s %-17s %6s %7s %8s %8s %11s %6s %9s\n", "data", "codec",
+  printf("%-6s %-10s %-17s %6s %7s %8s %8s %11s %6s %9s %9s %6s\n", "data", "codec",
          "filter", "ratio", "blk KiB", "1T MB/s", tcol, "codec MB/s",
-         "%codec", "4K rd us");
+         "%codec", "4K rd us", "in-chunk", "%help");
 }
 
 static void print_row(const struct dataset *ds, const struct codeccfg *cc,
@@ -496,24 +533,77 @@ static void print_row(const struct dataset *ds, const struct codeccfg *cc,
   int32_t blocksize = r->blocksize;
   double pct = 100.0 * r->mbs1 / r->mbs_codec;
   if (o->tsv) {
-    printf("tsv\t%s\t%s\t%d\t%s\t%d\t%.3f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\n",
+    printf("tsv\t%s\t%s\t%d\t%s\t%d\t%.3f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\n",
            ds->name, b2_codec_name(cc->codec), cc->clevel, fc->name, blocksize,
-           r->ratio, r->mbs1, r->mbsn, r->mbs_codec, pct, r->read_us);
+           r->ratio, r->mbs1, r->mbsn, r->mbs_codec, pct, r->read_us, r->mbs_par,
+           100 * r->helped);
   } else {
     char codec[24];
     snprintf(codec, sizeof codec, "%s/%d", b2_codec_name(cc->codec),
              cc->clevel);
-    printf("%-6s %-10s %-17s %6.2f %7d %8.0f %8.0f %11.0f %5.0f%% %9.1f\n",
+    printf("%-6s %-10s %-17s %6.2f %7d %8.0f %8.0f %11.0f %5.0f%% %9.1f %9.0f %5.0f%%\n",
            ds->name, codec, fc->name, r->ratio, blocksize / 1024, r->mbs1,
-           r->mbsn, r->mbs_codec, pct, r->read_us);
+           r->mbsn, r->mbs_codec, pct, r->read_us, r->mbs_par, 100 * r->helped);
   }
   fflush(stdout);
+}
+
+/* ---- --frame: CPU per GB on the chunks of existing frames ------------------ */
+
+/* Prints "frame PATH GB codec_s_per_gb decode_s_per_gb" (best of `runs`,
+ * thread CPU time of one thread). */
+static void frame_mode(char **paths, int npaths, int runs) {
+  cpu_clock = 1;
+  struct wctx w;
+  memset(&w, 0, sizeof w);
+  printf("#tsv\tframe\tpath\tdecoded_gb\tcodec_cpu_s_per_gb\tdecode_cpu_s_per_gb\n");
+  for (int k = 0; k < npaths; k++) {
+    b2_frame *f;
+    int rc = b2_frame_open(paths[k], &f);
+    if (rc < 0) die_rc(rc, paths[k]);
+    int64_t n = b2_frame_get_info(f)->nchunks;
+    uint8_t **c = xmalloc((size_t)n * sizeof *c);
+    size_t *len = xmalloc((size_t)n * sizeof *len);
+    size_t maxnb = 1;
+    double bytes = 0;
+    for (int64_t i = 0; i < n; i++) {
+      rc = b2_frame_read_chunk(f, i, &c[i], &len[i]);
+      if (rc < 0) die_rc(rc, paths[k]);
+      int32_t nb = b2_frame_chunk_nbytes(f, i);
+      if ((size_t)nb > maxnb) maxnb = (size_t)nb;
+      bytes += nb;
+    }
+    uint8_t *out = xmalloc(maxnb);
+    double bc = 1e30, bd = 1e30;
+    for (int r = 0; r < runs; r++) {
+      double t0 = now1();
+      for (int64_t i = 0; i < n; i++)
+        if (codec_only_chunk(&w, c[i], len[i], out) < 0)
+          die("%s: chunk %lld: codec-only decode failed", paths[k], (long long)i);
+      double t1 = now1();
+      for (int64_t i = 0; i < n; i++)
+        if ((rc = b2_chunk_decode(c[i], len[i], out, maxnb)) < 0) die_rc(rc, paths[k]);
+      double t2 = now1();
+      if (t1 - t0 < bc) bc = t1 - t0;
+      if (t2 - t1 < bd) bd = t2 - t1;
+    }
+    double gb = bytes / 1e9;
+    printf("tsv\tframe\t%s\t%.3f\t%.3f\t%.3f\n", paths[k], gb, bc / gb, bd / gb);
+    fflush(stdout);
+    for (int64_t i = 0; i < n; i++) free(c[i]);
+    free(c);
+    free(len);
+    free(out);
+    b2_frame_close(f);
+  }
+  wctx_free(&w);
 }
 
 static void usage(void) {
   fputs("usage: bench_decode [--mib N] [--runs N] [--threads N] [--reads N]\n"
         "                    [--data signal|text] [--codec NAME]\n"
-        "                    [--filter NAME] [--tsv] [--verbose] [--cpu-clock]\n",
+        "                    [--filter NAME] [--tsv] [--verbose] [--cpu-clock]\n"
+        "       bench_decode [--runs N] --frame PATH...\n",
         stderr);
   exit(2);
 }
@@ -526,6 +616,11 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--tsv")) { o.tsv = 1; continue; }
     if (!strcmp(a, "--verbose")) { o.verbose = 1; continue; }
     if (!strcmp(a, "--cpu-clock")) { cpu_clock = 1; continue; }
+    if (!strcmp(a, "--frame")) {
+      if (i + 1 >= argc) usage();
+      frame_mode(argv + i + 1, argc - i - 1, o.runs);
+      return 0;
+    }
     if (!v) usage();
     if (!strcmp(a, "--mib")) o.mib = (size_t)atol(v);
     else if (!strcmp(a, "--runs")) o.runs = atoi(v);
@@ -557,6 +652,10 @@ int main(int argc, char **argv) {
   struct dataset sets[2] = {{"signal", 8, NULL, n}, {"text", 1, NULL, n}};
   uint8_t *out = xmalloc(n);
   team_start(o.threads);
+  if (o.threads >= 2) {
+    int rc = b2_pool_create(o.threads - 1, 64, &par_pool);
+    if (rc < 0) die_rc(rc, "b2_pool_create");
+  }
 
   /* memcpy of the whole data set: the memory-bandwidth ceiling */
   sets[0].src = xmalloc(n);
@@ -604,6 +703,7 @@ int main(int argc, char **argv) {
     }
   }
   team_stop();
+  b2_pool_destroy(par_pool);
   b2_chunk_thread_cleanup();
   b2_codec_thread_cleanup();
   free(out);

@@ -61,6 +61,14 @@ enum {
 };
 uint8_t *b2_chunk_scratch(int slot, size_t n);
 
+/* ---- parallel decode (decode.c) ----------------------------------------
+ * b2_chunk_decode_par shares chunks of at least b2_chunk_par_min decoded
+ * bytes (128 KiB; tests lower it before starting threads); the blocks pool
+ * workers decoded for it since start (a statistic for the tests: shows the
+ * work was shared). */
+extern int32_t b2_chunk_par_min;
+extern _Atomic long b2_chunk_par_helped;
+
 /* ---- filter steps (filters.c) ------------------------------------------
  * One filter of a pipeline slot applied to a whole block.  `fid`/`meta`
  * are the slot's id and meta byte, `version` the chunk's format version.

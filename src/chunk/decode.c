@@ -7,8 +7,11 @@
 #include "b2_codec.h"
 #include "b2_error.h"
 #include "chunk/chunk_internal.h"
+#include "common/pool.h"
 #include "common/util.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 struct dctx {
@@ -410,4 +413,90 @@ int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
     return b2_fail(B2_E_INVAL, "chunk decode: no output buffer");
   rc = decode_range_ctx(&d, offset, n, dst);
   return rc < 0 ? rc : (int)n;
+}
+
+/* ---- whole chunk, blocks shared among threads ---------------------------
+ * The blocks of a chunk of fixed-size blocks are independent once block 0
+ * (the delta reference, if any) is decoded: the calling thread and the
+ * idle workers of a pool each take the next block not yet taken until none
+ * is left.  The first failure stops the others; its code and detail
+ * (recorded on the thread that failed) are handed back to the caller. */
+
+/* Below this many decoded bytes the hand-over costs more than it saves. */
+int32_t b2_chunk_par_min = (int32_t)128 << 10;
+
+atomic_long b2_chunk_par_helped;
+
+struct par {
+  const struct dctx *d;
+  uint8_t *dst;
+  const uint8_t *ref0;
+  int32_t ref0_size;
+  int32_t end;          /* blocks [.., end) */
+  atomic_int next;      /* next block to take */
+  atomic_int rc;        /* first failure, 0 if none */
+  char detail[256];     /* its detail (written by the thread that set rc) */
+};
+
+/* Take blocks until none is left; returns how many this thread decoded. */
+static long par_take(struct par *p) {
+  const struct dctx *d = p->d;
+  long done = 0;
+  while (atomic_load_explicit(&p->rc, memory_order_relaxed) == 0) {
+    int32_t b = atomic_fetch_add(&p->next, 1);
+    if (b >= p->end) break;
+    int64_t boff, start;
+    int32_t bsize;
+    int leftoverblock;
+    int rc = fixed_block(d, b, &boff, &bsize, &leftoverblock, &start);
+    if (rc == 0)
+      rc = decode_block(d, b, boff, bsize, leftoverblock, start, d->in.cbytes,
+                        p->dst + boff, 0, (size_t)bsize, p->ref0, p->ref0_size);
+    if (rc < 0) {
+      int zero = 0;
+      if (atomic_compare_exchange_strong(&p->rc, &zero, rc))
+        snprintf(p->detail, sizeof p->detail, "%s", b2_last_detail());
+      break;
+    }
+    done++;
+  }
+  return done;
+}
+
+static void par_job(void *arg) {
+  long n = par_take(arg);
+  if (n) atomic_fetch_add(&b2_chunk_par_helped, n);
+}
+
+int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
+                        size_t dstcap, struct b2_pool *pool) {
+  struct dctx d;
+  int rc = dctx_init(&d, chunk, len);
+  if (rc < 0) return rc;
+  int helpers = 0;
+  if (pool && !d.in.special && !d.in.memcpyed && !d.in.vlblocks &&
+      d.in.nblocks >= 2 && d.in.nbytes >= b2_chunk_par_min && dst &&
+      dstcap >= (size_t)d.in.nbytes)
+    helpers = b2_pool_idle(pool);
+  if (helpers <= 0) return b2_chunk_decode(chunk, len, dst, dstcap);
+  struct par p = {.d = &d, .dst = dst, .end = d.in.nblocks};
+  atomic_init(&p.next, 0);
+  atomic_init(&p.rc, 0);
+  if (d.has_delta) {
+    /* Block 0 first: every other block is decoded against it. */
+    rc = delta_reference(&d, d.in.cbytes, 0, (size_t)d.in.nbytes, dst,
+                         &p.ref0, &p.ref0_size);
+    if (rc < 0) return rc;
+    atomic_store(&p.next, 1);
+  }
+  int32_t left = p.end - atomic_load(&p.next);
+  if (helpers > left - 1) helpers = left - 1;
+  b2_pool_group g = B2_POOL_GROUP_INIT;
+  for (int k = 0; k < helpers; k++)
+    if (b2_pool_try_submit(pool, par_job, &p, &g) < 0) break;
+  par_take(&p);
+  b2_pool_wait(pool, &g); /* runs our jobs still queued itself */
+  rc = atomic_load(&p.rc);
+  if (rc < 0) return b2_fail(rc, "%s", p.detail);
+  return d.in.nbytes;
 }

@@ -23,6 +23,7 @@ struct b2_pool {
   job *free_list;
   job *head, *tail;        /* FIFO of queued jobs */
   int stop;
+  int idle;                /* workers waiting for a job */
   int nthreads;
   int started;
   pthread_t *threads;
@@ -47,7 +48,11 @@ static void *worker(void *arg) {
   tl_pool = p;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->head && !p->stop) pthread_cond_wait(&p->work_cv, &p->mu);
+    while (!p->head && !p->stop) {
+      p->idle++;
+      pthread_cond_wait(&p->work_cv, &p->mu);
+      p->idle--;
+    }
     job *j = p->head;
     if (!j) break; /* stop and nothing left */
     p->head = j->next;
@@ -206,3 +211,11 @@ void b2_pool_wait(b2_pool *p, b2_pool_group *g) {
 }
 
 int b2_pool_threads(const b2_pool *p) { return p ? p->nthreads : 0; }
+
+int b2_pool_idle(b2_pool *p) {
+  if (!p) return 0;
+  pthread_mutex_lock(&p->mu);
+  int n = p->head || p->stop ? 0 : p->idle;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}

@@ -52,4 +52,9 @@ void b2_pool_wait(b2_pool *p, b2_pool_group *g);
 /* Number of worker threads. */
 int b2_pool_threads(const b2_pool *p);
 
+/* Workers waiting for a job right now: 0 whenever a job is queued (the
+ * pool is behind) or the pool is stopping.  A hint: it may change at
+ * once. */
+int b2_pool_idle(b2_pool *p);
+
 #endif /* B2_POOL_H */

@@ -29,13 +29,14 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
   b2_cache_entry *se;
   b2_cache *c = f->env ? f->env->cache : NULL;
   if (f->cid && c && b2_cache_peek(c, f->cid, chunk, &se) == 0) {
-    rc = b2_chunk_decode(b2_cache_data(se), b2_cache_len(se), buf, (size_t)nb);
+    rc = b2_chunk_decode_par(b2_cache_data(se), b2_cache_len(se), buf, (size_t)nb,
+                             f->env->pool);
     b2_cache_release(c, se);
     if (rc >= 0 && rc != nb)
       rc = b2_fail(B2_E_FORMAT, "decoded %d bytes, expected %d", rc, nb);
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)chunk);
   } else {
-    rc = b2_frame_decode_chunk(f->frame, chunk, buf, (size_t)nb);
+    rc = b2_frame_decode_chunk_par(f->frame, chunk, buf, (size_t)nb, f->env ? f->env->pool : NULL);
   }
   if (rc < 0) {
     b2_cache_buf_free(buf);
@@ -88,8 +89,9 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
     return 0;
   }
   if (off == 0 && len == (size_t)nb) {
-    /* The whole chunk, once: decode straight into the caller's buffer. */
-    rc = b2_frame_decode_chunk(f->frame, i, dst, len);
+    /* The whole chunk, once: decode straight into the caller's buffer,
+     * with the idle workers' help. */
+    rc = b2_frame_decode_chunk_par(f->frame, i, dst, len, f->env ? f->env->pool : NULL);
     return rc < 0 ? rc : 0;
   }
   return b2_file_read_partial(f, i, off, len, dst);

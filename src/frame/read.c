@@ -248,6 +248,11 @@ static void scratch_trim(b2_chunkbuf *b) {
 }
 
 int b2_frame_decode_chunk(b2_frame *f, int64_t i, void *dst, size_t dstcap) {
+  return b2_frame_decode_chunk_par(f, i, dst, dstcap, NULL);
+}
+
+int b2_frame_decode_chunk_par(b2_frame *f, int64_t i, void *dst,
+                              size_t dstcap, struct b2_pool *pool) {
   if (!f) return check_index(f, i);
   b2_chunkbuf *b = scratch();
   if (!b) return b2_fail(B2_E_NOMEM, "no scratch buffer");
@@ -262,7 +267,7 @@ int b2_frame_decode_chunk(b2_frame *f, int64_t i, void *dst, size_t dstcap) {
   if (rc == 0) rc = b2_frame_load_chunk(f, i, b, &n);
   b2_frame_rdunlock(f);
   if (rc == 0) {
-    rc = b2_chunk_decode(b->p, n, dst, dstcap);
+    rc = b2_chunk_decode_par(b->p, n, dst, dstcap, pool);
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
     else if (rc != expect)
       rc = b2_fail(B2_E_FORMAT, "chunk %lld: decoded %d bytes, expected %d",
