@@ -80,10 +80,12 @@ int b2_b2nd_read(const b2_b2nd *a, uint64_t off, size_t len, void *dst,
 
 /* The .npy header (format 1.0, or 2.0 if needed; padded as NumPy pads it
  * so that header length is a multiple of 64).  Returns its length, or the
- * needed length if `cap` is too small (nothing written then).  descr is the
- * metalayer's dtype, except "|V<itemsize>" when that is not a NumPy dtype
- * or names another item size (the reference library's default "|u1" on
- * wider items).  3.0 is used when field names need UTF-8. */
+ * needed length if `cap` is too small (nothing written then).  descr is
+ * b2_dtype_to_npy of the metalayer's dtype (what numpy.save writes for the
+ * dtype python-blosc2 rebuilds), also when it names another item size (the
+ * reference library's default "|u1" on wider items); "|V<itemsize>" when
+ * the text is no dtype NumPy rebuilds.  3.0 is used when field names need
+ * UTF-8. */
 int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap);
 
 /* Parse a .npy header: its length, dtype descr (copied into descr, NUL
@@ -181,11 +183,37 @@ int b2_b2nd_write(const b2_b2nd *a, const b2_b2nd_write_opts *o,
                   b2_b2nd_source src, void *src_ctx, b2_b2nd_sink sink,
                   void *sink_ctx);
 
-/* Item size of a NumPy descr as b2_npy_parse returns it ("<f8", "|S10",
- * "<U3", "<M8[ns]", or a structured dtype's list text with nested fields,
- * titles and sub-array shapes).  Returns the size (> 0), B2_E_UNSUPPORTED
- * for object dtypes ('O': not raw data) or B2_E_FORMAT for text that is
- * not a dtype, B2_E_LIMIT for sizes beyond INT32_MAX. */
+/* ---- dtypes --------------------------------------------------------------
+ * One pair of conversions between the dtype text of a b2nd metalayer and a
+ * .npy header's descr, both as NumPy itself spells them; the .npy view
+ * uses the first, writing an array from a .npy file the second.
+ *
+ * The metalayer text is what python-blosc2 writes (and reads back with
+ * numpy.dtype, or numpy.dtype(ast.literal_eval(text))): `dtype.str` for
+ * every dtype but void ones ("<f8", ">i2", "|b1", "|S7", "<U5", "<M8[ns]",
+ * "<c16"), `str(dtype)` for void ones ("|V8", a list literal for packed
+ * structured dtypes, a dict literal with 'offsets' and 'itemsize', and
+ * 'aligned': True when so, for padded or aligned ones; nested fields,
+ * titles and sub-array shapes inside either).  The descr is in
+ * b2_npy_parse's form: the string's content for a plain dtype ("<f8"), the
+ * list's literal text for a structured one, as numpy.lib.format's
+ * dtype_to_descr gives it (fields in order, padding as ('', '|Vn'), every
+ * scalar as its dtype.str).
+ *
+ * b2_dtype_to_npy: the descr numpy.save writes for the dtype python-blosc2
+ * rebuilds from `dtype`, so numpy.load gives the same field names, offsets
+ * and item size.  b2_dtype_from_npy: the text python-blosc2 stores for the
+ * dtype numpy.load rebuilds from `descr` (padding dropped, offsets summed).
+ * Either output (malloc'd, the caller frees; NULL: not wanted) and the item
+ * size (NULL: not wanted).  Returns 0, B2_E_FORMAT for text that is not a
+ * dtype, B2_E_UNSUPPORTED for object dtypes ('O': not raw data) and for
+ * fields that overlap or run out of order (NumPy has no descr for them),
+ * B2_E_LIMIT for sizes beyond INT32_MAX or nesting beyond 32 levels. */
+int b2_dtype_to_npy(const char *dtype, char **descr, int64_t *itemsize);
+int b2_dtype_from_npy(const char *descr, char **dtype, int64_t *itemsize);
+
+/* Item size of a descr as b2_npy_parse returns it (b2_dtype_from_npy's);
+ * the size (> 0) or its negative code. */
 int64_t b2_npy_descr_itemsize(const char *descr);
 
 #ifdef __cplusplus

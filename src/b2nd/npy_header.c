@@ -14,6 +14,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "b2_b2nd.h"
@@ -40,16 +41,6 @@ static void puts_(out *o, const char *s) { put(o, s, strlen(s)); }
 static void put_fill(out *o, char ch, size_t n) {
   if (o->buf) memset(o->buf + o->n, ch, n);
   o->n += n;
-}
-
-/* Characters allowed in a dtype written verbatim: printable, no quote
- * that could end the literal early for a simple dtype. */
-static int safe_text(const char *s, int simple) {
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p < 0x20 || *p == 0x7f) return 0;
-    if (simple && (*p == '\'' || *p == '"' || *p == '\\')) return 0;
-  }
-  return 1;
 }
 
 /* How the dtype text can be stored: 0 ASCII, 1 every code point fits
@@ -94,36 +85,31 @@ static void put_text(out *o, const char *s) {
   }
 }
 
-/* The descr value: the metalayer's dtype when it is NumPy's and safe to
- * quote, else raw bytes of the item size.  A dtype whose size differs from
- * the frame's typesize is still given as written: the reference library
- * itself writes such arrays (its example_day_month_temp.b2nd says '|u1' over
- * 4-byte items) and readers expect the metalayer's dtype; the data after the
- * header are the stored items in C order all the same. */
-static void put_descr(out *o, const b2_b2nd *a) {
-  const char *dt = a->dtype;
-  if (a->dtype_format == 0 && dt && *dt && text_kind(dt) >= 0) {
-    if ((dt[0] == '[' || dt[0] == '(') && safe_text(dt, 0) &&
-        b2_npy_literal_len(dt, strlen(dt)) == strlen(dt)) {
-      put_text(o, dt);
-      return;
-    }
-    if (dt[0] != '[' && dt[0] != '(' && safe_text(dt, 1)) {
-      puts_(o, "'");
-      put_text(o, dt);
-      puts_(o, "'");
-      return;
-    }
+/* The descr value: NumPy's descr for the dtype python-blosc2 rebuilds from
+ * the metalayer's text (b2_dtype_to_npy), else raw bytes of the item size.
+ * A dtype whose size differs from the frame's typesize is still given as
+ * written: the reference library itself writes such arrays (its
+ * example_day_month_temp.b2nd says '|u1' over 4-byte items) and readers
+ * expect the metalayer's dtype; the data after the header are the stored
+ * items in C order all the same. */
+static void put_descr(out *o, const b2_b2nd *a, const char *descr) {
+  if (descr && descr[0] == '[') {
+    put_text(o, descr);
+  } else if (descr) {
+    puts_(o, "'");
+    put_text(o, descr);
+    puts_(o, "'");
+  } else {
+    char v[32];
+    snprintf(v, sizeof v, "'|V%d'", a->itemsize);
+    puts_(o, v);
   }
-  char v[32];
-  snprintf(v, sizeof v, "'|V%d'", a->itemsize);
-  puts_(o, v);
 }
 
-static void put_dict(out *o, const b2_b2nd *a) {
+static void put_dict(out *o, const b2_b2nd *a, const char *descr) {
   char num[32];
   puts_(o, "{'descr': ");
-  put_descr(o, a);
+  put_descr(o, a, descr);
   puts_(o, ", 'fortran_order': False, 'shape': (");
   for (int i = 0; i < a->ndim; i++) {
     snprintf(num, sizeof num, "%s%" PRId64, i ? ", " : "", a->shape[i]);
@@ -139,9 +125,17 @@ static void put_dict(out *o, const b2_b2nd *a) {
 
 int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
   if (!a || (!buf && cap)) return b2_fail(B2_E_INVAL, "npy header: bad arguments");
-  int kind = a->dtype_format == 0 ? text_kind(a->dtype) : 0;
+  char *descr = NULL;
+  if (a->dtype_format == 0 && a->dtype && b2_dtype_to_npy(a->dtype, &descr, NULL) < 0)
+    descr = NULL; /* not a dtype NumPy rebuilds: raw bytes */
+  int kind = descr ? text_kind(descr) : 0;
+  if (kind < 0) {
+    free(descr);
+    descr = NULL;
+    kind = 0;
+  }
   out o = {NULL, 0, kind == 1};
-  put_dict(&o, a);
+  put_dict(&o, a, descr);
   size_t hlen = o.n + 1; /* + the final newline */
   int major = kind == 2 ? 3 : 1;
   size_t prefix = major == 1 ? 10 : 12;
@@ -152,8 +146,14 @@ int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
     pad = ALIGN - (prefix + hlen) % ALIGN;
   }
   size_t total = prefix + hlen + pad;
-  if (total > INT32_MAX) return b2_fail(B2_E_LIMIT, "npy header: %zu bytes is too long", total);
-  if (!buf || cap < total) return (int)total;
+  if (total > INT32_MAX) {
+    free(descr);
+    return b2_fail(B2_E_LIMIT, "npy header: %zu bytes is too long", total);
+  }
+  if (!buf || cap < total) {
+    free(descr);
+    return (int)total;
+  }
 
   memcpy(buf, "\x93NUMPY", 6);
   buf[6] = (char)major;
@@ -166,7 +166,8 @@ int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
   }
   o.buf = buf;
   o.n = prefix;
-  put_dict(&o, a);
+  put_dict(&o, a, descr);
+  free(descr);
   put_fill(&o, ' ', pad);
   put(&o, "\n", 1);
   return (int)o.n;

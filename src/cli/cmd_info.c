@@ -15,16 +15,35 @@ typedef struct {
   int first;
 } out_t;
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) (lead >= 0x80), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+  size_t len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+             : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  if (!len || len > n) return 0;
+  for (size_t k = 1; k < len; k++)
+    if ((s[k] & 0xc0) != 0x80) return 0;
+  if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+      (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+    return 0; /* overlong, surrogate, beyond U+10FFFF */
+  return len;
+}
+
+/* A JSON string: UTF-8 text as it is, other bytes as \u00XX. */
 static void json_str(const char *s, size_t n) {
   putchar('"');
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\')
+    size_t u = c >= 0x80 ? utf8_seq((const unsigned char *)s + i, n - i) : 0;
+    if (u) {
+      fwrite(s + i, 1, u, stdout);
+      i += u - 1;
+    } else if (c == '"' || c == '\\') {
       printf("\\%c", c);
-    else if (c < 0x20 || c >= 0x7f)
+    } else if (c < 0x20 || c >= 0x7f) {
       printf("\\u%04x", c);
-    else
+    } else {
       putchar(c);
+    }
   }
   putchar('"');
 }

@@ -899,6 +899,100 @@ static int npy_rc(const char *dict, int major) {
   return b2_npy_parse(buf, pre + dl, &hl, descr, sizeof descr, &fortran, &nd, shape);
 }
 
+/* The dtype conversions, against what NumPy 2.4 gives: the metalayer text
+ * python-blosc2 writes -> numpy.lib.format.dtype_to_descr of the dtype
+ * python-blosc2 rebuilds (numpy.dtype, else numpy.dtype(literal_eval)),
+ * and that descr -> the text python-blosc2 writes for the dtype numpy.load
+ * rebuilds (str(dtype) for void dtypes, else dtype.str). */
+static void test_dtype_convert(void) {
+  static const struct {
+    const char *text, *descr;
+    int64_t itemsize;
+    const char *back;
+  } cases[] = {
+    {"<f8", "<f8", 8, "<f8"},
+    {">i2", ">i2", 2, ">i2"},
+    {"|b1", "|b1", 1, "|b1"},
+    {"?", "|b1", 1, "|b1"},
+    {"u1", "|u1", 1, "|u1"},
+    {"i1", "|i1", 1, "|i1"},
+    {"|S7", "|S7", 7, "|S7"},
+    {"a3", "|S3", 3, "|S3"},
+    {"<U5", "<U5", 20, "<U5"},
+    {">U3", ">U3", 12, ">U3"},
+    {"=f4", "<f4", 4, "<f4"},
+    {"f4", "<f4", 4, "<f4"},
+    {"d", "<f8", 8, "<f8"},
+    {"<M8[ns]", "<M8[ns]", 8, "<M8[ns]"},
+    {">m8[10us]", ">m8[10us]", 8, ">m8[10us]"},
+    {"<M8", "<M8", 8, "<M8"},
+    {"<c16", "<c16", 16, "<c16"},
+    {"|V8", "|V8", 8, "|V8"},
+    {"float64", "<f8", 8, "<f8"},
+    {"[('a', '<i4'), ('b', '<f8')]", "[('a', '<i4'), ('b', '<f8')]", 12, "[('a', '<i4'), ('b', '<f8')]"},
+    {"[('a', '<i4', (2, 3)), ('b', 'S3')]", "[('a', '<i4', (2, 3)), ('b', '|S3')]", 27, "[('a', '<i4', (2, 3)), ('b', 'S3')]"},
+    {"[('outer', [('x', '<f4'), ('y', '<i2')])]", "[('outer', [('x', '<f4'), ('y', '<i2')])]", 6, "[('outer', [('x', '<f4'), ('y', '<i2')])]"},
+    {"{'names': ['a', 'b'], 'formats': ['u1', '<f8'], 'offsets': [0, 8], 'itemsize': 16, 'aligned': True}", "[('a', '|u1'), ('', '|V7'), ('b', '<f8')]", 16, "{'names': ['a', 'b'], 'formats': ['u1', '<f8'], 'offsets': [0, 8], 'itemsize': 16}"},
+    {"{'names': ['x'], 'formats': ['<i2'], 'offsets': [4], 'itemsize': 12}", "[('', '|V4'), ('x', '<i2'), ('', '|V6')]", 12, "{'names': ['x'], 'formats': ['<i2'], 'offsets': [4], 'itemsize': 12}"},
+    {"{'names': ['a', 'b'], 'formats': ['u1', ('<f8', (2,))], 'offsets': [0, 8], 'itemsize': 24}", "[('a', '|u1'), ('', '|V7'), ('b', '<f8', (2,))]", 24, "{'names': ['a', 'b'], 'formats': ['u1', ('<f8', (2,))], 'offsets': [0, 8], 'itemsize': 24}"},
+    {"{'names': ['a', 'b'], 'formats': ['u1', {'names': ['x'], 'formats': ['<i2'], 'offsets': [4], 'itemsize': 12}], 'offsets': [0, 8], 'itemsize': 24}", "[('a', '|u1'), ('', '|V7'), ('b', [('', '|V4'), ('x', '<i2'), ('', '|V6')]), ('', '|V4')]", 24, "{'names': ['a', 'b'], 'formats': ['u1', {'names': ['x'], 'formats': ['<i2'], 'offsets': [4], 'itemsize': 12}], 'offsets': [0, 8], 'itemsize': 24}"},
+    {"[(('T', 't'), '<i4'), ('u', '>u2')]", "[(('T', 't'), '<i4'), ('u', '>u2')]", 6, "[(('T', 't'), '<i4'), ('u', '>u2')]"},
+    {"[('a', 'u1'), ('f1', 'V7'), ('b', '<f8')]", "[('a', '|u1'), ('f1', '|V7'), ('b', '<f8')]", 16, "[('a', 'u1'), ('f1', 'V7'), ('b', '<f8')]"},
+    {"{'names': ['a', 'b'], 'formats': ['u1', '<f8'], 'titles': ['T', None], 'offsets': [0, 4], 'itemsize': 12}", "[(('T', 'a'), '|u1'), ('', '|V3'), ('b', '<f8')]", 12, "{'names': ['a', 'b'], 'formats': ['u1', '<f8'], 'offsets': [0, 4], 'titles': ['T', None], 'itemsize': 12}"},
+    {"{'names': ['a', 'b'], 'formats': ['u1', '<f8'], 'aligned': True}", "[('a', '|u1'), ('', '|V7'), ('b', '<f8')]", 16, "{'names': ['a', 'b'], 'formats': ['u1', '<f8'], 'offsets': [0, 8], 'itemsize': 16}"},
+    {"{'names': ['a', 'b'], 'formats': ['u1', '<f8']}", "[('a', '|u1'), ('b', '<f8')]", 9, "[('a', 'u1'), ('b', '<f8')]"},
+    {"[('', '<i4'), ('b', '?')]", "[('f0', '<i4'), ('b', '|b1')]", 5, "[('f0', '<i4'), ('b', '?')]"},
+    {"[(\"it's\", '<i2'), ('say \"hi\"', 'u1'), ('tab\\there', 'S2')]", "[(\"it's\", '<i2'), ('say \"hi\"', '|u1'), ('tab\\there', '|S2')]", 5, "[(\"it's\", '<i2'), ('say \"hi\"', 'u1'), ('tab\\there', 'S2')]"},
+    {"[('v', '>f4', 3), ('w', ('<i2', (2,)), (3,)), ('s', '<f8', ())]", "[('v', '>f4', (3,)), ('w', ('<i2', (2,)), (3,)), ('s', '<f8')]", 32, "[('v', '>f4', (3,)), ('w', ('<i2', (2,)), (3,)), ('s', '<f8')]"},
+    {"('<f8', (2, 3))", "|V48", 48, "|V48"},
+    {"[('\xc3\xa9t\xc3\xa9', '<f4'), ('\\xad', '<f4')]", "[('\xc3\xa9t\xc3\xa9', '<f4'), ('\\xad', '<f4')]", 8, "[('\xc3\xa9t\xc3\xa9', '<f4'), ('\\xad', '<f4')]"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    char *descr = NULL, *back = NULL;
+    int64_t isz = 0, isz2 = 0;
+    int rc = b2_dtype_to_npy(cases[k].text, &descr, &isz);
+    if (rc == 0) rc = b2_dtype_from_npy(descr, &back, &isz2);
+    if (rc < 0 || strcmp(descr, cases[k].descr) || isz != cases[k].itemsize ||
+        isz2 != cases[k].itemsize || strcmp(back, cases[k].back)) {
+      fprintf(stderr, "  %s: rc %d (%s) descr %s (%lld) back %s (%lld)\n", cases[k].text, rc,
+              rc < 0 ? b2_last_detail() : "", descr ? descr : "-", (long long)isz,
+              back ? back : "-", (long long)isz2);
+      CHECK(0);
+    }
+    free(descr);
+    free(back);
+  }
+  /* not dtypes numpy.save could write: raw bytes in the .npy view */
+  static const char *const bad[] = {
+    "[('x', '<f4')", "[('x', '<f4')] x", "<f'8", "{'names': ['a'], 'formats': ['<f4'], 'bogus': 1}",
+    "{'names': ['a', 'b'], 'formats': ['<f4']}", "{'names': ['a', 'b'], 'formats': ['u1', '<f8'], 'offsets': [8, 0], 'itemsize': 16}",
+    "{'names': ['a'], 'formats': ['<f8'], 'offsets': [4], 'itemsize': 8}", "[('a', '<f4', (2, 'x'))]",
+    "[('a\\q', '<f4')]", "[('a\\x0', '<f4')]", "[('a', '|O')]", "(numpy.record, [('a', '<i4')])", "[]", "{}",
+    "[('a', '<f4', (1073741824, 4))]", "<M8[nsssssssssssssssssssssssssssss]",
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+    char *descr = NULL;
+    int rc = b2_dtype_to_npy(bad[k], &descr, NULL);
+    if (rc >= 0 || descr) {
+      fprintf(stderr, "  %s accepted: %s\n", bad[k], descr ? descr : "-");
+      CHECK(0);
+    }
+    free(descr);
+  }
+  /* .npy descrs that are no dtype python-blosc2 could store */
+  CHECK(b2_dtype_from_npy("{'names': ['a'], 'formats': ['<f4']}", NULL, NULL) == B2_E_FORMAT);
+  CHECK(b2_dtype_from_npy("('<f8', (2,))", NULL, NULL) == 0);
+  char *t = NULL;
+  CHECK(b2_dtype_from_npy("('<f8', (2,))", &t, NULL) == B2_E_UNSUPPORTED && t == NULL);
+  /* a dict literal nested 40 deep is refused, not a stack overflow */
+  char deep[8192];
+  size_t n = 0;
+  for (int k = 0; k < 40; k++) n += (size_t)snprintf(deep + n, sizeof deep - n, "{'names': ['a'], 'formats': [");
+  n += (size_t)snprintf(deep + n, sizeof deep - n, "'<f8'");
+  for (int k = 0; k < 40; k++) n += (size_t)snprintf(deep + n, sizeof deep - n, "]}");
+  CHECK_EQ(b2_dtype_to_npy(deep, NULL, NULL), B2_E_LIMIT);
+}
+
 static void test_npy_parse(void) {
   CHECK_EQ(npy_rc("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }   \n", 1), 0);
   CHECK_EQ(npy_rc("{\"shape\": (3, 4), \"descr\": \"<f8\", \"fortran_order\": True}\n", 2), 0);
@@ -1126,6 +1220,7 @@ int main(void) {
   T_RUN(test_npy_header);
   T_RUN(test_npy_header_fallback);
   T_RUN(test_npy_header_v2);
+  T_RUN(test_dtype_convert);
   T_RUN(test_npy_parse);
   T_RUN(test_fixtures);
   T_RUN(test_bad_fixtures);

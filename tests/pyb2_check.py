@@ -1,0 +1,247 @@
+"""pyb2_check.py - python-blosc2 interoperability checks, for tests/t_pyb2.sh.
+
+Run with the venv's python (python-blosc2 and NumPy from PyPI).
+
+  pyb2_check.py make DIR
+      python-blosc2 writes arrays of every dtype family it stores (plain,
+      byte-swapped, bool, bytes, unicode, datetime/timedelta, complex, void,
+      structured packed/aligned/padded/nested/sub-array/titled), contiguous
+      and sparse, resized, with vlmeta; DIR/arrays.txt lists them
+  pyb2_check.py npy DIR ROOT [B2F]
+      every array NAME.b2nd of DIR is read as ROOT/NAME.npy with numpy.load
+      and compared with python-blosc2's own blosc2.open(...)[...]: dtype
+      (descr, names, offsets, itemsize) and bytes; with B2F, `b2f info
+      --json` and (ROOT a mount) xattr user.b2.dtype give the stored string
+  pyb2_check.py schunk SRC MNT
+      files written through the mount at MNT (plain, their SOURCE frames in
+      SRC) open in blosc2.open as SChunks with the same bytes
+
+Prints one "ok NAME" / "not ok NAME: why" line per check.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import blosc2
+import numpy as np
+
+
+def ok(name):
+    print("ok " + name, flush=True)
+
+
+def notok(name, why):
+    print("not ok %s: %s" % (name, why), flush=True)
+
+
+# name -> dtype; every family python-blosc2 stores, spelled as users do
+DTYPES = {
+    "i4": np.dtype("<i4"),
+    "u2": np.dtype("<u2"),
+    "i1": np.dtype("i1"),
+    "f8": np.dtype("<f8"),
+    "f2": np.dtype("<f2"),
+    "be_i4": np.dtype(">i4"),
+    "be_f8": np.dtype(">f8"),
+    "be_c8": np.dtype(">c8"),
+    "bool": np.dtype("?"),
+    "bytes": np.dtype("S7"),
+    "unicode": np.dtype("<U5"),
+    "be_unicode": np.dtype(">U3"),
+    "dt_ns": np.dtype("<M8[ns]"),
+    "dt_day": np.dtype("M8[D]"),
+    "td_s": np.dtype("<m8[s]"),
+    "be_td": np.dtype(">m8[10us]"),
+    "c16": np.dtype("<c16"),
+    "void": np.dtype("V8"),
+    "packed": np.dtype([("a", "<i4"), ("b", "<f8")]),
+    "aligned": np.dtype([("a", "u1"), ("b", "<f8")], align=True),
+    "aligned3": np.dtype([("a", "<i2"), ("b", "<f8"), ("c", "u1")], align=True),
+    "padded": np.dtype({"names": ["x"], "formats": ["<i2"], "offsets": [4], "itemsize": 12}),
+    "reordered": np.dtype({"names": ["a", "b"], "formats": ["<i4", "<i2"],
+                           "offsets": [0, 6], "itemsize": 10}),
+    "nested": np.dtype([("outer", [("x", "<f4"), ("y", "<i2")]), ("z", "?")]),
+    "nested_padded": np.dtype({"names": ["a", "b"], "formats": [
+        "u1", np.dtype({"names": ["x"], "formats": ["<i2"], "offsets": [4], "itemsize": 12})],
+        "offsets": [0, 8], "itemsize": 24}),
+    "subarray": np.dtype([("a", "<i4", (2, 3)), ("b", "S3")]),
+    "subarray1": np.dtype([("v", ">f4", (3,)), ("w", "<U2", 2)]),
+    "subarray_padded": np.dtype({"names": ["a", "b"], "formats": ["u1", ("<f8", (2,))],
+                                 "offsets": [0, 8], "itemsize": 24}),
+    "titled": np.dtype([(("Temperature", "t"), "<f4"), ("u", ">u2")]),
+    "names_quoted": np.dtype([("it's", "<i2"), ('say "hi"', "u1"), ("\u00e9t\u00e9", "<f4")]),
+    "mixed": np.dtype([("when", "<M8[ms]"), ("ok", "?"), ("name", "S4"), ("z", "<c8"),
+                       ("raw", "V3")]),
+}
+
+
+def values(dt, n, rng):
+    """n items of dt with varied bytes (valid for bool and unicode)."""
+    if dt.names is None and dt.kind == "b":
+        return rng.integers(0, 2, n).astype(dt)
+    if dt.names is None and dt.kind == "U":
+        chars = dt.itemsize // 4
+        words = ["".join(chr(0x41 + int(c)) if c < 40 else chr(0xe9 + int(c))
+                         for c in rng.integers(0, 60, chars)) for _ in range(n)]
+        return np.array(words, dtype=dt)
+    raw = rng.integers(0, 256, n * dt.itemsize, dtype=np.uint8).tobytes()
+    a = np.frombuffer(raw, dtype=dt).copy()
+    # unicode fields hold valid code points (numpy would refuse others when
+    # printing, not when copying: keep them sane all the same)
+    if dt.names is not None:
+        for name in dt.names:
+            sub = dt.fields[name][0]
+            base = sub.base if sub.subdtype else sub
+            if base.kind == "U":
+                a[name] = "ab"[: base.itemsize // 4]
+            if base.kind == "b":
+                a[name] = True
+    return a
+
+
+def cmd_make(d):
+    rng = np.random.default_rng(10)
+    os.makedirs(d, exist_ok=True)
+    names = []
+    for key, dt in DTYPES.items():
+        shape = (37,) if dt.itemsize > 16 else (23, 11)
+        a = values(dt, int(np.prod(shape)), rng).reshape(shape)
+        # asarray stores the dtype of the data's descr (padding as named
+        # void fields); empty() stores str(dtype) (dict literals): both
+        sparse = key in ("f8", "aligned", "nested", "unicode", "padded", "subarray_padded")
+        for k in ["a", "e", "s"] if sparse else ["a", "e"]:
+            name = "%s_%s.b2nd" % (key, k)
+            path = os.path.join(d, name)
+            chunks = tuple(max(1, s // 3) for s in shape)
+            blocks = tuple(max(1, s // 7) for s in shape)
+            if k == "a":
+                arr = blosc2.asarray(a, urlpath=path, mode="w")
+            else:
+                arr = blosc2.empty(shape, dtype=dt, urlpath=path, mode="w", chunks=chunks,
+                                   blocks=blocks, contiguous=(k == "e"))
+                arr[...] = a
+            del arr
+            names.append(name)
+    # resized (grown then shrunk), with vlmeta
+    for key in ("aligned", "be_f8", "subarray"):
+        dt = DTYPES[key]
+        name = "%s_resized.b2nd" % key
+        arr = blosc2.empty((40,), dtype=dt, urlpath=os.path.join(d, name), mode="w",
+                           chunks=(16,), blocks=(4,))
+        arr[...] = values(dt, 40, rng)
+        arr.resize((70,))
+        arr[40:70] = values(arr.dtype, 30, rng)
+        arr.resize((55,))
+        arr.vlmeta["note"] = "resized %s" % key
+        arr.vlmeta["n"] = 55
+        del arr
+        names.append(name)
+    # a 0-d array and an empty one
+    blosc2.asarray(np.array(3.5, dtype=">f8"), urlpath=os.path.join(d, "scalar.b2nd"), mode="w")
+    blosc2.asarray(np.zeros((0, 4), dtype=DTYPES["aligned"]),
+                   urlpath=os.path.join(d, "empty_aligned.b2nd"), mode="w")
+    names += ["scalar.b2nd", "empty_aligned.b2nd"]
+    with open(os.path.join(d, "arrays.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    print("made %d arrays" % len(names), file=sys.stderr)
+
+
+def fields(dt):
+    """names, offsets and formats, recursively, as comparable data"""
+    if dt.names is None:
+        if dt.subdtype:
+            return ("sub", fields(dt.subdtype[0]), dt.subdtype[1])
+        return dt.str
+    return [(n, dt.fields[n][1], fields(dt.fields[n][0]), dt.fields[n][2:]) for n in dt.names] + \
+        [dt.itemsize]
+
+
+def cmd_npy(d, root, b2f=None):
+    names = open(os.path.join(d, "arrays.txt")).read().split()
+    mounted = os.path.ismount(root)
+    for name in names:
+        src = os.path.join(d, name)
+        npy = os.path.join(root, name[: -len(".b2nd")] + ".npy")
+        tag = "%s:%s" % ("mount" if mounted else "cat", name)
+        try:
+            b = blosc2.open(src)
+            want = b[...]
+            stored = b.schunk.meta["b2nd"][-1]
+            got = np.load(npy)
+        except Exception as e:  # noqa: BLE001 - report any failure as a test result
+            notok(tag, "%s: %s" % (type(e).__name__, e))
+            continue
+        why = []
+        if got.dtype != want.dtype:
+            why.append("dtype %r, python-blosc2 %r" % (got.dtype, want.dtype))
+        if fields(got.dtype) != fields(want.dtype):
+            why.append("fields %r, python-blosc2 %r" % (fields(got.dtype), fields(want.dtype)))
+        if got.dtype.names is None and want.dtype.names is None and got.dtype.str != want.dtype.str:
+            why.append("dtype.str %s, python-blosc2 %s" % (got.dtype.str, want.dtype.str))
+        if got.shape != want.shape:
+            why.append("shape %r, python-blosc2 %r" % (got.shape, want.shape))
+        if got.tobytes() != want.tobytes():
+            why.append("bytes differ")
+        if b2f:
+            info = json.loads(subprocess.run([b2f, "info", "--json", src], capture_output=True,
+                                             check=True).stdout)
+            if info.get("dtype") != stored:
+                why.append("b2f info dtype %r, stored %r" % (info.get("dtype"), stored))
+            if mounted:
+                x = os.getxattr(npy, "user.b2.dtype").decode()
+                if x != stored:
+                    why.append("xattr user.b2.dtype %r, stored %r" % (x, stored))
+        if why:
+            notok(tag, "; ".join(why))
+        else:
+            ok(tag)
+
+
+def cmd_schunk(src, mnt):
+    rng = np.random.default_rng(11)
+    cases = {"plain_small": rng.bytes(1000), "plain_multi": rng.bytes(3 * 1024 * 1024 + 17),
+             "plain_text": b"hello python-blosc2\n" * 50000, "plain_empty": b""}
+    for name, data in cases.items():
+        with open(os.path.join(mnt, name), "wb") as f:
+            f.write(data)
+    os.sync()
+    for name, data in cases.items():
+        cands = [p for p in os.listdir(src) if p == name or p.startswith(name + ".")]
+        if len(cands) != 1:
+            notok("schunk:" + name, "SOURCE holds %r" % cands)
+            continue
+        try:
+            s = blosc2.open(os.path.join(src, cands[0]))
+            kind = type(s).__name__
+            # s[:] gives whole items of typesize; the chunks hold every byte
+            got = b"".join(s.decompress_chunk(i) for i in range(s.nchunks))
+            items = s[:] if s.nbytes >= s.typesize else b""
+            if bytes(items) != data[: len(data) // s.typesize * s.typesize]:
+                notok("schunk:" + name, "SChunk[:] differs")
+                continue
+        except Exception as e:  # noqa: BLE001
+            notok("schunk:" + name, "%s: %s" % (type(e).__name__, e))
+            continue
+        if kind != "SChunk":
+            notok("schunk:" + name, "opens as %s" % kind)
+        elif bytes(got) != data or s.nbytes != len(data):
+            notok("schunk:" + name, "bytes differ (%d of %d)" % (s.nbytes, len(data)))
+        else:
+            ok("schunk:" + name)
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "make":
+        cmd_make(sys.argv[2])
+    elif cmd == "npy":
+        cmd_npy(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+    elif cmd == "schunk":
+        cmd_schunk(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# t_pyb2.sh - interoperability with the real python-blosc2 (from PyPI, in
+# build/venv or $PYB2; skipped without it).
+#
+# python-blosc2 writes arrays of every dtype family it stores (plain,
+# byte-swapped, bool, bytes, unicode, datetime/timedelta, complex, void,
+# structured packed, aligned, padded, nested, sub-array, titled; through
+# asarray, which stores the data's descr, and through empty(), which stores
+# str(dtype) as list or dict literals), contiguous and sparse, resized, with
+# vlmeta.  Each is read as `b2f cat --npy` output and through a mount with
+# numpy.load and compared with python-blosc2's own blosc2.open(...)[...]:
+# dtype (names, offsets, item size, descr) and bytes; `b2f info` and xattr
+# user.b2.dtype give the stored string.  Plain files written into the mount
+# open in blosc2.open as SChunks with the same bytes.
+#
+# Env: B2FS, B2F, PYB2 (set by tests/run.sh and tests/lib.sh).
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+B2FS=${B2FS:-$PWD/build/san/b2fs}
+B2F=${B2F:-$PWD/build/san/b2f}
+CHECK="$PWD/tests/pyb2_check.py"
+
+if ! have_pyb2; then skip pyb2 "no python-blosc2 venv (make venv, or set PYB2)"; exit 0; fi
+if [ ! -x "$B2F" ]; then skip pyb2 "$B2F is not built"; exit 0; fi
+
+TMP=$(mktemp -d /tmp/b2fs-t_pyb2.XXXXXX)
+SRC=$TMP/src MNT=$TMP/mnt CAT=$TMP/cat
+mkdir -p "$MNT" "$CAT"
+. tests/mount_lib.sh
+cleanup() {
+  unmount_all
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+if ! timeout 300 "$PYB2" "$CHECK" make "$SRC" 2>"$TMP/make.log"; then
+  notok pyb2_make "$(tail -3 "$TMP/make.log")"
+  exit 0
+fi
+ok pyb2_make
+
+# b2f cat --npy of every array
+bad=""
+while read -r n; do
+  "$B2F" cat --npy "$SRC/$n" >"$CAT/${n%.b2nd}.npy" 2>>"$TMP/cat.log" || bad="$bad $n"
+done <"$SRC/arrays.txt"
+[ -z "$bad" ] && ok pyb2_cat_runs || notok pyb2_cat_runs "b2f cat --npy failed:$bad"
+timeout 300 "$PYB2" "$CHECK" npy "$SRC" "$CAT" "$B2F"
+
+# through the mount
+if [ ! -x "$B2FS" ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+  skip pyb2_mount "no b2fs build, /dev/fuse or fusermount3"
+  exit 0
+fi
+if ! mount_bg pyb2 "$SRC" "$MNT" "timeout=0"; then
+  notok pyb2_mount "the daemon did not mount: $(tail -3 "${LOGS[$MNT]}")"
+  exit 0
+fi
+ok pyb2_mount
+timeout 300 "$PYB2" "$CHECK" npy "$SRC" "$MNT" "$B2F"
+timeout 300 "$PYB2" "$CHECK" schunk "$SRC" "$MNT"
+unmount_fg "$MNT" pyb2
