@@ -70,6 +70,11 @@ int b2_file_open(b2_env *env, const char *path, int view, int flags,
                  b2_file **out);
 int b2_file_close(b2_file *f);
 
+/* A read-only handle over a frame already open read-only (a frame inside
+ * another file or in memory: b2_frame_open_fd, b2_frame_open_mem).  The
+ * handle takes the frame over, and closes it even when this fails. */
+int b2_file_open_frame(b2_env *env, b2_frame *fr, int view, b2_file **out);
+
 /* Size of the view in bytes. */
 int64_t b2_file_size(const b2_file *f);
 

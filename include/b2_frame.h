@@ -66,6 +66,20 @@ typedef struct b2_frame_info {
  * Validates header, trailer and index against the real file sizes; on
  * error returns a negative code with a detail naming what is wrong. */
 int b2_frame_open(const char *path, b2_frame **out);
+
+/* Open, read-only, a contiguous frame that lies inside another file: the
+ * `length` bytes at `offset` of the open regular file `fd` (a member of a
+ * zip archive, read in place).  The frame keeps its own duplicate of fd.
+ * Offsets in the frame count from `offset`, and nothing past
+ * offset+length is read.  `name` names the frame in messages and in
+ * b2_frame_path ("store.b2z:a/b.b2nd").  Such a frame cannot be written. */
+int b2_frame_open_fd(int fd, int64_t offset, int64_t length, const char *name,
+                     b2_frame **out);
+
+/* Open, read-only, the frame held in data[0..len) (copied into an
+ * anonymous memory file: the caller may free data at once). */
+int b2_frame_open_mem(const void *data, size_t len, const char *name,
+                      b2_frame **out);
 void b2_frame_close(b2_frame *f);
 
 /* The frame's properties.  For a writable frame the fields change with

@@ -158,6 +158,19 @@ int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **o
   return wrap(env, fr, path, view, flags, out);
 }
 
+int b2_file_open_frame(b2_env *env, b2_frame *fr, int view, b2_file **out) {
+  if (!fr || !out) return b2_fail(B2_E_INVAL, "file open: no frame");
+  if (view < B2_VIEW_LOGICAL || view > B2_VIEW_NPY) {
+    b2_frame_close(fr);
+    return b2_fail(B2_E_INVAL, "unknown view %d", view);
+  }
+  if (b2_frame_writable(fr)) {
+    b2_frame_close(fr);
+    return b2_fail(B2_E_INVAL, "file open: the frame is open for writing");
+  }
+  return wrap(env, fr, b2_frame_path(fr), view, B2_OPEN_RDONLY, out);
+}
+
 int b2_file_close(b2_file *f) {
   if (!f) return 0;
   int rc = 0;

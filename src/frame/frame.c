@@ -61,7 +61,7 @@ static int load_header(b2_frame *f, b2_frame_header *h) {
   uint8_t pre[HEADER_PREFIX];
   size_t n = f->file_size < HEADER_PREFIX ? (size_t)f->file_size
                                           : HEADER_PREFIX;
-  int rc = b2_frame_pread(f->fd, pre, n, 0);
+  int rc = b2_frame_pread(f->fd, pre, n, f->base);
   if (rc < 0) return b2_context(rc, "frame header");
   rc = b2_frame_parse_header(pre, n, h);
   if (rc == B2_E_TRUNCATED && (int64_t)n == f->file_size)
@@ -86,7 +86,7 @@ static int load_header(b2_frame *f, b2_frame_header *h) {
    * the real file. */
   f->header = malloc((size_t)h->header_size);
   if (!f->header) return b2_fail(B2_E_NOMEM, "out of memory for the header");
-  rc = b2_frame_pread(f->fd, f->header, (size_t)h->header_size, 0);
+  rc = b2_frame_pread(f->fd, f->header, (size_t)h->header_size, f->base);
   if (rc < 0) return b2_context(rc, "frame header");
   rc = b2_frame_parse_header(f->header, (size_t)h->header_size, h);
   if (rc < 0) return rc;
@@ -102,7 +102,7 @@ static int load_trailer(b2_frame *f, const b2_frame_header *h) {
   uint8_t tail[B2_FRAME_TRAILER_MIN];
   int64_t fsize = (int64_t)h->frame_size;
   int rc = b2_frame_pread(f->fd, tail, sizeof tail,
-                          fsize - B2_FRAME_TRAILER_MIN);
+                          f->base + fsize - B2_FRAME_TRAILER_MIN);
   if (rc < 0) return b2_context(rc, "trailer");
   uint32_t tlen;
   rc = b2_frame_trailer_len(tail, &tlen);
@@ -116,7 +116,7 @@ static int load_trailer(b2_frame *f, const b2_frame_header *h) {
   f->trailer_pos = fsize - tlen;
   f->trailer = malloc(tlen);
   if (!f->trailer) return b2_fail(B2_E_NOMEM, "out of memory for the trailer");
-  rc = b2_frame_pread(f->fd, f->trailer, tlen, f->trailer_pos);
+  rc = b2_frame_pread(f->fd, f->trailer, tlen, f->base + f->trailer_pos);
   if (rc < 0) return b2_context(rc, "trailer");
   return b2_frame_parse_trailer(f->trailer, tlen, h->legacy, &f->vlmeta,
                                 &f->info.nvlmeta);
@@ -145,19 +145,28 @@ static void fill_info(b2_frame *f, const b2_frame_header *h) {
   f->index_pos = h->header_size;
 }
 
-int b2_frame_open(const char *path, b2_frame **out) {
-  if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
-  *out = NULL;
-  if (!path || !*path) return b2_fail(B2_E_INVAL, "frame open: empty path");
+static b2_frame *frame_new(const char *name) {
   b2_frame *f = calloc(1, sizeof *f);
-  if (!f) return b2_fail(B2_E_NOMEM, "out of memory");
+  if (!f) {
+    b2_fail(B2_E_NOMEM, "out of memory");
+    return NULL;
+  }
   f->fd = -1;
   f->dirfd = -1;
-  f->path = strdup(path);
-  int rc = f->path ? 0 : b2_fail(B2_E_NOMEM, "out of memory");
+  f->path = strdup(name);
+  if (!f->path) {
+    free(f);
+    b2_fail(B2_E_NOMEM, "out of memory");
+    return NULL;
+  }
+  return f;
+}
+
+/* Header, trailer, index and checksums of a frame whose files are open;
+ * closes f on error. */
+static int load(b2_frame *f, b2_frame **out) {
   b2_frame_header h;
-  if (!rc) rc = open_files(f, path);
-  if (!rc) rc = load_header(f, &h);
+  int rc = load_header(f, &h);
   if (!rc) {
     fill_info(f, &h);
     rc = load_trailer(f, &h);
@@ -170,6 +179,50 @@ int b2_frame_open(const char *path, b2_frame **out) {
   }
   *out = f;
   return 0;
+}
+
+int b2_frame_open(const char *path, b2_frame **out) {
+  if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
+  *out = NULL;
+  if (!path || !*path) return b2_fail(B2_E_INVAL, "frame open: empty path");
+  b2_frame *f = frame_new(path);
+  if (!f) return B2_E_NOMEM;
+  int rc = open_files(f, path);
+  if (rc < 0) {
+    b2_frame_close(f);
+    return rc;
+  }
+  return load(f, out);
+}
+
+int b2_frame_open_fd(int fd, int64_t offset, int64_t length, const char *name,
+                     b2_frame **out) {
+  if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
+  *out = NULL;
+  if (fd < 0 || offset < 0 || length < 0 || offset > INT64_MAX - length)
+    return b2_fail(B2_E_INVAL, "frame open: bad descriptor, offset or length");
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return b2_fail(b2_from_errno(errno), "cannot stat: %s", strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return b2_fail(B2_E_FORMAT, "not a regular file");
+  if (offset + length > (int64_t)st.st_size)
+    return b2_fail(B2_E_TRUNCATED, "bytes [%lld, +%lld) lie past the end of "
+                   "the file (%lld bytes)", (long long)offset,
+                   (long long)length, (long long)st.st_size);
+  b2_frame *f = frame_new(name && *name ? name : "(frame)");
+  if (!f) return B2_E_NOMEM;
+  f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (f->fd < 0) {
+    int e = errno;
+    b2_frame_close(f);
+    return b2_fail(b2_from_errno(e), "cannot duplicate the descriptor: %s",
+                   strerror(e));
+  }
+  f->info.layout = B2_LAYOUT_CONTIGUOUS;
+  f->base = offset;
+  f->file_size = length;
+  return load(f, out);
 }
 
 void b2_frame_close(b2_frame *f) {

@@ -95,7 +95,11 @@ struct b2_frame {
   char *path;
   int fd;               /* contiguous: frame file; sparse: chunks.b2frame */
   int dirfd;            /* sparse: the directory; else -1 */
-  int64_t file_size;    /* size of the frame file when opened */
+  int64_t file_size;    /* size of the frame file when opened (a frame
+                           inside another file: the bytes it may use) */
+  int64_t base;         /* where the frame starts in fd (0 but for frames
+                           opened inside another file, b2_frame_open_fd);
+                           every offset below counts from here */
 
   /* Layout of the frame file. */
   int64_t data_pos;     /* chunk offsets count from here (header_size) */

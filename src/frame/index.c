@@ -61,7 +61,7 @@ static int uniform_entry(const uint8_t *chunk, size_t len,
 int b2_frame_stored_nbytes(const b2_frame *f, int64_t i, int32_t *nbytes) {
   int64_t e = b2_frame_entry(f, i);
   int fd = f->fd;
-  int64_t pos = f->data_pos + e, limit = f->data_end;
+  int64_t pos = f->base + f->data_pos + e, limit = f->base + f->data_end;
   if (f->info.layout == B2_LAYOUT_SPARSE) {
     int rc = b2_sframe_open_chunk(f, e, &fd, &limit);
     if (rc < 0) return rc;
@@ -123,7 +123,8 @@ int b2_frame_load_index(b2_frame *f) {
   b2_chunkbuf b = {NULL, 0};
   size_t len;
   int32_t inb;
-  int rc = b2_frame_read_stored(f->fd, f->index_pos, f->trailer_pos, &b, &len,
+  int rc = b2_frame_read_stored(f->fd, f->base + f->index_pos,
+                                f->base + f->trailer_pos, &b, &len,
                                 &inb);
   if (rc < 0) {
     free(b.p);

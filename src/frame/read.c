@@ -54,8 +54,8 @@ static int locate(const b2_frame *f, int64_t entry, chunk_loc *l) {
   }
   l->fd = f->fd;
   l->owned = 0;
-  l->pos = f->data_pos + entry; /* entry was checked at open */
-  l->limit = f->data_end;
+  l->pos = f->base + f->data_pos + entry; /* entry was checked at open */
+  l->limit = f->base + f->data_end;
   return 0;
 }
 

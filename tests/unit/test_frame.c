@@ -760,6 +760,58 @@ static uint8_t *fixture(const char *rel, size_t *len) {
   return t_read_file(path, len);
 }
 
+/* A frame inside another file (b2_frame_open_fd: garbage before and after
+ * it must not matter) and one in memory read as the file itself does;
+ * windows that cut the frame or overrun the file fail cleanly. */
+static void test_frame_at_offset(void) {
+  size_t len;
+  uint8_t *orig = fixture("cframe/zstd-shuffle-f64.b2frame", &len);
+  if (!orig) T_SKIP("no fixtures");
+  char path[1024], want[65], got[65];
+  long long n1 = 0, n2 = 0;
+  snprintf(path, sizeof path, "%s/cframe/zstd-shuffle-f64.b2frame", t_fixtures());
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open(path, &f), 0);
+  CHECK_EQ(hash_frame(f, want, &n1), 0);
+  b2_frame_close(f);
+
+  const size_t pre = 1234, post = 777;
+  uint8_t *big = malloc(pre + len + post);
+  memset(big, 0xa5, pre + len + post);
+  memcpy(big + pre, orig, len);
+  char tmp[] = "/tmp/test_frame_at.XXXXXX";
+  int fd = mkstemp(tmp);
+  CHECK(fd >= 0 && write(fd, big, pre + len + post) == (ssize_t)(pre + len + post));
+  unlink(tmp);
+  CHECK_EQ(b2_frame_open_fd(fd, (int64_t)pre, (int64_t)len, "zip:member", &f), 0);
+  if (f) {
+    CHECK_EQ(hash_frame(f, got, &n2), 0);
+    CHECK(strcmp(want, got) == 0 && n1 == n2);
+    CHECK_EQ(b2_frame_check(f), 0);
+    CHECK(strcmp(b2_frame_path(f), "zip:member") == 0);
+    b2_frame_close(f);
+  }
+  /* A window one byte short, shifted, or past the end of the file. */
+  f = NULL;
+  CHECK(b2_frame_open_fd(fd, (int64_t)pre, (int64_t)len - 1, "w", &f) < 0 && !f);
+  CHECK(b2_frame_open_fd(fd, (int64_t)pre + 1, (int64_t)len, "w", &f) < 0 && !f);
+  CHECK_EQ(b2_frame_open_fd(fd, (int64_t)pre, (int64_t)(len + post + 1), "w", &f),
+           B2_E_TRUNCATED);
+  CHECK_EQ(b2_frame_open_fd(fd, -1, 10, "w", &f), B2_E_INVAL);
+  close(fd);
+
+  CHECK_EQ(b2_frame_open_mem(orig, len, "mem", &f), 0);
+  if (f) {
+    CHECK_EQ(hash_frame(f, got, &n2), 0);
+    CHECK(strcmp(want, got) == 0 && n1 == n2);
+    b2_frame_close(f);
+  }
+  f = NULL;
+  CHECK(b2_frame_open_mem(orig, len / 2, "mem", &f) < 0 && !f);
+  free(big);
+  free(orig);
+}
+
 /* Reference-written frames: header_size 97 (no metalayers), nbytes at
  * byte 30, the index chunk right before the 35-byte trailer. */
 static void test_crafted_frames(void) {
@@ -1093,6 +1145,7 @@ int main(void) {
   T_RUN(test_bad_fixtures);
   T_RUN(test_synthetic_damage);
   T_RUN(test_crafted_frames);
+  T_RUN(test_frame_at_offset);
   T_RUN(test_handmade_frame);
   T_RUN(test_threads);
   T_RUN(test_6gib_frame_full_sha);
