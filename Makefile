@@ -27,7 +27,7 @@ SIMD_AVX2 := -mavx2
 endif
 
 LIB_SRC  := $(sort $(wildcard src/common/*.c src/codec/*.c src/chunk/*.c src/frame/*.c \
-             src/b2nd/*.c src/cache/*.c src/file/*.c))
+             src/b2nd/*.c src/cache/*.c src/file/*.c src/store/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 FUSE_SRC := $(sort $(wildcard fuse/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))

@@ -2,7 +2,9 @@
 #ifndef B2_CLI_H
 #define B2_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* Each subcommand: argc/argv start at the subcommand name.  Returns the
  * process exit status. */
@@ -13,6 +15,7 @@ int b2f_pack(int argc, char **argv);
 int b2f_unpack(int argc, char **argv);
 int b2f_compact(int argc, char **argv);
 int b2f_scrub(int argc, char **argv);
+int b2f_ls(int argc, char **argv);
 
 /* `b2f pack` of a NumPy .npy file into a b2nd array (cmd_npy.c).
  * b2f_npy_option: cmd_pack.c's parser offers it each option it does not
@@ -30,6 +33,20 @@ int b2f_pack_npy(const char *in, const char *out, const struct b2_frame_params *
 /* Write the content of the frame at `path` in `view` (B2_VIEW_*) to fd;
  * returns the exit status (errors reported on stderr). */
 int b2f_copy_content(const char *path, int view, int fd, int show_progress);
+
+/* The environment the reading commands use (a 64 MiB cache). */
+struct b2_env;
+struct b2_file;
+int b2f_env(struct b2_env **env);
+/* Write `size` bytes that rd(ctx, buf, n, off) reads (pread-like) to fd
+ * (errors name `name`); returns the exit status.  b2f_copy_file: the
+ * whole view of an open handle. */
+typedef ssize_t (*b2f_reader)(void *ctx, void *buf, size_t n, int64_t off);
+int b2f_copy(b2f_reader rd, void *ctx, int64_t size, const char *name, int fd);
+int b2f_copy_file(struct b2_file *f, const char *name, int fd);
+/* `b2f cat STORE KEY` (cmd_store.c): the value of KEY in `view`, or its
+ * raw frame; objects that are not data always as their raw frame. */
+int b2f_cat_store(const char *store, const char *key, int view, int raw, int fd);
 
 /* Print "b2f: PATH: <detail of code>" on stderr; returns 1. */
 int b2f_report(const char *path, int code);

@@ -10,37 +10,19 @@
 
 #define CAT_BUFSIZE (4u << 20)
 
-/* Write the content of `path` in `view` to fd. */
-int b2f_copy_content(const char *path, int view, int fd, int show_progress) {
-  (void)show_progress;
-  b2_env_opts eo;
-  b2_env_opts_default(&eo);
-  eo.cache_size = 64u << 20;
-  b2_env *env;
-  int rc = b2_env_create(&eo, &env);
-  if (rc < 0) return b2f_report(path, rc);
-  b2_file *f;
-  rc = b2_file_open(env, path, view, B2_OPEN_RDONLY, &f);
-  if (rc < 0) {
-    b2_env_destroy(env);
-    return b2f_report(path, rc);
-  }
+int b2f_copy(b2f_reader rd, void *ctx, int64_t size, const char *name, int fd) {
   char *buf = malloc(CAT_BUFSIZE);
+  if (!buf) return b2f_report(name, b2_fail(B2_E_NOMEM, "no memory for the output buffer"));
   int status = 0;
-  if (!buf) {
-    status = b2f_report(path, b2_fail(B2_E_NOMEM, "no memory for the output buffer"));
-    goto done;
-  }
-  int64_t size = b2_file_size(f);
   for (int64_t off = 0; off < size;) {
     size_t want = size - off < CAT_BUFSIZE ? (size_t)(size - off) : CAT_BUFSIZE;
-    ssize_t got = b2_file_pread(f, buf, want, off);
+    ssize_t got = rd(ctx, buf, want, off);
     if (got < 0) {
-      status = b2f_report(path, (int)got);
+      status = b2f_report(name, (int)got);
       break;
     }
     if (got == 0) {
-      status = b2f_report(path, b2_fail(B2_E_TRUNCATED, "content ends at %lld of %lld bytes",
+      status = b2f_report(name, b2_fail(B2_E_TRUNCATED, "content ends at %lld of %lld bytes",
                                         (long long)off, (long long)size));
       break;
     }
@@ -51,29 +33,60 @@ int b2f_copy_content(const char *path, int view, int fd, int show_progress) {
     }
     off += got;
   }
-done:
   free(buf);
-  b2_file_close(f);
+  return status;
+}
+
+static ssize_t file_reader(void *ctx, void *buf, size_t n, int64_t off) {
+  return b2_file_pread(ctx, buf, n, off);
+}
+
+int b2f_copy_file(b2_file *f, const char *name, int fd) {
+  return b2f_copy(file_reader, f, b2_file_size(f), name, fd);
+}
+
+/* Write the content of `path` in `view` to fd. */
+int b2f_copy_content(const char *path, int view, int fd, int show_progress) {
+  (void)show_progress;
+  b2_env *env;
+  int rc = b2f_env(&env);
+  if (rc < 0) return b2f_report(path, rc);
+  b2_file *f;
+  rc = b2_file_open(env, path, view, B2_OPEN_RDONLY, &f);
+  int status = rc < 0 ? b2f_report(path, rc) : b2f_copy_file(f, path, fd);
+  if (rc == 0) b2_file_close(f);
   b2_env_destroy(env);
   return status;
 }
 
+int b2f_env(b2_env **env) {
+  b2_env_opts eo;
+  b2_env_opts_default(&eo);
+  eo.cache_size = 64u << 20;
+  return b2_env_create(&eo, env);
+}
+
 int b2f_cat(int argc, char **argv) {
-  int view = B2_VIEW_LOGICAL;
-  const char *path = NULL;
+  int view = B2_VIEW_LOGICAL, raw = 0;
+  const char *path = NULL, *key = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--c-order"))
       view = B2_VIEW_CORDER;
     else if (!strcmp(argv[i], "--npy"))
       view = B2_VIEW_NPY;
+    else if (!strcmp(argv[i], "--raw"))
+      raw = 1;
     else if (argv[i][0] == '-' && argv[i][1])
       return b2f_usage_error("cat", "unknown option");
     else if (!path)
       path = argv[i];
+    else if (!key)
+      key = argv[i];
     else
-      return b2f_usage_error("cat", "one PATH only");
+      return b2f_usage_error("cat", "PATH, or STORE KEY");
   }
   if (!path) return b2f_usage_error("cat", "missing PATH");
-
+  if (key) return b2f_cat_store(path, key, view, raw, STDOUT_FILENO);
+  if (raw) return b2f_usage_error("cat", "--raw is for a value of a store");
   return b2f_copy_content(path, view, STDOUT_FILENO, 0);
 }

@@ -1,0 +1,176 @@
+/*
+ * b2_store.h - layer 7: python-blosc2 stores as trees of frames.
+ *
+ * python-blosc2 keeps many values under one name in three forms:
+ *   EmbedStore  NAME.b2e   one SChunk whose logical bytes hold the values'
+ *                          frames back to back; the vlmetalayer
+ *                          `estore_metadata` maps each key to (offset,
+ *                          length) in those bytes;
+ *   DictStore / TreeStore  NAME.b2d  a directory: `embed.b2e` (an
+ *                          EmbedStore for the small values) plus one frame
+ *                          file per other value, at KEY + .b2nd/.b2f/.b2b;
+ *                          NAME.b2z  the same files as the stored (never
+ *                          deflated) members of a zip archive, read in
+ *                          place.
+ * Keys are paths ("/a/b").  A store opened here is a tree: groups (the
+ * inner paths of the keys, directories) and leaves (values).  Every leaf's
+ * frame is read where it lies: a file of the .b2d, a member of the .b2z
+ * (b2_frame_open_fd), or the slice of the EmbedStore's logical bytes
+ * (extracted, b2_frame_open_mem).  TreeStore group attributes live in the
+ * vlmetalayers of a hidden empty SChunk `GROUP/__vlmeta__` (a carrier);
+ * they are offered as the group's attributes.  Bookkeeping is never a
+ * leaf: `embed.b2e`, carriers, `*.b2lock` sidecars, temporary files
+ * (`*.tmp`, `*.b2tmp`).
+ *
+ * Everything read from a store is untrusted: the zip directory, local
+ * headers and the msgpack index are checked against the real sizes; a
+ * store whose structure is damaged (bad zip directory, embed.b2e not
+ * stored or not a frame, broken index) fails to open with a detail naming
+ * what is wrong.  A single leaf whose frame is damaged keeps its place in
+ * the tree (its kind from its file suffix) and fails when it is opened.
+ * A store is opened once and is immutable afterwards (a snapshot of the
+ * tree; reads of leaves are safe from several threads at once).
+ */
+#ifndef B2_STORE_H
+#define B2_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "b2_file.h"
+#include "b2_frame.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct b2_store b2_store;
+
+/* Form on disk. */
+enum b2_store_form {
+  B2_STORE_NONE = 0,
+  B2_STORE_EMBED = 1, /* NAME.b2e, a file */
+  B2_STORE_DIR = 2,   /* NAME.b2d, a directory holding embed.b2e */
+  B2_STORE_ZIP = 3    /* NAME.b2z, a zip file */
+};
+
+/* Which python class wrote it (the metalayer of its EmbedStore frame). */
+enum b2_store_flavor {
+  B2_STORE_FLAVOR_EMBED = 1, /* "b2embed" (or none): EmbedStore */
+  B2_STORE_FLAVOR_DICT = 2,  /* "b2dict": DictStore */
+  B2_STORE_FLAVOR_TREE = 3   /* "b2tree": TreeStore (keys include groups) */
+};
+
+/* Kind of an entry. */
+enum b2_store_kind {
+  B2_STORE_GROUP = 0,   /* inner path: a directory */
+  B2_STORE_NDARRAY = 1, /* a b2nd array: shown as NAME.npy */
+  B2_STORE_SCHUNK = 2,  /* a plain SChunk: shown as NAME (its bytes) */
+  B2_STORE_OBJECT = 3,  /* another python-blosc2 object (ObjectArray,
+                           BatchArray, ListArray, lazy expression carrier,
+                           proxy cache, nested store): shown as its raw
+                           frame under NAME + suffix, never as data */
+  B2_STORE_REMOTE = 4   /* a C2Array reference: no bytes here, not shown */
+};
+
+/* Where a leaf's frame lies. */
+enum b2_store_loc {
+  B2_STORE_IN_NONE = 0,   /* groups, remote references */
+  B2_STORE_IN_FILE = 1,   /* the file `relpath` of the .b2d */
+  B2_STORE_IN_MEMBER = 2, /* the zip member `relpath`: `length` bytes at
+                             `offset` of the .b2z */
+  B2_STORE_IN_EMBED = 3   /* `length` bytes at `offset` of the logical
+                             bytes of the store's EmbedStore */
+};
+
+typedef struct b2_store_entry {
+  const char *key;     /* "/a/b" ("/" for the root group) */
+  const char *name;    /* last component of the key ("" for the root) */
+  const char *shown;   /* name in its parent directory: groups NAME,
+                          arrays NAME.npy, SChunks NAME, objects NAME +
+                          suffix; on a clash a leaf takes NAME + its file
+                          suffix (.b2nd, .b2f, .b2b); NULL: not shown (the
+                          root, remote references, unresolvable clashes) */
+  int kind;            /* B2_STORE_* kind */
+  const char *objkind; /* "group", "ndarray", "schunk", "objectarray",
+                          "batcharray", "listarray", "lazyexpr" (any b2o
+                          carrier: "b2o:KIND"), "lazyarray", "proxy",
+                          "embedstore", "c2array" */
+  int loc;             /* B2_STORE_IN_* */
+  const char *relpath; /* FILE, MEMBER: the file or member name; EMBED: NULL */
+  int64_t offset, length; /* MEMBER, EMBED (FILE: length = file size) */
+  int64_t parent;      /* entry index of the parent group (-1: root) */
+  int64_t nchildren;   /* groups: shown children, sorted by shown name */
+  const int64_t *children;
+  int has_attrs;       /* groups: a __vlmeta__ carrier exists */
+  const char *error;   /* leaves: why the frame could not be read when the
+                          store was opened (NULL: it could) */
+} b2_store_entry;
+
+/* The form a directory entry would be opened as, from its name and type:
+ * NAME.b2e regular file, NAME.b2d directory holding a regular embed.b2e,
+ * NAME.b2z regular file; else B2_STORE_NONE.  No content is read. */
+int b2_store_detect(int dirfd, const char *name);
+
+/* Open the store `name` of directory dirfd (AT_FDCWD: a path), read its
+ * index and build the tree.  env (may be NULL) serves reads of embedded
+ * values through its cache.  Symbolic links inside a .b2d are not
+ * followed. */
+int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out);
+int b2_store_open(b2_env *env, const char *path, b2_store **out);
+void b2_store_close(b2_store *s);
+
+int b2_store_form(const b2_store *s);
+int b2_store_flavor(const b2_store *s);
+/* The name it was opened by (for messages). */
+const char *b2_store_name(const b2_store *s);
+
+/* Entries: index 0 is the root group; every group and leaf has one entry
+ * (a key that is both a leaf and a prefix of other keys has two). */
+int64_t b2_store_count(const b2_store *s);
+const b2_store_entry *b2_store_entry_at(const b2_store *s, int64_t i);
+
+/* The child of group `dir` shown as `shown`, or B2_E_NOENT. */
+int64_t b2_store_child(const b2_store *s, int64_t dir, const char *shown);
+/* The leaf of key `key` (python's key, "/a/b"; leaves first), else the
+ * group, else B2_E_NOENT. */
+int64_t b2_store_find(const b2_store *s, const char *key);
+
+/* Keys python-blosc2 lists, in byte order, as entry indices: the leaves
+ * (remote references included), and for a TreeStore also the groups
+ * (not the root).  Returns the count; fills idx up to cap. */
+int64_t b2_store_keys(const b2_store *s, int64_t *idx, int64_t cap);
+
+/* Notes gathered while opening (members left out: deflated, encrypted,
+ * names that cannot be shown): count and text. */
+int b2_store_nnotes(const b2_store *s);
+const char *b2_store_note(const b2_store *s, int k);
+
+/* Open leaf i's frame read-only (its own handle; close it).  Remote
+ * references and groups give B2_E_INVAL. */
+int b2_store_open_frame(b2_store *s, int64_t i, b2_frame **out);
+
+/* A read-only handle on leaf i: `view` B2_VIEW_* (array views need an
+ * NDArray leaf). */
+int b2_store_open_file(b2_store *s, b2_env *env, int64_t i, int view,
+                       b2_file **out);
+
+/* The raw frame bytes of leaf i: its size, and a positioned read (returns
+ * the bytes read, short only at the end). */
+int64_t b2_store_raw_size(const b2_store *s, int64_t i);
+ssize_t b2_store_pread_raw(b2_store *s, int64_t i, void *buf, size_t n,
+                           int64_t off);
+
+/* Attributes of group i (the vlmetalayers of its carrier), as
+ * "user.b2.vlmeta.NAME" extended attributes with the same conventions as
+ * b2_file_xattr_list / b2_file_xattr_get (cap 0: the size needed).  A
+ * group without carrier has none. */
+ssize_t b2_store_xattr_list(b2_store *s, int64_t i, char *buf, size_t cap);
+ssize_t b2_store_xattr_get(b2_store *s, int64_t i, const char *name,
+                           void *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* B2_STORE_H */

@@ -1,0 +1,134 @@
+/*
+ * embed.c - the index of an EmbedStore: the vlmetalayer `estore_metadata`,
+ * msgpack {"embed_map": {KEY: {"offset": int, "length": int} |
+ * {"urlbase": str, "path": str}}, "current_offset": int} (keys of the maps
+ * in any order; unknown ones skipped).  Every value is checked before use:
+ * offsets and lengths against the logical size of the EmbedStore.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_error.h"
+#include "common/msgpack.h"
+#include "store/store_impl.h"
+
+void b2_embed_free(b2_embed_item *it, int64_t n) {
+  if (!it) return;
+  for (int64_t i = 0; i < n; i++) free(it[i].key);
+  free(it);
+}
+
+static int str_is(const uint8_t *s, uint32_t n, const char *lit) {
+  return strlen(lit) == n && memcmp(s, lit, n) == 0;
+}
+
+/* One entry's map. */
+static int parse_entry(b2_mp_reader *r, b2_embed_item *it, int64_t nbytes) {
+  uint32_t n;
+  int rc = b2_mp_read_map(r, &n);
+  if (rc < 0) return rc;
+  int have_off = 0, have_len = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    const uint8_t *name;
+    uint32_t nlen;
+    rc = b2_mp_read_str(r, &name, &nlen);
+    if (rc < 0) return rc;
+    if (str_is(name, nlen, "offset") || str_is(name, nlen, "length")) {
+      int64_t v;
+      rc = b2_mp_read_int(r, &v);
+      if (rc < 0) return rc;
+      if (v < 0) return b2_fail(B2_E_FORMAT, "negative %.*s", (int)nlen, name);
+      if (name[0] == 'o') {
+        it->offset = v;
+        have_off = 1;
+      } else {
+        it->length = v;
+        have_len = 1;
+      }
+    } else {
+      if (str_is(name, nlen, "urlbase")) it->remote = 1;
+      rc = b2_mp_skip(r);
+      if (rc < 0) return rc;
+    }
+  }
+  if (it->remote) return 0;
+  if (!have_off || !have_len)
+    return b2_fail(B2_E_FORMAT, "entry without offset and length");
+  if (it->offset > nbytes || it->length > nbytes - it->offset)
+    return b2_fail(B2_E_FORMAT, "bytes [%lld, +%lld) lie past the %lld "
+                   "bytes of the store", (long long)it->offset,
+                   (long long)it->length, (long long)nbytes);
+  return 0;
+}
+
+static int parse_map(b2_mp_reader *r, int64_t nbytes, b2_embed_item **out,
+                     int64_t *count) {
+  uint32_t n;
+  int rc = b2_mp_read_map(r, &n);
+  if (rc < 0) return rc;
+  /* Each entry takes at least a few bytes: n is bounded by the buffer. */
+  if (n > B2_STORE_MAX_LEAVES)
+    return b2_fail(B2_E_LIMIT, "%u keys (at most %d)", n, B2_STORE_MAX_LEAVES);
+  if ((size_t)n > r->len - r->pos)
+    return b2_fail(B2_E_TRUNCATED, "%u keys in %zu bytes", n, r->len - r->pos);
+  b2_embed_item *it = calloc(n ? n : 1, sizeof *it);
+  if (!it) return b2_fail(B2_E_NOMEM, "out of memory");
+  uint32_t k = 0;
+  for (; k < n; k++) {
+    const uint8_t *key;
+    uint32_t klen;
+    rc = b2_mp_read_str(r, &key, &klen);
+    if (rc < 0) break;
+    it[k].key = malloc((size_t)klen + 1);
+    if (!it[k].key) {
+      rc = b2_fail(B2_E_NOMEM, "out of memory");
+      break;
+    }
+    memcpy(it[k].key, key, klen);
+    it[k].key[klen] = 0;
+    rc = parse_entry(r, &it[k], nbytes);
+    if (rc < 0) {
+      rc = b2_context(rc, "key %.*s", (int)(klen > 200 ? 200 : klen), key);
+      k++;
+      break;
+    }
+  }
+  if (rc < 0) {
+    b2_embed_free(it, k);
+    return rc;
+  }
+  *out = it;
+  *count = n;
+  return 0;
+}
+
+int b2_embed_parse(const uint8_t *buf, size_t len, int64_t nbytes,
+                   b2_embed_item **out, int64_t *count) {
+  *out = NULL;
+  *count = 0;
+  b2_mp_reader r;
+  b2_mp_reader_init(&r, buf, len);
+  uint32_t n;
+  int rc = b2_mp_read_map(&r, &n);
+  int found = 0;
+  for (uint32_t k = 0; rc == 0 && k < n; k++) {
+    const uint8_t *name;
+    uint32_t nlen;
+    rc = b2_mp_read_str(&r, &name, &nlen);
+    if (rc < 0) break;
+    if (str_is(name, nlen, "embed_map") && !found) {
+      rc = parse_map(&r, nbytes, out, count);
+      found = 1;
+    } else {
+      rc = b2_mp_skip(&r);
+    }
+  }
+  if (rc == 0 && !found) rc = b2_fail(B2_E_FORMAT, "no embed_map");
+  if (rc < 0) {
+    b2_embed_free(*out, *count);
+    *out = NULL;
+    *count = 0;
+    return b2_context(rc, "estore_metadata");
+  }
+  return 0;
+}

@@ -1,0 +1,100 @@
+/* store_impl.h - internals of the store layer (src/store/). */
+#ifndef B2_STORE_IMPL_H
+#define B2_STORE_IMPL_H
+
+#include <stdint.h>
+
+#include "b2_store.h"
+
+/* Bounds on untrusted stores. */
+#define B2_STORE_MAX_LEAVES (1 << 20)      /* values in one store */
+#define B2_STORE_MAX_DEPTH 64              /* components of a key */
+#define B2_STORE_MAX_KEY 4096              /* bytes of a key */
+#define B2_STORE_MAX_COMPONENT 255         /* bytes of one component */
+#define B2_STORE_MAX_CDIR ((int64_t)64 << 20) /* zip central directory */
+#define B2_STORE_MAX_INDEX ((size_t)256 << 20) /* estore_metadata bytes */
+#define B2_STORE_MAX_VALUE ((int64_t)1 << 30)  /* one embedded value */
+#define B2_STORE_MAX_NOTES 64
+
+/* ---- zip (zip.c) --------------------------------------------------------- */
+typedef struct b2_zip_member {
+  char *name;       /* as stored (NUL-free) */
+  int stored;       /* method 0 and not encrypted: readable in place */
+  int method;
+  int64_t offset;   /* of the data, from the start of the file */
+  int64_t length;   /* compressed (stored) size */
+} b2_zip_member;
+
+/* Read the central directory of the zip file fd (size bytes) and locate
+ * every member's data (local headers checked).  *out is malloc'd, each
+ * name too (b2_zip_free).  B2_E_FORMAT / B2_E_TRUNCATED with a detail for
+ * a damaged archive. */
+int b2_zip_read(int fd, int64_t size, b2_zip_member **out, int64_t *n);
+void b2_zip_free(b2_zip_member *m, int64_t n);
+
+/* ---- the EmbedStore index (embed.c) ------------------------------------ */
+typedef struct b2_embed_item {
+  char *key;
+  int remote;       /* a C2Array reference (no bytes) */
+  int64_t offset, length;
+} b2_embed_item;
+
+/* Parse `estore_metadata` (msgpack) into items; each offset+length is
+ * checked against `nbytes`, the logical size of the EmbedStore. */
+int b2_embed_parse(const uint8_t *buf, size_t len, int64_t nbytes,
+                   b2_embed_item **out, int64_t *n);
+void b2_embed_free(b2_embed_item *it, int64_t n);
+
+/* ---- leaves as gathered before the tree is built (store.c, tree.c) ---- */
+typedef struct b2_store_src {
+  char *key;
+  int kind;          /* B2_STORE_* (GROUP: a __vlmeta__ carrier) */
+  const char *objkind;
+  int loc;
+  char *relpath;
+  int64_t offset, length;
+  const char *suffix; /* the file's suffix or the canonical one */
+  char *error;
+} b2_store_src;
+
+struct b2_store {
+  char *name;
+  int form, flavor;
+  int fd;             /* .b2d: the directory; .b2z, .b2e: the file */
+  b2_file *embed;     /* the EmbedStore's logical bytes (NULL: none) */
+  b2_env *env;
+
+  b2_store_entry *e;  /* entries, [0] the root */
+  int64_t n, cap;
+  int64_t *kids;      /* children arrays of all groups */
+  int64_t *bykey;     /* entry indices sorted by key, leaves first */
+  int64_t *src;       /* per entry: its leaf (or a group's carrier) in srcs,
+                         or -1 */
+  b2_store_src *srcs; /* leaves and carriers as found */
+  int64_t nsrcs, srccap;
+
+  char *notes[B2_STORE_MAX_NOTES];
+  int nnotes;
+};
+
+/* Record a note (formatted); silently dropped past the limit. */
+void b2_store_add_note(b2_store *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Whether `key` is a valid key (python's rules, plus components that can
+ * name files: none empty, ".", ".." or longer than 255 bytes). */
+int b2_store_key_ok(const char *key);
+/* Whether key names a group attribute carrier; *glen gets the length of
+ * the group's key ("" root: 0). */
+int b2_store_is_carrier(const char *key, size_t *glen);
+
+/* Build the tree from s->srcs (tree.c). */
+int b2_store_build(b2_store *s);
+
+/* Open the frame of source k (a leaf or a carrier). */
+int b2_store_src_frame(b2_store *s, const b2_store_src *src, b2_frame **out);
+
+#endif /* B2_STORE_IMPL_H */

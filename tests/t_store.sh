@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# t_store.sh - python-blosc2 stores (EmbedStore .b2e, DictStore and
+# TreeStore as .b2d directories and .b2z zips): python-blosc2 writes them
+# (tests/store_gen.py), `b2f ls` must list exactly the keys python-blosc2
+# lists and `b2f cat` must give every value byte for byte as python-blosc2
+# returns it (arrays in C order; --npy loads in NumPy with the same dtype,
+# shape and values).  Bookkeeping files are never listed; damaged stores
+# fail with one message naming the store, damaged leaves only themselves.
+set -u
+. "$(dirname "$0")/lib.sh"
+if ! have_pyb2; then skip store "no python-blosc2 at $PYB2"; exit 0; fi
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+src=$tmp/src exp=$tmp/exp out=$tmp/out
+mkdir -p "$src" "$exp" "$out"
+if ! "$PYB2" "$here/store_gen.py" "$src" "$exp" 2>"$tmp/err"; then
+  notok store "python-blosc2 could not write the stores: $(tail -c 300 "$tmp/err")"; exit 0
+fi
+
+stores="x.b2e t.b2d t.b2z d.b2d d.b2z o.b2d"
+
+# keys NAME STORE: b2f ls of STORE lists the keys python-blosc2 listed.
+keys() {
+  if "$B2F" ls "$2" >"$out/$1.keys" 2>"$tmp/err" && cmp -s "$out/$1.keys" "$exp/$1.keys"; then
+    ok "ls $1"
+  else
+    notok "ls $1" "$(diff "$exp/$1.keys" "$out/$1.keys" | head -5 | tr '\n' ' ') $(head -c 200 "$tmp/err")"
+  fi
+}
+
+# values NAME STORE: every value through b2f cat.
+values() {
+  local name=$1 store=$2 bad=0 n=0 key kind file
+  while IFS=$'\t' read -r key kind file; do
+    n=$((n + 1))
+    case $kind in
+      nd)  "$B2F" cat --c-order "$store" "$key" >"$out/v" 2>"$tmp/err" &&
+           cmp -s "$out/v" "$file" &&
+           "$B2F" cat --npy "$store" "$key" >"$out/v.npy" 2>>"$tmp/err" &&
+           "$PYB2" -c 'import sys, numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+sys.exit(not (a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()))' "$out/v.npy" "$file.npy" ;;
+      sc)  "$B2F" cat "$store" "$key" >"$out/v" 2>"$tmp/err" && cmp -s "$out/v" "$file" ;;
+      obj) "$B2F" cat "$store" "$key" >"$out/v" 2>"$tmp/err" &&
+           "$PYB2" -c 'import sys, blosc2
+v = blosc2.from_cframe(open(sys.argv[1], "rb").read())
+sys.exit(repr(list(v)).encode() != open(sys.argv[2], "rb").read())' "$out/v" "$file" ;;
+    esac || { bad=$((bad + 1)); notok "cat $name $key ($kind)" "$(head -c 300 "$tmp/err")"; }
+  done <"$exp/$name.tsv"
+  [ "$bad" -eq 0 ] && [ "$n" -gt 0 ] && ok "cat $name: $n values as python-blosc2 returns them"
+}
+
+for s in $stores; do
+  keys "$s" "$src/$s"
+  values "$s" "$src/$s"
+done
+
+# Embedded, external and zip-member values are all there.
+"$B2F" ls -l "$src/t.b2z" >"$out/l" 2>&1
+check "ls -l: members and embedded values" \
+  grep -q "member .*/a/big" "$out/l" && grep -q "embedded .*/a/b " "$out/l"
+"$B2F" ls -l "$src/o.b2d" >"$out/l" 2>&1
+check "ls -l: objects are named" grep -q "^objectarray .*/o " "$out/l"
+
+# A leaf keeps its own attributes when extracted whole.
+"$B2F" cat --raw "$src/t.b2z" /a/b >"$out/raw.b2nd" 2>"$tmp/err"
+check "cat --raw keeps the leaf's attributes" "$PYB2" -c 'import sys, blosc2
+a = blosc2.open(sys.argv[1])
+sys.exit(not (a.vlmeta["leafattr"] == "hi" and list(a[:]) == list(range(10))))' "$out/raw.b2nd"
+
+# Bookkeeping is not listed: lock sidecars, temporary files (even ones
+# holding a whole frame), b2fs temporaries.
+cp -r "$src/t.b2d" "$tmp/decoy.b2d"
+cp "$src/t.b2d/a/big.b2nd" "$tmp/decoy.b2d/a/big.b2nd.123.tmp"
+: >"$tmp/decoy.b2d/a/big.b2nd.b2lock"; : >"$tmp/decoy.b2d/embed.b2e.b2lock"
+cp "$src/t.b2d/s.b2f" "$tmp/decoy.b2d/.s.b2f.b2tmp"
+echo "not a frame" >"$tmp/decoy.b2d/notes.txt"
+"$B2F" ls "$tmp/decoy.b2d" >"$out/decoy.keys" 2>"$tmp/err"
+check "bookkeeping files are not listed" cmp -s "$out/decoy.keys" "$exp/t.b2d.keys"
+
+# A deflated leaf cannot be read in place: left out (as python-blosc2
+# does), with a note.
+"$PY" - "$src/t.b2z" "$tmp/defl.b2z" "$tmp/defl_embed.b2z" <<'PY'
+import sys, zipfile
+src, leaf, emb = sys.argv[1:]
+with zipfile.ZipFile(src) as z:
+    items = [(i.filename, z.read(i.filename)) for i in z.infolist()]
+for path, deflate in ((leaf, "a/big.b2nd"), (emb, "embed.b2e")):
+    with zipfile.ZipFile(path, "w") as z:
+        for n, d in items:
+            z.writestr(n, d, zipfile.ZIP_DEFLATED if n == deflate else zipfile.ZIP_STORED)
+PY
+"$B2F" ls "$tmp/defl.b2z" >"$out/defl.keys" 2>"$tmp/err"
+grep -v '^/a/big$' "$exp/t.b2z.keys" >"$out/defl.want"
+check "deflated leaf left out" cmp -s "$out/defl.keys" "$out/defl.want"
+check "deflated leaf: a note names it" grep -q "a/big.b2nd is compressed" "$tmp/err"
+
+# damaged NAME FILE: b2f ls fails with status 1 and one message naming it.
+damaged() {
+  local rc
+  [ -e "$2" ] || { notok "damaged store: $1" "$2 was not made"; return; }
+  "$B2F" ls "$2" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^b2f: $2: " "$tmp/err"; then
+    ok "damaged store: $1"
+  else
+    notok "damaged store: $1" "status $rc: $(head -c 300 "$tmp/err")"
+  fi
+}
+damaged "deflated embed.b2e" "$tmp/defl_embed.b2z"
+head -c $(($(stat -c %s "$src/t.b2z") - 30)) "$src/t.b2z" >"$tmp/trunc.b2z"
+damaged "truncated zip" "$tmp/trunc.b2z"
+"$PY" - "$src/t.b2z" "$tmp" <<'PY'
+import sys, struct
+src, tmp = sys.argv[1:]
+data = bytearray(open(src, "rb").read())
+eocd = data.rindex(b"PK\x05\x06")
+cd_size, cd_off = struct.unpack_from("<II", data, eocd + 12)
+def save(name, buf): open(f"{tmp}/{name}", "wb").write(buf)
+b = bytearray(data); b[cd_off:cd_off + 4] = b"XXXX"; save("badcd.b2z", b)
+b = bytearray(data); struct.pack_into("<I", b, eocd + 12, cd_size + 1000); save("cdsize.b2z", b)
+b = bytearray(data); struct.pack_into("<H", b, eocd + 10, 60000); save("count.b2z", b)
+# the first member's local header offset points past the directory
+b = bytearray(data); struct.pack_into("<I", b, cd_off + 42, cd_off + 10); save("lho.b2z", b)
+# the first member's size runs into the central directory
+b = bytearray(data); struct.pack_into("<II", b, cd_off + 20, 1 << 30, 1 << 30); save("csize.b2z", b)
+save("notzip.b2z", b"hello, world\n" * 10)
+PY
+damaged "bad central directory signature" "$tmp/badcd.b2z"
+damaged "central directory size past its end" "$tmp/cdsize.b2z"
+damaged "entry count beyond the directory" "$tmp/count.b2z"
+damaged "local header offset past the directory" "$tmp/lho.b2z"
+damaged "member size past the directory" "$tmp/csize.b2z"
+damaged "not a zip" "$tmp/notzip.b2z"
+
+# Broken EmbedStore indexes (python-blosc2 rewrites estore_metadata).
+"$PYB2" - "$src/x.b2e" "$tmp" <<'PY' 2>/dev/null
+import shutil, sys, blosc2
+src, tmp = sys.argv[1:]
+for name, value in (("idx_bin", b"\x00garbage"),
+                    ("idx_range", {"embed_map": {"/a": {"offset": 10**9, "length": 5}}, "current_offset": 0}),
+                    ("idx_len", {"embed_map": {"/a": {"offset": 0, "length": -3}}, "current_offset": 0}),
+                    ("idx_type", {"embed_map": {"/a": "nothing"}, "current_offset": 0}),
+                    ("idx_none", {"current_offset": 0})):
+    shutil.copy(src, f"{tmp}/{name}.b2e")
+    s = blosc2.blosc2_ext.open(f"{tmp}/{name}.b2e", mode="a", offset=0)
+    s.vlmeta["estore_metadata"] = value
+PY
+for n in idx_bin idx_range idx_len idx_type idx_none; do damaged "index $n" "$tmp/$n.b2e"; done
+head -c 100 "$src/x.b2e" >"$tmp/trunc.b2e"
+damaged "truncated .b2e" "$tmp/trunc.b2e"
+cp -r "$src/d.b2d" "$tmp/noembed.b2d"; echo junk >"$tmp/noembed.b2d/embed.b2e"
+damaged ".b2d with a broken embed.b2e" "$tmp/noembed.b2d"
+
+# A damaged leaf fails alone: listed, its cat fails naming it, the others read.
+cp -r "$src/t.b2d" "$tmp/leaf.b2d"
+head -c 100 "$src/t.b2d/a/big.b2nd" >"$tmp/leaf.b2d/a/big.b2nd"
+"$B2F" ls "$tmp/leaf.b2d" >"$out/leaf.keys" 2>"$tmp/err"
+check "damaged leaf: still listed" cmp -s "$out/leaf.keys" "$exp/t.b2d.keys"
+"$B2F" cat --c-order "$tmp/leaf.b2d" /a/big >/dev/null 2>"$tmp/err"; rc=$?
+check "damaged leaf: cat fails naming it" [ "$rc" -eq 1 ] && grep -q "leaf.b2d:/a/big" "$tmp/err"
+key=$(grep -P '^/s\t' "$exp/t.b2d.tsv" | cut -f3)
+"$B2F" cat "$tmp/leaf.b2d" /s 2>/dev/null | cmp -s - "$key"
+check "damaged leaf: the others still read" [ $? -eq 0 ]
+
+# Usage errors.
+"$B2F" cat "$src/t.b2d" /a >/dev/null 2>&1; check "cat of a group fails" [ $? -eq 1 ]
+"$B2F" cat "$src/t.b2d" /nope >/dev/null 2>&1; check "cat of a missing key fails" [ $? -eq 1 ]
+"$B2F" cat --c-order "$src/x.b2e" /d >/dev/null 2>&1; check "cat --c-order of an SChunk fails" [ $? -eq 1 ]
+"$B2F" ls "$tmp/plain.txt" >/dev/null 2>&1; check "ls of a non-store fails" [ $? -eq 1 ]
