@@ -15,6 +15,13 @@
  *   OUT   output file (default: standard output)
  *   --seed N  another sequence of the same kind (default seed per kind)
  *
+ *   gen_data --tree N DIR [--min SIZE] [--max SIZE]
+ *
+ *   N files in DIR (made if absent), 100 per subdirectory dNNN: file k is
+ *   dNNN/fNNNNN.txt (text) for even k, dNNN/fNNNNN.f64 (signal, a whole
+ *   number of float64) for odd k, each with its own seed, of a size drawn
+ *   log-uniformly from [--min, --max] (2K, 512K).  Prints the total bytes.
+ *
  * The same arguments always give the same bytes, on every machine (only
  * integer arithmetic and sin() of exactly representable arguments, rounded
  * to 2^-12, feed the output).  Written in 1 MiB pieces: any size fits.
@@ -28,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gen_data.h"
 
@@ -210,11 +218,84 @@ static int parse_size(const char *s, uint64_t *out) {
 }
 
 static int usage(void) {
-  fputs("usage: gen_data signal|text|random|zeros SIZE[K|M|G] [OUT] [--seed N]\n", stderr);
+  fputs("usage: gen_data signal|text|random|zeros SIZE[K|M|G] [OUT] [--seed N]\n"
+        "       gen_data --tree N DIR [--min SIZE] [--max SIZE]\n", stderr);
   return 2;
 }
 
+/* `size` bytes of kind k (index into kinds[]) from `seed` into out (named
+ * `name` in messages), closed here. */
+static int write_data(FILE *out, const char *name, int k, uint64_t seed, uint64_t size,
+                      uint8_t *buf) {
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.rng = seed;
+  for (uint64_t done = 0; done < size;) {
+    size_t n = size - done < PIECE ? (size_t)(size - done) : PIECE;
+    kinds[k].fill(&g, buf, n);
+    if (fwrite(buf, 1, n, out) != n) {
+      fprintf(stderr, "gen_data: %s: write: %s\n", name, strerror(errno));
+      fclose(out);
+      return 1;
+    }
+    done += n;
+  }
+  if (fclose(out) != 0) {
+    fprintf(stderr, "gen_data: %s: close: %s\n", name, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+static int write_file(const char *path, int k, uint64_t seed, uint64_t size, uint8_t *buf) {
+  FILE *out = fopen(path, "wb");
+  if (!out) {
+    fprintf(stderr, "gen_data: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  return write_data(out, path, k, seed, size, buf);
+}
+
+static int make_tree(int argc, char **argv) {
+  uint64_t nfiles, lo = 2048, hi = 512 * 1024;
+  if (argc < 4 || parse_size(argv[2], &nfiles) < 0 || nfiles > 10000000) return usage();
+  const char *dir = argv[3];
+  for (int i = 4; i < argc; i++) {
+    if (i + 1 >= argc) return usage();
+    if (!strcmp(argv[i], "--min") && parse_size(argv[i + 1], &lo) == 0) i++;
+    else if (!strcmp(argv[i], "--max") && parse_size(argv[i + 1], &hi) == 0) i++;
+    else return usage();
+  }
+  if (lo < 8 || hi < lo) return usage();
+  int ktext = find_kind("text"), ksig = find_kind("signal");
+  uint8_t *buf = malloc(PIECE);
+  char path[4096];
+  if (!buf) return 1;
+  uint64_t s = 0x7265657274ULL, total = 0; /* sizes: one sequence */
+  mkdir(dir, 0755);
+  for (uint64_t f = 0; f < nfiles; f++) {
+    double u = (double)(gen_data_rng(&s) >> 11) * (1.0 / 9007199254740992.0);
+    uint64_t size = (uint64_t)exp(log((double)lo) + u * (log((double)hi) - log((double)lo)));
+    int odd = (int)(f & 1);
+    if (odd) size &= ~(uint64_t)7;
+    snprintf(path, sizeof path, "%s/d%03llu", dir, (unsigned long long)(f / 100));
+    if (f % 100 == 0 && mkdir(path, 0755) != 0 && errno != EEXIST) {
+      fprintf(stderr, "gen_data: %s: %s\n", path, strerror(errno));
+      return 1;
+    }
+    snprintf(path, sizeof path, "%s/d%03llu/f%05llu.%s", dir, (unsigned long long)(f / 100),
+             (unsigned long long)f, odd ? "f64" : "txt");
+    if (write_file(path, odd ? ksig : ktext, kinds[odd ? ksig : ktext].seed + 1 + f, size, buf))
+      return 1;
+    total += size;
+  }
+  free(buf);
+  printf("%llu\n", (unsigned long long)total);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--tree")) return make_tree(argc, argv);
   const char *pos[3] = {NULL, NULL, NULL};
   int npos = 0, have_seed = 0;
   uint64_t seed = 0;
@@ -243,23 +324,9 @@ int main(int argc, char **argv) {
     fputs("gen_data: out of memory\n", stderr);
     return 1;
   }
-  gen g;
-  memset(&g, 0, sizeof g);
-  g.rng = have_seed ? seed : kinds[k].seed;
-  for (uint64_t done = 0; done < size;) {
-    size_t n = size - done < PIECE ? (size_t)(size - done) : PIECE;
-    kinds[k].fill(&g, buf, n);
-    if (fwrite(buf, 1, n, out) != n) {
-      fprintf(stderr, "gen_data: write: %s\n", strerror(errno));
-      return 1;
-    }
-    done += n;
-  }
+  int rc = write_data(out, pos[2] ? pos[2] : "stdout", k, have_seed ? seed : kinds[k].seed,
+                      size, buf);
   free(buf);
-  if (fclose(out) != 0) {
-    fprintf(stderr, "gen_data: close: %s\n", strerror(errno));
-    return 1;
-  }
-  return 0;
+  return rc;
 }
 #endif /* GEN_DATA_NO_MAIN */
