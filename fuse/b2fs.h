@@ -172,6 +172,9 @@ const char *b2fs_fd_path(int fd, char *buf, size_t cap);
 /* Is the directory entry `name` under dirfd a frame (suffix + file or dir
  * holding chunks.b2frame)?  `st` is its lstat.  1, 0. */
 int b2fs_is_frame(int dirfd, const char *name, const struct stat *st);
+/* 0 when the frame `name` holds a python-blosc2 object other than data
+ * (b2_frame_kind_is_data): it is then shown raw, as a plain file. */
+int b2fs_holds_data(int dirfd, const char *name);
 /* Does the directory at fd hold a regular chunks.b2frame?  1, 0. */
 int b2fs_holds_sparse_index(int fd);
 /* Probe for names.c against a live directory (ctx: int *dirfd). */

@@ -22,15 +22,20 @@ int b2fs_holds_sparse_index(int fd) {
          S_ISREG(cst.st_mode);
 }
 
+int b2fs_holds_data(int dirfd, const char *name) {
+  int kind = b2_frame_kind_at(dirfd, name);
+  return kind < 0 || b2_frame_kind_is_data(kind); /* damaged: a frame (EIO on open) */
+}
+
 int b2fs_is_frame(int dirfd, const char *name, const struct stat *st) {
   if (b2fs_name_kind(name, NULL) == B2FS_KIND_PLAIN) return 0;
-  if (S_ISREG(st->st_mode)) return 1;
+  if (S_ISREG(st->st_mode)) return b2fs_holds_data(dirfd, name);
   if (!S_ISDIR(st->st_mode)) return 0;
   int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return 0;
   int yes = b2fs_holds_sparse_index(fd);
   close(fd);
-  return yes;
+  return yes && b2fs_holds_data(dirfd, name);
 }
 
 int b2fs_probe_dir(void *ctx, const char *name) {

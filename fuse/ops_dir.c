@@ -62,7 +62,7 @@ static void classify(int dfd, const struct dirent *de, dent *d) {
   if (b2fs_name_kind(de->d_name, NULL) == B2FS_KIND_PLAIN) return;
   struct stat st;
   if (de->d_type == DT_REG) {
-    d->frame = 1;
+    d->frame = b2fs_holds_data(dfd, de->d_name);
   } else if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
     if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) return;
     d->type = IFTODT(st.st_mode);

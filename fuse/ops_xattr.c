@@ -9,7 +9,8 @@
  * change is committed at once), but for the engine's chunk checksums
  * (b2fs.crc32c).  Other frame attributes are read-only.
  * Plain files and directories show and take their source attributes;
- * symlinks none.
+ * symlinks none.  Frames shown raw (python-blosc2 objects that are not
+ * data) add user.b2.kind.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +49,15 @@ static int plain_ok(b2fs_inode *in) {
   return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode);
 }
 
+/* A frame shown raw because it holds a python-blosc2 object other than
+ * data (b2fs_holds_data) names its kind in user.b2.kind; NULL for others. */
+#define KIND_XATTR FRAME_XATTR_PREFIX "kind"
+static const char *raw_kind(b2fs_inode *in) {
+  char path[64];
+  int k = b2_frame_kind_at(AT_FDCWD, b2fs_fd_path(in->fd, path, sizeof path));
+  return k >= 0 && !b2_frame_kind_is_data(k) ? b2_frame_kind_name(k) : NULL;
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   b2fs_inode *in = b2fs_inode_get(ino);
   char *buf = size ? b2fs_tls_buf(size) : NULL;
@@ -62,7 +72,14 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
       return;
     }
     ssize_t n = listxattr(b2fs_fd_path(in->fd, path, sizeof path), buf, size);
-    reply_sized(req, size, n < 0 ? -errno : n, buf);
+    if (n >= 0 && raw_kind(in)) {
+      if (size && (size_t)n + sizeof KIND_XATTR > size) n = -ERANGE;
+      else if (size) memcpy(buf + n, KIND_XATTR, sizeof KIND_XATTR);
+      if (n >= 0) n += (ssize_t)sizeof KIND_XATTR;
+    } else if (n < 0) {
+      n = -errno;
+    }
+    reply_sized(req, size, n, buf);
     return;
   }
   b2fs_handle *h;
@@ -89,6 +106,17 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     char path[64];
     if (!plain_ok(in)) {
       fuse_reply_err(req, ENODATA);
+      return;
+    }
+    const char *kind = strcmp(name, KIND_XATTR) == 0 ? raw_kind(in) : NULL;
+    if (kind) {
+      size_t kl = strlen(kind);
+      if (size && kl > size) {
+        fuse_reply_err(req, ERANGE);
+      } else {
+        if (size) memcpy(buf, kind, kl);
+        reply_sized(req, size, (ssize_t)kl, buf);
+      }
       return;
     }
     ssize_t n = getxattr(b2fs_fd_path(in->fd, path, sizeof path), name, buf, size);

@@ -134,6 +134,50 @@ const char *b2_frame_vlmeta_name(const b2_frame *f, int k);
 int b2_frame_vlmeta_get(const b2_frame *f, const char *name, uint8_t **data,
                         size_t *len);
 
+/* What a frame holds, told from its fixed metalayers as python-blosc2
+ * tells its objects apart.  Only SCHUNK (no marker: raw bytes) and
+ * NDARRAY (`b2nd` or `caterva`) are data whose decompressed bytes mean
+ * something; the others are objects whose chunks are not their data
+ * (lazy expressions decompress to zeros, ObjectArray and BatchArray chunks
+ * are msgpack items or variable-length blocks, a Proxy's cache holds only
+ * fetched chunks, EmbedStore and the embed.b2e of DictStore/TreeStore hold
+ * other frames).  Markers: `b2o` (its "kind": lazyexpr, lazyudf, c2array;
+ * B2OBJECT for another), `LazyArray`, `vlarray`, `batcharray`,
+ * `listarray`, `proxy-source`, `b2embed`, `b2dict`, `b2tree`. */
+enum {
+  B2_KIND_SCHUNK = 0,
+  B2_KIND_NDARRAY,
+  B2_KIND_LAZYEXPR,
+  B2_KIND_LAZYUDF,
+  B2_KIND_C2ARRAY,
+  B2_KIND_B2OBJECT,
+  B2_KIND_LAZYARRAY,
+  B2_KIND_OBJECTARRAY,
+  B2_KIND_BATCHARRAY,
+  B2_KIND_LISTARRAY,
+  B2_KIND_PROXY,
+  B2_KIND_EMBEDSTORE,
+  B2_KIND_DICTSTORE,
+  B2_KIND_TREESTORE,
+};
+
+/* The kind of an open frame (B2_KIND_*), or a negative code. */
+int b2_frame_kind(const b2_frame *f);
+
+/* The kind of the frame `name` in directory dirfd (a file, or a sparse
+ * frame's directory; never following a symlink; AT_FDCWD: `name` is a
+ * path, opened as b2_frame_open opens one), reading only its header:
+ * for deciding how to show an entry without opening the whole frame.
+ * Negative code when it is no readable frame. */
+int b2_frame_kind_at(int dirfd, const char *name);
+
+/* "schunk", "ndarray", "lazyexpr", "objectarray", ... ("unknown"). */
+const char *b2_frame_kind_name(int kind);
+
+/* 1 for the kinds whose decompressed bytes are their data (SCHUNK,
+ * NDARRAY), else 0. */
+int b2_frame_kind_is_data(int kind);
+
 /* ---- writing ----------------------------------------------------------
  * A writable frame stages changes in memory and in new bytes on disk;
  * b2_frame_commit makes them durable and visible to other openers.  The

@@ -12,6 +12,14 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       and compared with python-blosc2's own blosc2.open(...)[...]: dtype
       (descr, names, offsets, itemsize) and bytes; with B2F, `b2f info
       --json` and (ROOT a mount) xattr user.b2.dtype give the stored string
+  pyb2_check.py objects DIR
+      python-blosc2 objects that are not data: a lazy expression and a lazy
+      UDF saved, ObjectArrays (contiguous, sparse), a BatchArray, a ListArray
+      and a Proxy cache under frame names, with their operand arrays
+  pyb2_check.py objcheck DIR MNT B2F
+      each object passes through the mount (MNT shows DIR) raw under its own
+      source name, its short name absent; `b2f info --json` and xattr
+      user.b2.kind name its kind
   pyb2_check.py schunk SRC MNT
       files written through the mount at MNT (plain, their SOURCE frames in
       SRC) open in blosc2.open as SChunks with the same bytes
@@ -231,12 +239,112 @@ def cmd_schunk(src, mnt):
             ok("schunk:" + name)
 
 
+# source name -> kind b2fs names (b2_frame_kind_name); contiguous unless the
+# name says "sparse"
+OBJECTS = {
+    "expr.b2nd": "lazyexpr",
+    "udf.b2nd": "lazyarray",
+    "objs.b2f": "objectarray",
+    "objs_sparse.b2f": "objectarray",
+    "batches.b2f": "batcharray",
+    "lists.b2frame": "listarray",
+    "proxy.b2nd": "proxy",
+}
+
+
+def cmd_objects(d):
+    """python-blosc2 objects that are not data, beside two operand arrays"""
+    os.makedirs(d, exist_ok=True)
+    p = lambda n: os.path.join(d, n)  # noqa: E731
+    a = blosc2.asarray(np.arange(1000.0), urlpath=p("a.b2nd"), mode="w")
+    b = blosc2.asarray(np.arange(1000.0) * 2, urlpath=p("b.b2nd"), mode="w")
+    (a + b).save(p("expr.b2nd"))
+
+    def plus1(inputs, output, offset):
+        output[:] = inputs[0] + 1
+
+    blosc2.lazyudf(plus1, (a,), dtype=a.dtype, shape=a.shape).save(urlpath=p("udf.b2nd"))
+    o = blosc2.ObjectArray(storage=blosc2.Storage(urlpath=p("objs.b2f"), mode="w"))
+    o.append({"x": 1})
+    o.append("two")
+    o = blosc2.ObjectArray(storage=blosc2.Storage(urlpath=p("objs_sparse.b2f"), mode="w",
+                                                  contiguous=False))
+    o.append([1, 2, 3])
+    ba = blosc2.BatchArray(urlpath=p("batches.b2f"), mode="w", contiguous=True)
+    ba.append([1, 2])
+    ba.append([3])
+    la = blosc2.ListArray(item_spec=blosc2.int64(), urlpath=p("lists.b2frame"), mode="w")
+    la.append([1, 2])
+    px = blosc2.Proxy(a, urlpath=p("proxy.b2nd"), mode="w")
+    px[0:10]
+    del o, ba, la, px
+
+
+def tree_bytes(path):
+    """a file's bytes, or a directory's files and their bytes"""
+    if os.path.isdir(path):
+        return {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
+    return open(path, "rb").read()
+
+
+def stem(name):
+    for suf, short in ((".b2nd", ".npy"), (".b2frame", ""), (".b2f", "")):
+        if name.endswith(suf):
+            return name[: -len(suf)] + short
+    return name
+
+
+def cmd_objcheck(d, mnt, b2f):
+    listed = set(os.listdir(mnt))
+    for name, kind in OBJECTS.items():
+        tag = "object:" + name
+        src, shown = os.path.join(d, name), os.path.join(mnt, name)
+        why = []
+        info = json.loads(subprocess.run([b2f, "info", "--json", src], capture_output=True,
+                                         check=True).stdout)
+        if info.get("kind") != kind:
+            why.append("b2f info kind %r, want %r" % (info.get("kind"), kind))
+        if name not in listed or stem(name) in listed:
+            why.append("listed as %r" % sorted(n for n in listed if n.startswith(stem(name)[:3])))
+        elif os.path.exists(os.path.join(mnt, stem(name))):
+            why.append("the short name %s resolves" % stem(name))
+        else:
+            if tree_bytes(shown) != tree_bytes(src):
+                why.append("not the raw frame")
+            try:
+                x = os.getxattr(shown, "user.b2.kind").decode()
+            except OSError as e:
+                x = str(e)
+            if x != kind:
+                why.append("xattr user.b2.kind %r" % x)
+            if "user.b2.kind" not in os.listxattr(shown):
+                why.append("user.b2.kind not listed")
+        if why:
+            notok(tag, "; ".join(why))
+        else:
+            ok(tag)
+    # the operands stay arrays, and name their kind
+    for name in ("a.npy", "b.npy"):
+        try:
+            got = np.load(os.path.join(mnt, name))
+            x = os.getxattr(os.path.join(mnt, name), "user.b2.kind").decode()
+            if x != "ndarray" or got.shape != (1000,):
+                raise ValueError("kind %r shape %r" % (x, got.shape))
+            ok("object_operand:" + name)
+        except Exception as e:  # noqa: BLE001
+            notok("object_operand:" + name, str(e))
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "make":
         cmd_make(sys.argv[2])
     elif cmd == "npy":
         cmd_npy(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+    elif cmd == "objects":
+        cmd_objects(sys.argv[2])
+    elif cmd == "objcheck":
+        cmd_objcheck(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "schunk":
         cmd_schunk(sys.argv[2], sys.argv[3])
     else:

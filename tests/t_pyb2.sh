@@ -11,7 +11,10 @@
 # numpy.load and compared with python-blosc2's own blosc2.open(...)[...]:
 # dtype (names, offsets, item size, descr) and bytes; `b2f info` and xattr
 # user.b2.dtype give the stored string.  Plain files written into the mount
-# open in blosc2.open as SChunks with the same bytes.
+# open in blosc2.open as SChunks with the same bytes.  Objects that are not
+# data (lazy expression and UDF, ObjectArray, BatchArray, ListArray, Proxy)
+# pass through raw under their source names, user.b2.kind and `b2f info`
+# naming the kind.
 #
 # Env: B2FS, B2F, PYB2 (set by tests/run.sh and tests/lib.sh).
 set -u
@@ -61,3 +64,16 @@ ok pyb2_mount
 timeout 300 "$PYB2" "$CHECK" npy "$SRC" "$MNT" "$B2F"
 timeout 300 "$PYB2" "$CHECK" schunk "$SRC" "$MNT"
 unmount_fg "$MNT" pyb2
+
+# objects that are not data pass through raw
+OBJ=$TMP/objects
+if ! timeout 300 "$PYB2" "$CHECK" objects "$OBJ" 2>"$TMP/objects.log"; then
+  notok pyb2_objects "$(tail -3 "$TMP/objects.log")"
+  exit 0
+fi
+if ! mount_bg pyb2obj "$OBJ" "$MNT" "timeout=0"; then
+  notok pyb2_objects_mount "the daemon did not mount: $(tail -3 "${LOGS[$MNT]}")"
+  exit 0
+fi
+timeout 300 "$PYB2" "$CHECK" objcheck "$OBJ" "$MNT" "$B2F"
+unmount_fg "$MNT" pyb2obj

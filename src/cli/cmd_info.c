@@ -185,6 +185,7 @@ int b2f_info(int argc, char **argv) {
   int n = 0;
   for (int k = 0; k < in->nmeta && n < 256; k++) names[n++] = b2_frame_meta_name(f, k);
   put_names(&o, "metalayers", n, names);
+  put_str(&o, "kind", b2_frame_kind_name(b2_frame_kind(f)));
   n = 0;
   for (int k = 0; k < in->nvlmeta && n < 256; k++) names[n++] = b2_frame_vlmeta_name(f, k);
   put_names(&o, "vlmetalayers", n, names);

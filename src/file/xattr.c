@@ -24,6 +24,7 @@ static const char *const frame_keys[] = {
 };
 static const char *const array_keys[] = {"shape", "chunkshape", "blockshape",
                                          "dtype"};
+#define KIND_KEY "kind" /* b2_frame_kind_name of the frame */
 #define NFRAME_KEYS (sizeof frame_keys / sizeof frame_keys[0])
 #define NARRAY_KEYS (sizeof array_keys / sizeof array_keys[0])
 
@@ -78,6 +79,7 @@ ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap) {
   size_t total = 0;
   for (size_t i = 0; i < NFRAME_KEYS; i++)
     put_name(buf, cap, &total, frame_keys[i], "");
+  put_name(buf, cap, &total, KIND_KEY, "");
   b2_b2nd a;
   if (get_array(fr, &a)) {
     for (size_t i = 0; i < NARRAY_KEYS; i++)
@@ -210,6 +212,12 @@ ssize_t b2_file_xattr_get(b2_file *f, const char *name, void *buf, size_t cap) {
     ssize_t n = put_value(data, len, buf, cap);
     free(data);
     return n;
+  }
+  if (!strcmp(key, KIND_KEY)) {
+    int kind = b2_frame_kind(fr);
+    if (kind < 0) return kind;
+    const char *v = b2_frame_kind_name(kind);
+    return put_value(v, strlen(v), buf, cap);
   }
   char txt[64];
   b2_frame_info info;

@@ -1504,6 +1504,78 @@ static void test_fault_create(void) {
 }
 #endif
 
+/* The kind of a frame from its metalayers (b2_frame_kind, and the header
+ * probe b2_frame_kind_at), in python-blosc2's order: markers before b2nd. */
+static void test_kinds(void) {
+  static const struct {
+    const char *m1, *v1, *m2;
+    int kind;
+  } cases[] = {
+      {NULL, NULL, NULL, B2_KIND_SCHUNK},
+      {"b2nd", "x", NULL, B2_KIND_NDARRAY},
+      {"caterva", "x", NULL, B2_KIND_NDARRAY},
+      /* b2o = {"kind": "lazyexpr", "version": 1}, after b2nd */
+      {"b2nd", "x", "b2o", B2_KIND_LAZYEXPR},
+      {"LazyArray", "\x01", "b2nd", B2_KIND_LAZYARRAY},
+      {"vlarray", "x", NULL, B2_KIND_OBJECTARRAY},
+      {"listarray", "x", "batcharray", B2_KIND_LISTARRAY},
+      {"batcharray", "x", NULL, B2_KIND_BATCHARRAY},
+      {"b2nd", "x", "proxy-source", B2_KIND_PROXY},
+      {"b2embed", "x", NULL, B2_KIND_EMBEDSTORE},
+      {"b2tree", "x", NULL, B2_KIND_TREESTORE},
+      {"other", "x", NULL, B2_KIND_SCHUNK},
+  };
+  static const char b2o[] = "\x82\xa4kind\xa8lazyexpr\xa7version\x01";
+  for (int layout = 0; layout < 2; layout++) {
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+      char path[512], name[64];
+      snprintf(name, sizeof name, "kind%zu.%s", k, layout ? "sparse" : "b2frame");
+      tpath(path, sizeof path, name);
+      b2_frame_params p;
+      params(&p, layout, B2_CODEC_LZ4, 1, 64);
+      b2_frame_meta_init mi[2];
+      p.nmeta = 0;
+      if (cases[k].m1) mi[p.nmeta++] = (b2_frame_meta_init){cases[k].m1, cases[k].v1, strlen(cases[k].v1)};
+      if (cases[k].m2)
+        mi[p.nmeta++] = !strcmp(cases[k].m2, "b2o")
+                            ? (b2_frame_meta_init){"b2o", b2o, sizeof b2o - 1}
+                            : (b2_frame_meta_init){cases[k].m2, "y", 1};
+      p.meta = mi;
+      b2_frame *f;
+      CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+      if (!f) continue;
+      CHECK_EQ(b2_frame_kind(f), cases[k].kind);
+      b2_frame_close(f);
+      int dfd = open(tmproot, O_RDONLY | O_DIRECTORY);
+      CHECK_EQ(b2_frame_kind_at(dfd, name), cases[k].kind);
+      CHECK_EQ(b2_frame_kind_at(AT_FDCWD, path), cases[k].kind);
+      close(dfd);
+      CHECK_EQ(b2_frame_kind_is_data(cases[k].kind),
+               cases[k].kind == B2_KIND_SCHUNK || cases[k].kind == B2_KIND_NDARRAY);
+    }
+  }
+  CHECK(strcmp(b2_frame_kind_name(B2_KIND_LAZYEXPR), "lazyexpr") == 0);
+  CHECK(strcmp(b2_frame_kind_name(99), "unknown") == 0);
+  /* not frames: no kind */
+  char path[512];
+  tpath(path, sizeof path, "kind_junk");
+  FILE *fp = fopen(path, "wb");
+  fputs("not a frame at all", fp);
+  fclose(fp);
+  CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
+  tpath(path, sizeof path, "kind_empty");
+  fclose(fopen(path, "wb"));
+  CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
+  tpath(path, sizeof path, "kind_missing");
+  CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
+  /* a header that claims more bytes than the file holds */
+  tpath(path, sizeof path, "kind1.b2frame");
+  int fd = open(path, O_RDWR);
+  CHECK(fd >= 0 && ftruncate(fd, 90) == 0);
+  close(fd);
+  CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
+}
+
 int main(void) {
   make_root();
   T_RUN(test_roundtrip_contiguous);
@@ -1521,6 +1593,7 @@ int main(void) {
   T_RUN(test_refusals);
   T_RUN(test_modify_reference_frames);
   T_RUN(test_concurrent_readers);
+  T_RUN(test_kinds);
 #ifdef B2_FAULT_INJECTION
   T_RUN(test_fault_commit_contiguous);
   T_RUN(test_fault_commit_sparse);
