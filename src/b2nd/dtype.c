@@ -528,7 +528,7 @@ static int build_list(const lit *v, int depth, int npy, dt **out) {
   int rc = 0;
   for (size_t k = 0; k < v->nitems && rc == 0; k++) {
     const lit *f = v->items[k];
-    const char *name, *title;
+    const char *name = NULL, *title = NULL;
     if (f->type != L_TUPLE || f->nitems < 2 || f->nitems > 3) {
       rc = bad("a field is not a (name, dtype[, shape]) tuple");
       break;

@@ -228,7 +228,7 @@ static int parse_entries(int fd, const cdir *d, const uint8_t *cd,
 int b2_zip_read(int fd, int64_t size, b2_zip_member **out, int64_t *n) {
   *out = NULL;
   *n = 0;
-  cdir d;
+  cdir d = {0};
   int rc = find_end(fd, size, &d);
   if (rc < 0) return rc;
   uint8_t *cd = malloc(d.size ? (size_t)d.size : 1);
