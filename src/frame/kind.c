@@ -135,7 +135,7 @@ static int open_header_file(int dirfd, const char *name, int64_t *size) {
 
 int b2_frame_kind_at(int dirfd, const char *name) {
   if (!name || !*name) return b2_fail(B2_E_INVAL, "frame kind: no name");
-  int64_t size;
+  int64_t size = 0;
   int fd = open_header_file(dirfd, name, &size);
   if (fd < 0) return fd;
   uint8_t pre[HEADER_PREFIX];
