@@ -124,6 +124,15 @@ int b2fs_handle_keep(b2fs_inode *in, const b2fs_sig *sig) {
 static int get_handle(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
   b2fs_sig sig;
   b2fs_handle *old = NULL;
+  /* A writable handle being closed may be rewriting the file in place (a
+   * hard-linked frame's compaction): open what it leaves. */
+  pthread_mutex_lock(&in->lock);
+  int closing = in->closing != NULL;
+  pthread_mutex_unlock(&in->lock);
+  if (closing) {
+    pthread_mutex_lock(&in->wlock);
+    pthread_mutex_unlock(&in->wlock);
+  }
   int rc = b2fs_handle_sig(in, &sig);
   if (rc < 0) return rc;
   pthread_mutex_lock(&in->lock);

@@ -7,8 +7,10 @@
  * parameters) the inode is rebound to the new file under the same number.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "b2fs.h"
@@ -100,14 +102,36 @@ static void grow(void) {
   b2fs_g.nbuckets = n;
 }
 
+/* Was the name the O_PATH descriptor fd was opened at removed (the file
+ * itself may live on under other names)? */
+static int name_gone(int fd) {
+  char proc[64], buf[PATH_MAX];
+  static const char tail[] = " (deleted)";
+  ssize_t n = readlink(b2fs_fd_path(fd, proc, sizeof proc), buf, sizeof buf);
+  size_t k = sizeof tail - 1;
+  return n >= (ssize_t)k && (size_t)n < sizeof buf && memcmp(buf + n - k, tail, k) == 0;
+}
+
 b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse) {
   pthread_mutex_lock(&b2fs_g.table_lock);
   size_t h = hash_key(st->st_dev, st->st_ino, kind) & (b2fs_g.nbuckets - 1);
   for (b2fs_inode *in = b2fs_g.buckets[h]; in; in = in->next)
     if (in->dev == st->st_dev && in->ino == st->st_ino && in->kind == kind) {
       in->nlookup++;
+      if (st->st_nlink > 1 && S_ISREG(st->st_mode) && name_gone(in->fd)) {
+        /* A hard link found under another name than the one removed:
+         * the inode's descriptor names the file by a live name again
+         * (writers and messages find the file through it). */
+        int *olds = realloc(in->old_fds, (size_t)(in->nold + 1) * sizeof *olds);
+        if (olds) {
+          in->old_fds = olds;
+          olds[in->nold++] = in->fd;
+          in->fd = fd;
+          fd = -1;
+        }
+      }
       pthread_mutex_unlock(&b2fs_g.table_lock);
-      close(fd);
+      if (fd >= 0) close(fd);
       return in;
     }
   b2fs_inode *in = calloc(1, sizeof *in);

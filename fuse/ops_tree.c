@@ -227,33 +227,70 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
   make_plain(req, parent, name, 0, link);
 }
 
-/* Hard links of plain entries only: a second name of a frame would not
- * survive its compaction (a new file renamed over one of the names). */
+/* Source name for a second name `newname` in qfd of the frame of kind
+ * `kind` whose source name is `src` (its suffix is kept, as a rename
+ * would): the name must be free and the directory must then show it as
+ * newname.  0, -EEXIST, -ENAMETOOLONG, -EXDEV. */
+static int choose_link(int qfd, const char *newname, int kind, const char *src,
+                       char *out, size_t cap) {
+  int rc = b2fs_name_target(kind, b2fs_name_suffix(src), newname, out, cap);
+  if (rc < 0) return rc;
+  if (b2fs_name_hidden(out) || b2fs_name_hidden(newname)) return -EINVAL;
+  int t = b2fs_probe_dir(&qfd, out);
+  if (t < 0) return t;
+  if (t != B2FS_ABSENT) return -EEXIST;
+  b2fs_overlay o = {b2fs_probe_dir, &qfd, {NULL, NULL}, out, B2FS_FRAME};
+  return b2fs_name_check(newname, out, 1, b2fs_overlay_probe, &o);
+}
+
+/* Hard links.  A contiguous frame is one file: its second name gets the
+ * frame's suffix (b -> b.b2frame), both names are the same inode, and the
+ * engine rewrites a linked frame in place (compaction, empty commits) so
+ * the link is never split.  A sparse frame is a directory: EPERM, as for
+ * directories.  A plain file cannot get a name that would make it a
+ * frame (EPERM). */
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
                     const char *newname) {
   b2fs_inode *in = b2fs_inode_get(ino);
   b2fs_inode *q = dir_of(req, newparent);
   if (!q) return;
-  if (in->kind != B2FS_KIND_PLAIN) {
-    fuse_reply_err(req, EPERM);
-    return;
-  }
   struct stat st;
   char path[64];
   int qfd = q->fd, frame;
   char src[B2FS_NAME_MAX + 1];
   int rc = fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-  if (rc == 0) rc = choose_new(qfd, newname, st.st_mode & S_IFMT, 0, src, sizeof src, &frame);
-  if (rc == -EEXIST && S_ISREG(st.st_mode) &&
-      b2fs_name_kind(newname, NULL) != B2FS_KIND_PLAIN)
-    rc = -EPERM; /* the new name would make it a frame */
-  if (rc == 0 && linkat(AT_FDCWD, b2fs_fd_path(in->fd, path, sizeof path), qfd, src,
-                        AT_SYMLINK_FOLLOW) < 0)
-    rc = -errno;
+  if (rc == 0 && strlen(newname) > B2FS_NAME_MAX) rc = -ENAMETOOLONG;
+  if (rc == 0 && in->kind != B2FS_KIND_PLAIN) {
+    char real[PATH_MAX];
+    if (!S_ISREG(st.st_mode)) rc = -EPERM; /* a sparse frame: a directory */
+    if (rc == 0) {
+      /* The suffix of the name the inode was found under (perhaps one
+       * removed since: " (deleted)" follows it). */
+      b2fs_src_path(in, real, sizeof real);
+      char *del = strstr(real, " (deleted)");
+      if (del && !del[sizeof " (deleted)" - 1]) *del = 0;
+      const char *base = strrchr(real, '/');
+      rc = choose_link(qfd, newname, in->kind, base ? base + 1 : real, src, sizeof src);
+    }
+  } else if (rc == 0) {
+    rc = choose_new(qfd, newname, st.st_mode & S_IFMT, 0, src, sizeof src, &frame);
+    if (rc == -EEXIST && S_ISREG(st.st_mode) &&
+        b2fs_name_kind(newname, NULL) != B2FS_KIND_PLAIN)
+      rc = -EPERM; /* the new name would make it a frame */
+  }
+  /* Under the namespace lock: a compaction (which must see the link) does
+   * not run meanwhile. */
+  if (rc == 0) {
+    b2fs_nslock2(in, NULL);
+    if (linkat(AT_FDCWD, b2fs_fd_path(in->fd, path, sizeof path), qfd, src,
+               AT_SYMLINK_FOLLOW) < 0)
+      rc = -errno;
+    b2fs_nsunlock2(in, NULL);
+  }
   if (rc < 0)
     fuse_reply_err(req, -rc);
   else
-    reply_entry(req, qfd, src, B2FS_KIND_PLAIN);
+    reply_entry(req, qfd, src, in->kind);
 }
 
 /* ---- removing and renaming ------------------------------------------------ */
@@ -286,6 +323,10 @@ static int remove_entry(int pfd, const char *src, int kind, const struct stat *s
                         b2fs_inode *in, void **held_out) {
   int sparse = is_sparse_frame(kind, st);
   int busy = 0;
+  /* One name of a hard-linked frame: the file lives on under the others
+   * (its writer rewrites it in place, never by name). */
+  if (S_ISREG(st->st_mode) && st->st_nlink > 1)
+    return unlinkat(pfd, src, 0) < 0 ? -errno : 0;
   if (in) {
     in->gone = 1; /* its writer must not follow, compact or recreate it */
     pthread_mutex_lock(&in->lock);

@@ -26,6 +26,11 @@ int b2fs_real_path(b2fs_inode *in, char *buf, size_t cap) {
   if ((size_t)n >= cap) return -ENAMETOOLONG;
   buf[n] = 0;
   if (buf[0] != '/') return -ENOENT; /* not a path in our namespace */
+  /* A hard-linked file whose name this was got removed. */
+  static const char tail[] = " (deleted)";
+  size_t k = sizeof tail - 1;
+  if ((size_t)n >= k && strcmp(buf + n - k, tail) == 0 && fstatat(AT_FDCWD, buf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return -ENOENT;
   return 0;
 }
 

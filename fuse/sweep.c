@@ -13,7 +13,10 @@
  *     file of a compaction or rewrite, the file or sparse directory of a
  *     creation), when no writer of ours works on NAME and no process holds
  *     the file's lock (the engine locks the files it rewrites into).  A
- *     directory goes only if it holds nothing but what creation writes.
+ *     directory goes only if it holds nothing but what creation writes;
+ *   - .NAME.redo.b2tmp: the new content of a hard-linked frame that was
+ *     being copied over it in place (b2_frame_compact): the copy is done
+ *     again (b2_frame_redo), then the file goes.
  * Nothing else is touched: other hidden names, symlinks and other types,
  * and nothing at all under -o ro.
  */
@@ -191,6 +194,16 @@ static int sweep_entry(int dfd, const char *name) {
     return unlinkat(dfd, name, 0) == 0;
   }
   char stem[B2FS_NAME_MAX + 1], path[PATH_MAX];
+  size_t n = strlen(name), r = sizeof B2_FRAME_REDO_SUFFIX - 1;
+  if (n > r + 1 && strcmp(name + n - r, B2_FRAME_REDO_SUFFIX) == 0) {
+    /* A hard-linked frame's in-place rewrite that a crash interrupted:
+     * finish it, unless our writer is doing it now. */
+    snprintf(stem, sizeof stem, "%.*s", (int)(n - r - 1), name + 1);
+    if (b2fs_path_at(dfd, stem, path, sizeof path) < 0 || b2fs_frame_writing_at(path)) return 0;
+    int rc = b2_frame_redo(dfd, name);
+    if (rc < 0) b2fs_log("%s: %s", path, b2_last_detail());
+    return rc == 0;
+  }
   if (temp_stem(name, stem, sizeof stem) < 0) return 0;
   if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return 0;

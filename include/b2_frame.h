@@ -286,8 +286,23 @@ int64_t b2_frame_dead_bytes(b2_frame *f);
 /* Commit, then rewrite the frame without dead bytes: contiguous, into a
  * temporary file in the same directory that is synced and renamed over the
  * frame (f then reads the new file); sparse, delete unreferenced chunk
- * files (leftovers of interrupted writers included).  Crash safe. */
+ * files (leftovers of interrupted writers included).  Crash safe.
+ * A contiguous frame whose file has other hard links keeps its file: the
+ * synced temporary becomes the redo file `.NAME` B2_FRAME_REDO_SUFFIX, is
+ * copied over the frame in place, and removed once the frame is synced
+ * (the same for commits that rewrite the file: an empty frame, a header
+ * of another size). */
 int b2_frame_compact(b2_frame *f);
+
+/* Suffix of the redo file of a hard-linked frame rewritten in place (a
+ * hidden engine temporary, see b2_frame_compact). */
+#define B2_FRAME_REDO_SUFFIX ".redo.b2tmp"
+/* Finish the in-place rewrite recorded by the redo file `name` in dirfd
+ * (a crash interrupted the copy): copy it over its frame, sync, remove it.
+ * 0 done (or not a redo name), 1 when a writer holds the frame (its own
+ * rewrite is under way: leave it), negative code on error.  Call before
+ * the frame is read or written again. */
+int b2_frame_redo(int dirfd, const char *name);
 /* Open `path` for writing, compact it, close it. */
 int b2_frame_compact_path(const char *path);
 

@@ -4,7 +4,8 @@
  * Contiguous: the staged frame (header, live chunks in index order, index,
  * trailer) is written to a temporary file beside the frame, synced, renamed
  * over it and the directory synced; the open b2_frame then reads the new
- * file.  Commit uses the same path when the header changes size or the
+ * file.  A frame file with other hard links is rewritten in place instead,
+ * through a redo file (replace_in_place), so that every name keeps it.  Commit uses the same path when the header changes size or the
  * frame becomes empty.  Sparse: commit, then delete every chunk file the
  * index does not reference (leftovers of interrupted writers included).
  */
@@ -116,6 +117,84 @@ static int still_ours(const b2_frame *f, int dirfd, const char *base) {
   return 0;
 }
 
+/* Name of the redo file of frame `base` (cap > NAME_MAX): 0 or -1. */
+static int redo_name(const char *base, char *out, size_t cap) {
+  int n = snprintf(out, cap, ".%s" B2_FRAME_REDO_SUFFIX, base);
+  return n > 0 && (size_t)n < cap && n <= NAME_MAX ? 0 : -1;
+}
+
+/* Copy the n bytes of `from` over the start of `to`, cut `to` there and
+ * sync it. */
+static int copy_over(int from, int to, int64_t n) {
+  uint8_t *buf = malloc(COPY_BUF);
+  if (!buf) return b2_fail(B2_E_NOMEM, "out of memory");
+  int rc = 0;
+  for (int64_t at = 0; at < n && !rc;) {
+    size_t k = (size_t)B2_MIN((int64_t)COPY_BUF, n - at);
+    rc = b2_frame_pread(from, buf, k, at);
+    if (!rc) rc = b2_io_pwrite(to, buf, k, at);
+    at += (int64_t)k;
+  }
+  free(buf);
+  if (!rc) rc = b2_io_ftruncate(to, n);
+  if (!rc) rc = b2_io_fsync(to);
+  return rc;
+}
+
+/* The new content of a frame that has other hard links, complete and
+ * synced in `tmp` (open at tfd, fsize bytes), replaces the old content in
+ * place: a new file renamed over one name would split the link.  tmp is
+ * renamed to the redo name first (directory synced), then copied over the
+ * frame file, which is synced, and the redo file is removed.  A crash
+ * during the copy leaves the redo file: b2_frame_redo() copies it again
+ * before anyone writes or (through the mount) reads the frame. */
+static int replace_in_place(b2_frame *f, int dirfd, const char *base, const char *tmp,
+                            int tfd, int64_t fsize) {
+  char redo[NAME_MAX + 2];
+  if (redo_name(base, redo, sizeof redo) < 0)
+    return b2_fail(B2_E_LIMIT, "file name too long for a redo file");
+  int rc = b2_io_renameat(dirfd, tmp, dirfd, redo, 0);
+  if (!rc) rc = b2_io_fsync(dirfd);
+  if (rc < 0) {
+    (void)b2_io_unlinkat(dirfd, redo, 0); /* the old content is intact */
+    return rc;
+  }
+  rc = copy_over(tfd, f->fd, fsize);
+  if (rc < 0) return rc; /* the redo file stays: the copy must be done */
+  (void)b2_io_unlinkat(dirfd, redo, 0);
+  return b2_io_fsync(dirfd);
+}
+
+int b2_frame_redo(int dirfd, const char *name) {
+  size_t n = strlen(name), k = strlen(B2_FRAME_REDO_SUFFIX);
+  if (n <= k + 1 || name[0] != '.' || strcmp(name + n - k, B2_FRAME_REDO_SUFFIX) != 0) return 0;
+  char base[NAME_MAX + 1];
+  memcpy(base, name + 1, n - k - 1);
+  base[n - k - 1] = 0;
+  int rfd = b2_io_openat(dirfd, name, O_RDONLY | O_NOFOLLOW, 0);
+  if (rfd < 0) return rfd;
+  int ffd = openat(dirfd, base, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  struct stat rs, fs;
+  int rc = 0;
+  if (ffd < 0) {
+    /* Every name of the frame is gone: nothing to repair. */
+    if (errno != ENOENT) rc = b2_fail(b2_from_errno(errno), "%s: %s", base, strerror(errno));
+  } else if (flock(ffd, LOCK_EX | LOCK_NB) != 0) {
+    rc = 1; /* a writer has it: its own rewrite is under way */
+  } else if (fstat(rfd, &rs) != 0 || fstat(ffd, &fs) != 0 || !S_ISREG(fs.st_mode)) {
+    rc = b2_fail(B2_E_IO, "%s: cannot stat for the redo", base);
+  } else {
+    rc = copy_over(rfd, ffd, (int64_t)rs.st_size);
+  }
+  if (ffd >= 0) close(ffd);
+  b2_io_close(rfd);
+  if (rc == 0) {
+    rc = b2_io_unlinkat(dirfd, name, 0);
+    if (!rc) rc = b2_io_fsync(dirfd);
+  }
+  return rc < 0 ? b2_context(rc, "redo of %s", base) : rc;
+}
+
 int b2_frame_rewrite(b2_frame *f) {
   b2_frame_w *w = f->w;
   const char *base;
@@ -127,7 +206,9 @@ int b2_frame_rewrite(b2_frame *f) {
     return b2_fail(B2_E_LIMIT, "file name too long for a temporary file");
   }
   struct stat st;
-  mode_t mode = fstat(f->fd, &st) == 0 ? (st.st_mode & 07777) : 0644;
+  int fst = fstat(f->fd, &st);
+  mode_t mode = fst == 0 ? (st.st_mode & 07777) : 0644;
+  int linked = fst == 0 && st.st_nlink > 1;
   (void)b2_io_unlinkat(dirfd, tmp, 0); /* a leftover of a crash */
   int64_t n = f->info.nchunks, hl = f->info.header_size;
   int64_t *noff = malloc((size_t)w->cap * sizeof *noff);
@@ -161,27 +242,42 @@ int b2_frame_rewrite(b2_frame *f) {
     rc = b2_io_pwrite(s.fd, h, B2_FH_FIXED, 0);
   }
   if (!rc) rc = b2_io_fsync(s.fd);
-  if (!rc) rc = still_ours(f, dirfd, base);
-  if (!rc) rc = b2_io_renameat(dirfd, tmp, dirfd, base, 0);
   free(it);
   free(s.buf);
-  if (rc < 0) {
-    if (s.fd >= 0) {
-      b2_io_close(s.fd);
-      (void)b2_io_unlinkat(dirfd, tmp, 0);
-    }
+  if (!rc && linked) {
+    /* Readers of this b2_frame wait while the file changes under them. */
+    pthread_rwlock_wrlock(&w->lock);
+    rc = replace_in_place(f, dirfd, base, tmp, s.fd, fsize);
+    if (rc < 0) pthread_rwlock_unlock(&w->lock);
+    b2_io_close(s.fd);
+    s.fd = -1;
     b2_io_close(dirfd);
-    free(noff);
-    free(h);
-    return b2_context(rc, "rewrite of %s", f->path);
+    if (rc < 0) {
+      free(noff);
+      free(h);
+      return b2_context(rc, "rewrite in place of %s (hard-linked)", f->path);
+    }
+  } else {
+    if (!rc) rc = still_ours(f, dirfd, base);
+    if (!rc) rc = b2_io_renameat(dirfd, tmp, dirfd, base, 0);
+    if (rc < 0) {
+      if (s.fd >= 0) {
+        b2_io_close(s.fd);
+        (void)b2_io_unlinkat(dirfd, tmp, 0);
+      }
+      b2_io_close(dirfd);
+      free(noff);
+      free(h);
+      return b2_context(rc, "rewrite of %s", f->path);
+    }
+    /* The new file has the frame's name now; even if syncing the directory
+     * fails, this b2_frame follows it. */
+    rc = b2_io_fsync(dirfd);
+    b2_io_close(dirfd);
+    pthread_rwlock_wrlock(&w->lock);
   }
-  /* The new file has the frame's name now; even if syncing the directory
-   * fails, this b2_frame follows it. */
-  rc = b2_io_fsync(dirfd);
-  b2_io_close(dirfd);
-  pthread_rwlock_wrlock(&w->lock);
-  int old = f->fd;
-  f->fd = s.fd;
+  int old = linked ? -1 : f->fd;
+  if (!linked) f->fd = s.fd;
   free(f->offsets);
   f->offsets = noff;
   memcpy(f->header, h, B2_FH_FIXED);
@@ -194,7 +290,7 @@ int b2_frame_rewrite(b2_frame *f) {
   f->trailer_pos = ipos + (int64_t)ilen;
   w->append_pos = f->data_end = fsize;
   pthread_rwlock_unlock(&w->lock);
-  b2_io_close(old);
+  if (old >= 0) b2_io_close(old);
   if (rc < 0) {
     free(h);
     return b2_context(rc, "rewrite of %s: directory", f->path);

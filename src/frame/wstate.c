@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,9 +368,27 @@ void b2_frame_w_free(b2_frame *f) {
   f->w = NULL;
 }
 
+/* A hard-linked frame whose in-place rewrite a crash interrupted is
+ * repaired before it is parsed for writing (b2_frame_redo). */
+static int finish_redo(const char *path) {
+  const char *base;
+  char redo[NAME_MAX + 2];
+  int dirfd = b2_io_open_parent(path, &base);
+  if (dirfd < 0) return 0; /* the open below says why */
+  int rc = 0;
+  struct stat st;
+  if (snprintf(redo, sizeof redo, ".%s" B2_FRAME_REDO_SUFFIX, base) < (int)sizeof redo &&
+      fstatat(dirfd, redo, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    rc = b2_frame_redo(dirfd, redo);
+  b2_io_close(dirfd);
+  return rc < 0 ? rc : 0;
+}
+
 int b2_frame_open_rw(const char *path, b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
   *out = NULL;
+  int rrc = finish_redo(path);
+  if (rrc < 0) return rrc;
   /* Parse, lock, and check nobody committed in between (else again). */
   for (int attempt = 0;; attempt++) {
     b2_frame *f;
