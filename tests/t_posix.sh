@@ -47,8 +47,6 @@ chmod 755 "$TMP"/*
 # as skipped with that reason (remove them as they are fixed).
 known() {
   case "$1" in
-    NO_link_*)
-      echo "issue 11: hard links of frames (EPERM)" ;;
     pathmax_*) echo "issue 11: the daemon builds absolute SOURCE paths (PATH_MAX)" ;;
     *) return 1 ;;
   esac
