@@ -29,6 +29,9 @@ def fill_tree(ts):
     ts["/s"] = blosc2.SChunk(chunksize=4096, data=b"xyz" * 4000)
     ts["/g/h/i"] = np.arange(7, dtype=">u2")
     ts["/g/tiny"] = blosc2.SChunk(chunksize=64, data=b"tiny")
+    rec = np.zeros(30, np.dtype([("a", "u1"), ("b", "<f8")], align=True))
+    rec["a"], rec["b"] = np.arange(30), np.arange(30) / 7
+    ts["/g/rec"] = rec  # an aligned struct: python-blosc2 stores a dict literal
     ts["/dead"] = np.arange(3)
     del ts["/dead"]
     ts.vlmeta["k"] = (1, 2)

@@ -691,9 +691,9 @@ ssize_t b2_store_xattr_list(b2_store *s, int64_t i, char *buf, size_t cap) {
   for (int k = 0; k < nv; k++) {
     const char *nm = b2_frame_vlmeta_name(f, k);
     size_t len;
-    if (!nm || b2_frame_vlmeta_get(f, nm, NULL, &len) < 0 ||
-        len > B2_XATTR_VALUE_MAX)
-      continue;
+    if (!nm || !strcmp(nm, B2_FRAME_CSUM_VLMETA) ||
+        b2_frame_vlmeta_get(f, nm, NULL, &len) < 0 || len > B2_XATTR_VALUE_MAX)
+      continue; /* b2fs's own checksums are no attribute of the group */
     size_t need = sizeof XATTR_VLMETA - 1 + strlen(nm) + 1;
     if (cap && total + need <= cap) {
       memcpy(buf + total, XATTR_VLMETA, sizeof XATTR_VLMETA - 1);
