@@ -93,10 +93,9 @@ typedef struct b2_store_entry {
                           suffix (.b2nd, .b2f, .b2b); NULL: not shown (the
                           root, remote references, unresolvable clashes) */
   int kind;            /* B2_STORE_* kind */
-  const char *objkind; /* "group", "ndarray", "schunk", "objectarray",
-                          "batcharray", "listarray", "lazyexpr" (any b2o
-                          carrier: "b2o:KIND"), "lazyarray", "proxy",
-                          "embedstore", "c2array" */
+  const char *objkind; /* "group", or b2_frame_kind_name of the value
+                          ("ndarray", "schunk", "objectarray", "lazyexpr",
+                          ...; "c2array" for a remote reference) */
   int loc;             /* B2_STORE_IN_* */
   const char *relpath; /* FILE, MEMBER: the file or member name; EMBED: NULL */
   int64_t offset, length; /* MEMBER, EMBED (FILE: length = file size) */

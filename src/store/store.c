@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "b2_error.h"
-#include "common/msgpack.h"
 #include "common/util.h"
 #include "frame/frame_impl.h"
 #include "store/store_impl.h"
@@ -121,63 +120,15 @@ static int hidden_file(const char *rel) {
 
 /* ---- classification -------------------------------------------------------- */
 
-static int has_meta(const b2_frame *f, const char *name) {
-  const uint8_t *d;
-  size_t len;
-  return b2_frame_meta_get(f, name, &d, &len) == 0;
-}
-
-/* The "kind" of a b2o carrier's metalayer map, as one of the known names. */
-static const char *b2o_kind(const b2_frame *f) {
-  const uint8_t *d;
-  size_t len;
-  if (b2_frame_meta_get(f, "b2o", &d, &len) < 0) return "b2o";
-  b2_mp_reader r;
-  b2_mp_reader_init(&r, d, len);
-  uint32_t n;
-  if (b2_mp_read_map(&r, &n) < 0) return "b2o";
-  static const char *const known[] = {"b2o:lazyexpr", "b2o:lazyudf",
-                                      "b2o:c2array"};
-  for (uint32_t k = 0; k < n; k++) {
-    const uint8_t *s;
-    uint32_t sl;
-    if (b2_mp_read_str(&r, &s, &sl) < 0) return "b2o";
-    if (sl == 4 && !memcmp(s, "kind", 4)) {
-      if (b2_mp_read_str(&r, &s, &sl) < 0) return "b2o";
-      for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-        if (strlen(known[i]) == sl + 4 && !memcmp(known[i] + 4, s, sl))
-          return known[i];
-      return "b2o";
-    }
-    if (b2_mp_skip(&r) < 0) return "b2o";
-  }
-  return "b2o";
-}
-
-/* Kind of a value from its metalayers, in python-blosc2's order of tests
- * (blosc2.open, from_cframe). */
+/* Kind of a value from its metalayers (b2_frame_kind: python-blosc2's
+ * order of tests): arrays, SChunks, or objects that are not data. */
 static void classify(const b2_frame *f, b2_store_src *src) {
-  static const struct {
-    const char *meta, *objkind;
-  } objs[] = {{"proxy-source", "proxy"},     {"b2embed", "embedstore"},
-              {"listarray", "listarray"},    {"batcharray", "batcharray"},
-              {"vlarray", "objectarray"},    {"LazyArray", "lazyarray"}};
-  for (size_t i = 0; i < sizeof objs / sizeof *objs; i++)
-    if (has_meta(f, objs[i].meta)) {
-      src->kind = B2_STORE_OBJECT;
-      src->objkind = objs[i].objkind;
-      return;
-    }
-  if (has_meta(f, "b2o")) {
-    src->kind = B2_STORE_OBJECT;
-    src->objkind = b2o_kind(f);
-  } else if (has_meta(f, "b2nd") || has_meta(f, "caterva")) {
-    src->kind = B2_STORE_NDARRAY;
-    src->objkind = "ndarray";
-  } else {
-    src->kind = B2_STORE_SCHUNK;
-    src->objkind = "schunk";
-  }
+  int k = b2_frame_kind(f);
+  if (k < 0) k = B2_KIND_SCHUNK;
+  src->objkind = b2_frame_kind_name(k);
+  src->kind = k == B2_KIND_NDARRAY  ? B2_STORE_NDARRAY
+              : k == B2_KIND_SCHUNK ? B2_STORE_SCHUNK
+                                    : B2_STORE_OBJECT;
 }
 
 /* Kind from a trusted file suffix, for a leaf whose frame cannot be read. */
@@ -463,13 +414,12 @@ static int add_embedded(b2_store *s, const b2_embed_item *it, int64_t n) {
   return 0;
 }
 
-static const char *flavor_meta[] = {NULL, "b2embed", "b2dict", "b2tree"};
-
 /* Open the EmbedStore frame fr (taken over) and read its index. */
 static int load_embed(b2_store *s, b2_frame *fr) {
-  s->flavor = B2_STORE_FLAVOR_EMBED;
-  for (int k = B2_STORE_FLAVOR_DICT; k <= B2_STORE_FLAVOR_TREE; k++)
-    if (has_meta(fr, flavor_meta[k])) s->flavor = k;
+  int k = b2_frame_kind(fr);
+  s->flavor = k == B2_KIND_DICTSTORE   ? B2_STORE_FLAVOR_DICT
+              : k == B2_KIND_TREESTORE ? B2_STORE_FLAVOR_TREE
+                                       : B2_STORE_FLAVOR_EMBED;
   int64_t nbytes = b2_frame_get_info(fr)->nbytes;
   size_t len;
   int rc = b2_frame_vlmeta_get(fr, INDEX_VLMETA, NULL, &len);
