@@ -120,6 +120,13 @@ int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out);
 int b2_store_open(b2_env *env, const char *path, b2_store **out);
 void b2_store_close(b2_store *s);
 
+/* 1 when what the store was read from has changed since (it was
+ * replaced, rewritten, a value or a group added or removed: the store
+ * itself, and for a .b2d its embed.b2e and every directory of it), else
+ * 0.  A stale store still serves its old tree; open it again for the
+ * new one.  (A value rewritten in place is read afresh by every open.) */
+int b2_store_stale(const b2_store *s);
+
 int b2_store_form(const b2_store *s);
 int b2_store_flavor(const b2_store *s);
 /* The name it was opened by (for messages). */

@@ -358,7 +358,8 @@ static int walk(b2_store *s, int dirfd, const char *rel, int depth) {
         b2_store_add_note(s, "%s: cannot open: %s", path, strerror(errno));
         continue;
       }
-      rc = walk(s, sub, path, depth + 1);
+      rc = b2_store_add_sig(s, path, &st);
+      if (!rc) rc = walk(s, sub, path, depth + 1);
       close(sub);
     } else if (S_ISREG(st.st_mode)) {
       rc = add_external(s, path, B2_STORE_IN_FILE, 0, (int64_t)st.st_size);
@@ -459,8 +460,9 @@ static int open_form(b2_store *s, int dirfd, const char *name) {
     return b2_fail(b2_from_errno(errno), "cannot stat: %s", strerror(errno));
   if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
     return b2_fail(B2_E_FORMAT, "not a %s", dir ? "directory" : "regular file");
+  int rc = b2_store_add_sig(s, NULL, &st);
+  if (rc < 0) return rc;
   b2_frame *fr = NULL;
-  int rc = 0;
   if (s->form == B2_STORE_EMBED) {
     rc = b2_frame_open_fd(s->fd, 0, (int64_t)st.st_size, s->name, &fr);
     return rc < 0 ? rc : load_embed(s, fr);
@@ -475,6 +477,7 @@ static int open_form(b2_store *s, int dirfd, const char *name) {
     rc = fstat(fd, &es) != 0 ? b2_fail(B2_E_IO, "%s: cannot stat", EMBED_NAME)
          : !S_ISREG(es.st_mode) ? b2_fail(B2_E_FORMAT, "%s is not a file",
                                           EMBED_NAME)
+         : b2_store_add_sig(s, EMBED_NAME, &es) < 0 ? B2_E_NOMEM
          : b2_frame_open_fd(fd, 0, (int64_t)es.st_size, EMBED_NAME, &fr);
     close(fd);
     if (rc < 0) return b2_context(rc, "%s", EMBED_NAME);
@@ -513,11 +516,13 @@ int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out) {
   b2_store *s = calloc(1, sizeof *s);
   if (!s) return b2_fail(B2_E_NOMEM, "out of memory");
   s->fd = -1;
+  s->pfd = dirfd == AT_FDCWD ? AT_FDCWD : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   s->env = env;
   s->form = form;
   s->name = strdup(name);
-  int rc = s->name ? open_form(s, dirfd, name)
-                   : b2_fail(B2_E_NOMEM, "out of memory");
+  int rc = !s->name ? b2_fail(B2_E_NOMEM, "out of memory")
+           : s->pfd == -1 ? b2_fail(b2_from_errno(errno), "dup: %s", strerror(errno))
+           : open_form(s, dirfd, name);
   if (!rc) rc = b2_store_build(s);
   if (rc < 0) {
     b2_store_close(s);
@@ -550,8 +555,52 @@ void b2_store_close(b2_store *s) {
   for (int k = 0; k < s->nnotes; k++) free(s->notes[k]);
   b2_file_close(s->embed);
   if (s->fd >= 0) close(s->fd);
+  if (s->pfd >= 0) close(s->pfd);
+  for (int k = 0; k < s->nsigs; k++) free(s->sigs[k].rel);
+  free(s->sigs);
   free(s->name);
   free(s);
+}
+
+/* ---- changes -------------------------------------------------------------- */
+
+int b2_store_add_sig(b2_store *s, const char *rel, const struct stat *st) {
+  if (s->nsigs == s->sigcap) {
+    int cap = s->sigcap ? s->sigcap * 2 : 8;
+    b2_store_sig *p = realloc(s->sigs, (size_t)cap * sizeof *p);
+    if (!p) return b2_fail(B2_E_NOMEM, "out of memory");
+    s->sigs = p;
+    s->sigcap = cap;
+  }
+  b2_store_sig *g = &s->sigs[s->nsigs];
+  g->rel = rel ? strdup(rel) : NULL;
+  if (rel && !g->rel) return b2_fail(B2_E_NOMEM, "out of memory");
+  g->dev = st->st_dev;
+  g->ino = st->st_ino;
+  g->size = S_ISREG(st->st_mode) ? st->st_size : 0;
+  g->mtime = st->st_mtim;
+  g->ctime = st->st_ctim;
+  s->nsigs++;
+  return 0;
+}
+
+static int same_time(struct timespec a, struct timespec b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+int b2_store_stale(const b2_store *s) {
+  for (int k = 0; k < s->nsigs; k++) {
+    const b2_store_sig *g = &s->sigs[k];
+    struct stat st;
+    int rc = g->rel ? fstatat(s->fd, g->rel, &st, AT_SYMLINK_NOFOLLOW)
+                    : fstatat(s->pfd, s->name, &st, 0);
+    if (rc != 0) return 1; /* gone, or moved away */
+    if (st.st_dev != g->dev || st.st_ino != g->ino ||
+        (S_ISREG(st.st_mode) ? st.st_size : 0) != g->size ||
+        !same_time(st.st_mtim, g->mtime) || !same_time(st.st_ctim, g->ctime))
+      return 1;
+  }
+  return 0;
 }
 
 int b2_store_form(const b2_store *s) { return s->form; }

@@ -3,6 +3,7 @@
 #define B2_STORE_IMPL_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "b2_store.h"
 
@@ -57,8 +58,23 @@ typedef struct b2_store_src {
   char *error;
 } b2_store_src;
 
+/* What a store was read from, to tell when it changed: the store itself
+ * (rel NULL, looked up again by name), and for a .b2d its embed.b2e and
+ * every directory walked. */
+typedef struct b2_store_sig {
+  char *rel;
+  dev_t dev;
+  ino_t ino;
+  off_t size;          /* regular files only */
+  struct timespec mtime, ctime;
+} b2_store_sig;
+
 struct b2_store {
   char *name;
+  int pfd;            /* the directory it was opened in (a duplicate), or
+                         AT_FDCWD */
+  b2_store_sig *sigs;
+  int nsigs, sigcap;
   int form, flavor;
   int fd;             /* .b2d: the directory; .b2z, .b2e: the file */
   b2_file *embed;     /* the EmbedStore's logical bytes (NULL: none) */
@@ -90,6 +106,9 @@ int b2_store_key_ok(const char *key);
 /* Whether key names a group attribute carrier; *glen gets the length of
  * the group's key ("" root: 0). */
 int b2_store_is_carrier(const char *key, size_t *glen);
+
+/* Remember what `st` says of rel (NULL: the store itself). */
+int b2_store_add_sig(b2_store *s, const char *rel, const struct stat *st);
 
 /* Build the tree from s->srcs (tree.c). */
 int b2_store_build(b2_store *s);

@@ -170,6 +170,7 @@ static void test_embed_store(void) {
   b2_store *s;
   CHECK_EQ(b2_store_open(NULL, path, &s), 0);
   if (s) {
+    CHECK_EQ(b2_store_stale(s), 0);
     CHECK_EQ(b2_store_flavor(s), B2_STORE_FLAVOR_EMBED);
     int64_t idx[8];
     CHECK_EQ(b2_store_keys(s, idx, 8), 3);
@@ -186,6 +187,14 @@ static void test_embed_store(void) {
     CHECK(a >= 0 && d >= 0 && b2_store_child(s, d, "sc") >= 0);
     CHECK_EQ(b2_store_entry_at(s, 0)->nchildren, 2);
     CHECK_EQ(b2_store_child(s, 0, "remote"), B2_E_NOENT);
+    /* Replaced by another file of the same name: stale, the old tree
+     * still served. */
+    char tmp2[600];
+    snprintf(tmp2, sizeof tmp2, "%s.new", path);
+    put_file(tmp2, "", 0);
+    CHECK_EQ(rename(tmp2, path), 0);
+    CHECK_EQ(b2_store_stale(s), 1);
+    CHECK(same_value(s, "/dir/sc", SCH, B2_VIEW_LOGICAL));
     b2_store_close(s);
   }
 
@@ -270,6 +279,23 @@ static void test_dir_store(void) {
   CHECK_EQ(b2_store_open(NULL, root, &s), 0);
   if (s) {
     check_tree(s);
+    /* Changes: none yet; a file added in a group; embed.b2e rewritten. */
+    CHECK_EQ(b2_store_stale(s), 0);
+    char p2[600];
+    snprintf(p2, sizeof p2, "%s/a/new.b2f", root);
+    put_file(p2, "x", 1);
+    CHECK_EQ(b2_store_stale(s), 1);
+    b2_store_close(s);
+    unlink(p2);
+    CHECK_EQ(b2_store_open(NULL, root, &s), 0);
+    CHECK_EQ(b2_store_stale(s), 0);
+    snprintf(p2, sizeof p2, "%s/embed.b2e", root);
+    size_t elen;
+    uint8_t *eb = t_read_file(p2, &elen);
+    usleep(10000); /* a later mtime */
+    put_file(p2, eb, elen);
+    free(eb);
+    CHECK_EQ(b2_store_stale(s), 1);
     b2_store_close(s);
   }
   /* A leaf whose frame is damaged stays listed and fails alone. */
