@@ -118,6 +118,11 @@ int b2_store_detect(int dirfd, const char *name);
  * followed. */
 int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out);
 int b2_store_open(b2_env *env, const char *path, b2_store **out);
+/* The same for `path` of dirfd whose form and name (for messages) are
+ * those of `name` (a daemon holding "/proc/self/fd/N" of a source entry
+ * named NAME.b2z). */
+int b2_store_open_named(b2_env *env, int dirfd, const char *path,
+                        const char *name, b2_store **out);
 void b2_store_close(b2_store *s);
 
 /* 1 when what the store was read from has changed since (it was
@@ -140,8 +145,10 @@ const b2_store_entry *b2_store_entry_at(const b2_store *s, int64_t i);
 /* The child of group `dir` shown as `shown`, or B2_E_NOENT. */
 int64_t b2_store_child(const b2_store *s, int64_t dir, const char *shown);
 /* The leaf of key `key` (python's key, "/a/b"; leaves first), else the
- * group, else B2_E_NOENT. */
+ * group, else B2_E_NOENT.  b2_store_find_group: only a group ("/": the
+ * root). */
 int64_t b2_store_find(const b2_store *s, const char *key);
+int64_t b2_store_find_group(const b2_store *s, const char *key);
 
 /* Keys python-blosc2 lists, in byte order, as entry indices: the leaves
  * (remote references included), and for a TreeStore also the groups

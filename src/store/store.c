@@ -507,8 +507,9 @@ static int open_form(b2_store *s, int dirfd, const char *name) {
   return rc;
 }
 
-int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out) {
-  if (!out || !name) return b2_fail(B2_E_INVAL, "store open: no name");
+int b2_store_open_named(b2_env *env, int dirfd, const char *path,
+                        const char *name, b2_store **out) {
+  if (!out || !path || !name) return b2_fail(B2_E_INVAL, "store open: no name");
   *out = NULL;
   int form = form_of_name(name);
   if (form == B2_STORE_NONE)
@@ -520,9 +521,10 @@ int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out) {
   s->env = env;
   s->form = form;
   s->name = strdup(name);
-  int rc = !s->name ? b2_fail(B2_E_NOMEM, "out of memory")
+  s->path = strdup(path);
+  int rc = !s->name || !s->path ? b2_fail(B2_E_NOMEM, "out of memory")
            : s->pfd == -1 ? b2_fail(b2_from_errno(errno), "dup: %s", strerror(errno))
-           : open_form(s, dirfd, name);
+           : open_form(s, dirfd, path);
   if (!rc) rc = b2_store_build(s);
   if (rc < 0) {
     b2_store_close(s);
@@ -530,6 +532,10 @@ int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out) {
   }
   *out = s;
   return 0;
+}
+
+int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out) {
+  return b2_store_open_named(env, dirfd, name, name, out);
 }
 
 int b2_store_open(b2_env *env, const char *path, b2_store **out) {
@@ -559,6 +565,7 @@ void b2_store_close(b2_store *s) {
   for (int k = 0; k < s->nsigs; k++) free(s->sigs[k].rel);
   free(s->sigs);
   free(s->name);
+  free(s->path);
   free(s);
 }
 
@@ -593,7 +600,7 @@ int b2_store_stale(const b2_store *s) {
     const b2_store_sig *g = &s->sigs[k];
     struct stat st;
     int rc = g->rel ? fstatat(s->fd, g->rel, &st, AT_SYMLINK_NOFOLLOW)
-                    : fstatat(s->pfd, s->name, &st, 0);
+                    : fstatat(s->pfd, s->path, &st, 0);
     if (rc != 0) return 1; /* gone, or moved away */
     if (st.st_dev != g->dev || st.st_ino != g->ino ||
         (S_ISREG(st.st_mode) ? st.st_size : 0) != g->size ||

@@ -70,7 +70,8 @@ typedef struct b2_store_sig {
 } b2_store_sig;
 
 struct b2_store {
-  char *name;
+  char *name;         /* its name (the form comes from it) */
+  char *path;         /* what was opened, relative to pfd */
   int pfd;            /* the directory it was opened in (a duplicate), or
                          AT_FDCWD */
   b2_store_sig *sigs;

@@ -343,15 +343,28 @@ int64_t b2_store_child(const b2_store *s, int64_t dir, const char *name) {
   return b2_fail(B2_E_NOENT, "%s: no entry %s", s->e[dir].key, name);
 }
 
-int64_t b2_store_find(const b2_store *s, const char *key) {
+/* Position in bykey of the first entry whose key is >= key. */
+static int64_t first_at(const b2_store *s, const char *key) {
   int64_t lo = 0, hi = s->n;
-  while (lo < hi) { /* first entry whose key is >= key */
+  while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
     if (strcmp(s->e[s->bykey[mid]].key, key) < 0) lo = mid + 1;
     else hi = mid;
   }
-  if (lo < s->n && !strcmp(s->e[s->bykey[lo]].key, key)) return s->bykey[lo];
+  return lo;
+}
+
+int64_t b2_store_find(const b2_store *s, const char *key) {
+  int64_t k = first_at(s, key);
+  if (k < s->n && !strcmp(s->e[s->bykey[k]].key, key)) return s->bykey[k];
   return b2_fail(B2_E_NOENT, "no key %s", key);
+}
+
+int64_t b2_store_find_group(const b2_store *s, const char *key) {
+  /* A leaf of the same key sorts first: the group, if any, follows it. */
+  for (int64_t k = first_at(s, key); k < s->n && !strcmp(s->e[s->bykey[k]].key, key); k++)
+    if (s->e[s->bykey[k]].kind == B2_STORE_GROUP) return s->bykey[k];
+  return b2_fail(B2_E_NOENT, "no group %s", key);
 }
 
 int64_t b2_store_keys(const b2_store *s, int64_t *idx, int64_t cap) {

@@ -187,6 +187,10 @@ static void test_embed_store(void) {
     CHECK(a >= 0 && d >= 0 && b2_store_child(s, d, "sc") >= 0);
     CHECK_EQ(b2_store_entry_at(s, 0)->nchildren, 2);
     CHECK_EQ(b2_store_child(s, 0, "remote"), B2_E_NOENT);
+    CHECK_EQ(b2_store_find_group(s, "/dir"), d);
+    CHECK_EQ(b2_store_find_group(s, "/"), 0);
+    CHECK_EQ(b2_store_find_group(s, "/arr"), B2_E_NOENT);
+    CHECK_EQ(b2_store_find(s, "/dir"), d);
     /* Replaced by another file of the same name: stale, the old tree
      * still served. */
     char tmp2[600];
