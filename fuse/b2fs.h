@@ -197,8 +197,8 @@ int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h);
 void b2fs_frame_forget(b2fs_inode *in);
 
 /* Writable handles (whandle.c).  The writable handle (opened now unless
- * the inode has one); -EROFS for .npy views and frames the writer cannot
- * keep valid. */
+ * the inode has one, with the inode's view); -EROFS for frames the writer
+ * cannot keep valid. */
 int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **h, int *keep_cache);
 /* Make the writable file f (just created at path) the inode's handle, with
  * one user; takes f over.  Negative errno. */
@@ -213,6 +213,8 @@ void b2fs_unuse(b2fs_handle *h);
  * handle while there is one: that handle with one more user (release it),
  * or NULL to use h itself. */
 b2fs_handle *b2fs_frame_redirect(b2fs_inode *in, b2fs_handle *h);
+/* Log what became of a new .npy file (a plain frame, and why), once. */
+void b2fs_frame_note(b2_file *f);
 /* A write changed the frame (for the times shown). */
 void b2fs_frame_touched(b2fs_inode *in);
 /* The engine rewrites a contiguous frame into a new file on some commits

@@ -2,7 +2,8 @@
  * ops_tree.c - operations that change the tree: create, mknod, mkdir,
  * symlink, link, unlink, rmdir, rename, fsyncdir.
  *
- * A new regular file NAME is the frame NAME.b2frame in SOURCE (created with
+ * A new regular file NAME is the frame NAME.b2frame in SOURCE, or for a name
+ * STEM.npy the b2nd array STEM.b2nd once its .npy header is in (created with
  * the mount's parameters), unless the directory's names would then not
  * show it as NAME: then it is a plain file NAME, or EEXIST when that is not
  * possible either.  A frame renamed keeps its suffix (a -> b is a.b2frame
@@ -52,20 +53,24 @@ static void reply_entry(fuse_req_t req, int pfd, const char *src, int kind) {
 
 /* Source name for a new entry of type `type` shown as `name` in the
  * directory pfd: a regular file becomes a frame when `frames` allows and
- * the names let it (*frame = 1), else the entry keeps its name.  0,
- * -EEXIST, -EINVAL (a name the mount hides), -ENAMETOOLONG. */
+ * the names let it (*frame = its B2FS_KIND_*: an array STEM.b2nd for a
+ * name STEM.npy, else NAME.b2frame), else the entry keeps its name
+ * (*frame = 0).  0, -EEXIST, -EINVAL (a name the mount hides),
+ * -ENAMETOOLONG. */
 static int choose_new(int pfd, const char *name, mode_t type, int frames,
                       char *src, size_t cap, int *frame) {
   b2fs_overlay o = {b2fs_probe_dir, &pfd, {NULL, NULL}, NULL, 0};
   if (strlen(name) > B2FS_NAME_MAX) return -ENAMETOOLONG;
   *frame = 0;
-  if (S_ISREG(type) && frames &&
-      b2fs_name_target(B2FS_KIND_LOGICAL, B2FS_NEW_SUFFIX, name, src, cap) == 0 &&
-      b2fs_probe_dir(&pfd, src) == B2FS_ABSENT) {
+  static const int kinds[] = {B2FS_KIND_NPY, B2FS_KIND_LOGICAL};
+  for (int k = 0; k < 2 && S_ISREG(type) && frames; k++) {
+    if (b2fs_name_target(kinds[k], B2FS_NEW_SUFFIX, name, src, cap) != 0 ||
+        b2fs_probe_dir(&pfd, src) != B2FS_ABSENT)
+      continue;
     o.added = src;
     o.added_as = B2FS_FRAME;
     if (b2fs_name_check(name, src, 1, b2fs_overlay_probe, &o) == 0) {
-      *frame = 1;
+      *frame = kinds[k];
       return 0;
     }
   }
@@ -82,13 +87,15 @@ static int choose_new(int pfd, const char *name, mode_t type, int frames,
   return b2fs_name_check(name, src, 0, b2fs_overlay_probe, &o);
 }
 
-/* Create the frame src in pfd with the mount's parameters and the mode
- * asked for; *f gets it open for writing, *path its real path. */
-static int new_frame(fuse_req_t req, int pfd, const char *src, mode_t mode,
+/* Create the frame src (a new .npy file for kind B2FS_KIND_NPY) in pfd
+ * with the mount's parameters and the mode asked for; *f gets it open for
+ * writing, *path its real path. */
+static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t mode,
                      b2_file **f, char *path, size_t cap) {
   int rc = b2fs_path_at(pfd, src, path, cap);
   if (rc < 0) return rc;
-  int brc = b2_file_create(b2fs_g.env, path, NULL, f);
+  int brc = kind == B2FS_KIND_NPY ? b2_file_create_npy(b2fs_g.env, path, NULL, f)
+                                  : b2_file_create(b2fs_g.env, path, NULL, f);
   if (brc < 0) {
     b2fs_log("%s: cannot create: %s", path,
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
@@ -141,12 +148,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
   }
   char path[PATH_MAX];
   b2_file *f;
-  rc = new_frame(req, pfd, src, mode, &f, path, sizeof path);
+  rc = new_frame(req, pfd, src, frame, mode, &f, path, sizeof path);
   if (rc < 0) {
     fuse_reply_err(req, -rc);
     return;
   }
-  rc = b2fs_entry(pfd, src, B2FS_KIND_LOGICAL, &e);
+  rc = b2fs_entry(pfd, src, frame, &e);
   if (rc < 0) {
     b2_file_close(f);
     fuse_reply_err(req, -rc);
@@ -185,7 +192,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
   if (frame) {
     char path[PATH_MAX];
     b2_file *f;
-    rc = new_frame(req, pfd, src, mode, &f, path, sizeof path);
+    rc = new_frame(req, pfd, src, frame, mode, &f, path, sizeof path);
     if (rc == 0) {
       int brc = b2_file_close(f);
       if (brc < 0) rc = -b2fs_werrno(brc);
@@ -197,7 +204,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
   if (rc < 0)
     fuse_reply_err(req, -rc);
   else
-    reply_entry(req, pfd, src, frame ? B2FS_KIND_LOGICAL : B2FS_KIND_PLAIN);
+    reply_entry(req, pfd, src, frame ? frame : B2FS_KIND_PLAIN);
 }
 
 /* A new directory (link NULL) or symbolic link under `name`: never a frame. */

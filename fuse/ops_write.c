@@ -58,12 +58,15 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
   }
   b2_file *f = b2fs_use(h);
   ssize_t n = f ? b2_file_pwrite(f, buf, size, (int64_t)off) : B2_E_IO;
+  if (f && in->kind == B2FS_KIND_NPY) b2fs_frame_note(f);
   b2fs_unuse(h);
   if (n < 0) {
-    b2fs_frame_log(in, h, "write", (int)n);
+    if (n != B2_E_INVAL) b2fs_frame_log(in, h, "write", (int)n);
     fuse_reply_err(req, b2fs_werrno((int)n));
     return;
   }
+  /* A new .npy file's frame is created anew once its header is in. */
+  if (in->kind == B2FS_KIND_NPY) b2fs_frame_follow(in);
   b2fs_frame_touched(in);
   if (n > 0) b2fs_kill_privs(req, in);
   fuse_reply_write(req, (size_t)n);
@@ -106,7 +109,7 @@ static int set_size(b2fs_inode *in, off_t size, struct fuse_file_info *fi) {
   int brc = f ? b2_file_truncate(f, (int64_t)size) : B2_E_IO;
   b2fs_unuse(h);
   if (brc < 0) {
-    b2fs_frame_log(in, h, "truncate", brc);
+    if (brc != B2_E_INVAL) b2fs_frame_log(in, h, "truncate", brc);
     rc = -b2fs_werrno(brc);
   } else {
     b2fs_frame_touched(in);
@@ -142,8 +145,6 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
   int rc;
   if (in->kind == B2FS_KIND_PLAIN)
     rc = fallocate((int)fi->fh, mode, offset, length) < 0 ? -errno : 0;
-  else if (in->kind != B2FS_KIND_LOGICAL)
-    rc = -EROFS;
   else
     rc = frame_allocate(in, mode, offset, length, fi);
   fuse_reply_err(req, -rc);

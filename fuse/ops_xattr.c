@@ -144,8 +144,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 #define VLMETA_PREFIX FRAME_XATTR_PREFIX "vlmeta."
 
-static const char *const param_keys[] = {"codec",     "clevel",    "filters", "typesize",
-                                         "chunksize", "blocksize", "layout"};
+static const char *const param_keys[] = {"codec",     "clevel",    "filters",    "typesize",
+                                         "chunksize", "blocksize", "layout",     "chunkshape",
+                                         "blockshape"};
 
 /* A variable-length metalayer the user may change (the engine's chunk
  * checksums are its own). */
@@ -276,8 +277,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
   } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), value, size, flags);
   } else if (is_param(name + strlen(FRAME_XATTR_PREFIX))) {
-    rc = in->kind == B2FS_KIND_LOGICAL ? set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size)
-                                       : -EROFS;
+    rc = set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size);
   } else {
     rc = -EPERM; /* computed or fixed attributes */
   }

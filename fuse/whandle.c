@@ -111,8 +111,13 @@ static b2fs_handle *rw_handle(b2_file *f, const char *path, const b2fs_sig *sig)
   return NULL;
 }
 
+/* The view a writable handle of the inode presents. */
+static int rw_view(const b2fs_inode *in) {
+  return in->kind == B2FS_KIND_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
+}
+
 int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
-  if (in->kind != B2FS_KIND_LOGICAL) return -EROFS;
+  if (in->kind == B2FS_KIND_PLAIN) return -EROFS;
   pthread_mutex_lock(&in->wlock);
   pthread_mutex_lock(&in->lock);
   if (in->cur && in->cur->writable) {
@@ -132,13 +137,13 @@ int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
   int rc = b2fs_real_path(in, path, sizeof path);
   if (rc == 0) rc = b2fs_handle_sig(in, &sig);
   if (rc == 0) {
-    int brc = b2_file_open(b2fs_g.env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f);
+    int brc = b2_file_open(b2fs_g.env, path, rw_view(in), B2_OPEN_RDWR, &f);
     /* A rename between finding the path and opening it: find it again. */
     for (int tries = 0; brc < 0 && tries < 8; tries++) {
       char again[PATH_MAX];
       if (b2fs_real_path(in, again, sizeof again) < 0 || strcmp(again, path) == 0) break;
       memcpy(path, again, strlen(again) + 1);
-      brc = b2_file_open(b2fs_g.env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f);
+      brc = b2_file_open(b2fs_g.env, path, rw_view(in), B2_OPEN_RDWR, &f);
     }
     if (brc < 0) {
       rc = -open_rw_errno(brc);
@@ -174,6 +179,11 @@ int b2fs_frame_install_rw(b2fs_inode *in, b2_file *f, const char *path, b2fs_han
   pthread_mutex_unlock(&in->wlock);
   b2fs_handle_free(busy ? h : old);
   return busy ? -EBUSY : 0;
+}
+
+void b2fs_frame_note(b2_file *f) {
+  char note[256];
+  if (b2_file_take_note(f, note, sizeof note)) b2fs_log("%s", note);
 }
 
 b2_file *b2fs_use(b2fs_handle *h) {
@@ -384,7 +394,7 @@ static void reopen(b2fs_inode *in, b2fs_handle *h, const char *path) {
   int rc = h->file ? b2_file_close(h->file) : 0;
   h->file = NULL;
   b2_file *f;
-  if (rc == 0) rc = b2_file_open(b2fs_g.env, np, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f);
+  if (rc == 0) rc = b2_file_open(b2fs_g.env, np, rw_view(in), B2_OPEN_RDWR, &f);
   if (rc == 0) {
     h->file = f;
     free(h->path);
@@ -484,6 +494,7 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   b2_file *f = b2fs_use(h);
   int rc = f ? b2_file_flush(f) : B2_E_IO;
   if (rc < 0 && f) b2fs_frame_log(in, h, "commit at close", rc);
+  if (f) b2fs_frame_note(f);
   b2fs_unuse(h);
   b2fs_frame_follow(in);
   pthread_mutex_lock(&in->wlock);

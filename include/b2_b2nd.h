@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "b2_chunk.h"
+#include "b2_frame.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +78,32 @@ typedef int (*b2_chunk_reader)(void *ctx, int64_t chunk, size_t off,
  * B2_E_INVAL.  Thread-safe (scratch space is per thread). */
 int b2_b2nd_read(const b2_b2nd *a, uint64_t off, size_t len, void *dst,
                  b2_chunk_reader rd, void *ctx);
+
+/* Writes `len` bytes from src as bytes [off, off+len) of decoded chunk
+ * `chunk`; returns >= 0 on success. */
+typedef int (*b2_chunk_writer)(void *ctx, int64_t chunk, size_t off,
+                               size_t len, const void *src);
+
+/* The inverse of b2_b2nd_read: store src as bytes [off, off+len) of the
+ * array in C order, handing each run of items to `wr` as a byte range of
+ * the decoded chunk that holds it (block by block, as b2_b2nd_read visits
+ * them; runs of one chunk come one after another).  The range must lie
+ * within the array (B2_E_RANGE otherwise); len > INT32_MAX is B2_E_INVAL.
+ * Returns len or the first negative code from wr. */
+int b2_b2nd_update(const b2_b2nd *a, uint64_t off, size_t len, const void *src,
+                   b2_chunk_writer wr, void *ctx);
+
+/* C-order byte span [*lo, *hi) of the array holding the items of chunk
+ * `chunk` (its first and past its last item).  B2_E_RANGE for a chunk out
+ * of range. */
+int b2_b2nd_chunk_span(const b2_b2nd *a, int64_t chunk, int64_t *lo,
+                       int64_t *hi);
+
+/* Zero the items of decoded chunk `chunk` (at buf, a->chunk_nbytes bytes)
+ * whose first coordinate is >= from: the padding an array whose first
+ * axis grows from `from` rows must read as zeros.  ndim >= 1. */
+int b2_b2nd_zero_rows(const b2_b2nd *a, int64_t chunk, int64_t from,
+                      void *buf);
 
 /* The .npy header (format 1.0, or 2.0 if needed; padded as NumPy pads it
  * so that header length is a multiple of 64).  Returns its length, or the
@@ -182,6 +209,23 @@ void b2_b2nd_cparams(const b2_b2nd *a, b2_cparams *cp);
 int b2_b2nd_write(const b2_b2nd *a, const b2_b2nd_write_opts *o,
                   b2_b2nd_source src, void *src_ctx, b2_b2nd_sink sink,
                   void *sink_ctx);
+
+/* Geometry of a new array from a parsed .npy header (descr, fortran,
+ * ndim, shape as b2_npy_parse gives them): chunk and block shapes are
+ * taken where given (non-NULL, no zero entry) and chosen otherwise
+ * (b2_b2nd_choose_shapes); the dtype is the text python-blosc2 would
+ * store for it (b2_dtype_from_npy).  B2_E_UNSUPPORTED for Fortran order
+ * and object dtypes, B2_E_FORMAT for a descr that is not a dtype. */
+int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
+                     const int64_t *shape, const int32_t *chunkshape,
+                     const int32_t *blockshape);
+
+/* Frame parameters for storing `a`: fp keeps its layout and codec
+ * settings and gets the item size, block and chunk sizes and the `b2nd`
+ * metalayer (described in *mi, its bytes in *meta: free them after the
+ * frame is created). */
+int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp,
+                         b2_frame_meta_init *mi, uint8_t **meta);
 
 /* ---- dtypes --------------------------------------------------------------
  * One pair of conversions between the dtype text of a b2nd metalayer and a

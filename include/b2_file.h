@@ -64,8 +64,9 @@ enum b2_view { B2_VIEW_LOGICAL = 0, B2_VIEW_CORDER = 1, B2_VIEW_NPY = 2 };
 #define B2_OPEN_RDONLY 0
 #define B2_OPEN_RDWR 1
 
-/* Open the frame at `path` with the given view.  B2_VIEW_CORDER and
- * B2_VIEW_NPY need a valid b2nd metalayer (else B2_E_FORMAT). */
+/* Open the frame at `path` with the given view.  B2_VIEW_CORDER needs a
+ * valid b2nd metalayer (else B2_E_FORMAT); B2_VIEW_NPY of a frame without
+ * one shows its logical content (a .npy file kept as plain bytes). */
 int b2_file_open(b2_env *env, const char *path, int view, int flags,
                  b2_file **out);
 int b2_file_close(b2_file *f);
@@ -105,8 +106,13 @@ b2_frame *b2_file_frame(const b2_file *f);
 const b2_b2nd *b2_file_array(const b2_file *f);
 
 /* ---- writing -------------------------------------------------------------
- * Only the logical view of a frame opened B2_OPEN_RDWR (or created) can be
- * written; b2nd views give B2_E_ROFS.  Written bytes land in the env's
+ * Any view of a frame opened B2_OPEN_RDWR (or created) can be written.
+ * Through a b2nd array's views (C order, .npy) a write inside the items
+ * updates the items it covers; a write to the .npy header must leave it
+ * unchanged (else B2_E_INVAL); a size change must add or remove whole rows
+ * of the first axis (the array's shape, in its metalayer, changes with the
+ * next commit; else B2_E_INVAL), except that truncating a .npy view to 0
+ * starts it afresh as a new .npy file (below).  Written bytes land in the env's
  * cache as dirty decoded chunks.  A chunk is compressed (with the frame's
  * own codec and parameters) when it is complete, when the cache needs room,
  * when it has been idle for idle_ms, and on flush; b2_file_flush then
@@ -118,6 +124,22 @@ const b2_b2nd *b2_file_array(const b2_file *f);
  * defaults) and open it for writing.  B2_E_EXIST if path exists. */
 int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p,
                    b2_file **out);
+
+/* Create a new .npy file at `path`: an empty plain frame (parameters p, or
+ * the env's defaults) whose bytes are held until the .npy header is
+ * complete; then the frame is created anew as a b2nd array with the
+ * header's shape and dtype, and later bytes go to its items.  A header
+ * that cannot be an array (Fortran order, object dtype, damaged, too many
+ * dimensions, incomplete at a flush) leaves a plain frame of the bytes
+ * written, with a note saying why (b2_file_take_note).  Until the array
+ * exists, b2_file_set_param also takes "chunkshape" and "blockshape"
+ * ("A,B,..", one size per dimension) for it. */
+int b2_file_create_npy(b2_env *env, const char *path,
+                       const b2_frame_params *p, b2_file **out);
+
+/* The note a new .npy file left (copied into buf, then cleared): 1 if
+ * there was one, else 0.  For one log line. */
+int b2_file_take_note(b2_file *f, char *buf, size_t cap);
 
 /* Write n bytes at off (growing the file if needed; a gap reads as zeros
  * and is stored as special zero chunks).  Returns n or a negative code. */

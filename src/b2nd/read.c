@@ -16,6 +16,8 @@
  * into dst without a scratch copy.  Otherwise the span goes through a
  * per-thread scratch buffer, in windows of at most b2_b2nd_window bytes
  * (one request per block unless its needed span is larger than that).
+ * Writing (b2_b2nd_update) walks the same way and hands every run, as it
+ * lies in its block, to the caller's writer instead.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -216,9 +218,18 @@ static int64_t global_item(const job *j, const int64_t *x) {
   return o;
 }
 
-/* Copy every run of every intersection that falls in the window of block
- * bytes [wlo, whi) held at `buf`. */
-static void copy_runs(const job *j, const unsigned char *buf, int64_t wlo, int64_t whi) {
+/* Every run of every intersection that falls in the window of block
+ * bytes [wlo, whi): copied out of `buf` (reading), or handed to `wr` as
+ * bytes of chunk `chunk` whose block starts at byte `base` (writing). */
+typedef struct runs_out {
+  const unsigned char *buf; /* reading */
+  b2_chunk_writer wr;       /* writing */
+  void *ctx;
+  int64_t chunk;
+  size_t base;
+} runs_out;
+
+static int copy_runs(const job *j, const runs_out *o, int64_t wlo, int64_t whi) {
   const geo *g = j->g;
   const int64_t isz = g->isz;
   for (int k = 0; k < j->nsec; k++) {
@@ -234,8 +245,13 @@ static void copy_runs(const job *j, const unsigned char *buf, int64_t wlo, int64
       int64_t a = B2_MAX(dstb, (int64_t)j->off), b = B2_MIN(dstb + rb, (int64_t)j->end);
       a = B2_MAX(a, dstb + (wlo - src));
       b = B2_MIN(b, dstb + (whi - src));
-      if (a < b)
-        memcpy(j->dst + (a - (int64_t)j->off), buf + (src + (a - dstb) - wlo), (size_t)(b - a));
+      if (a < b && o->wr) {
+        int rc = o->wr(o->ctx, o->chunk, o->base + (size_t)(src + (a - dstb)), (size_t)(b - a),
+                       j->dst + (a - (int64_t)j->off));
+        if (rc < 0) return rc;
+      } else if (a < b) {
+        memcpy(j->dst + (a - (int64_t)j->off), o->buf + (src + (a - dstb) - wlo), (size_t)(b - a));
+      }
       int d = r - 1;
       for (; d >= 0; d--) {
         src += g->bstride[d] * isz;
@@ -248,11 +264,13 @@ static void copy_runs(const job *j, const unsigned char *buf, int64_t wlo, int64
       if (d < 0) break;
     }
   }
+  return 0;
 }
 
 /* Visit block `c` (cell coordinates): gather the boxes it meets, fetch its
  * needed span once and copy. */
-static int do_block(job *j, const plan *pl, const int64_t *c, b2_chunk_reader rd, void *ctx) {
+static int do_block(job *j, const plan *pl, const int64_t *c, b2_chunk_reader rd,
+                    b2_chunk_writer wr, void *ctx) {
   const geo *g = j->g;
   int64_t chunk = 0, blk = 0, bend[MAXD];
   for (int d = 0; d < g->n; d++) {
@@ -282,6 +300,10 @@ static int do_block(job *j, const plan *pl, const int64_t *c, b2_chunk_reader rd
   if (j->nsec == 0) return 0; /* cannot happen: c came from a box */
   const int64_t isz = g->isz;
   const size_t base = (size_t)(blk * g->block_nbytes);
+  if (wr) { /* writing: every run straight from the caller's bytes */
+    runs_out o = {NULL, wr, ctx, chunk, base};
+    return copy_runs(j, &o, smin * isz, (smax + 1) * isz);
+  }
 
   /* One contiguous run: read it straight into dst. */
   if (j->nsec == 1) {
@@ -307,7 +329,8 @@ static int do_block(job *j, const plan *pl, const int64_t *c, b2_chunk_reader rd
     int64_t we = B2_MIN(shi, w + (int64_t)win);
     int rc = rd(ctx, chunk, base + (size_t)w, (size_t)(we - w), buf);
     if (rc < 0) return rc;
-    copy_runs(j, buf, w, we);
+    runs_out o = {buf, NULL, NULL, chunk, base};
+    copy_runs(j, &o, w, we);
   }
   return 0;
 }
@@ -319,10 +342,11 @@ static int cells_in(const geo *g, const box *b, const int64_t *c) {
   return 1;
 }
 
-int b2_b2nd_read(const b2_b2nd *a, uint64_t off, size_t len, void *dst, b2_chunk_reader rd,
-                 void *ctx) {
-  if (!a || !rd || (!dst && len)) return b2_fail(B2_E_INVAL, "b2nd read: bad arguments");
-  if (len > INT32_MAX) return b2_fail(B2_E_INVAL, "b2nd read: %zu bytes at once is too many", len);
+/* Reading (rd) or writing (wr) the C-order range [off, off+len). */
+static int walk(const b2_b2nd *a, uint64_t off, size_t len, unsigned char *dst, b2_chunk_reader rd,
+                b2_chunk_writer wr, void *ctx) {
+  if (!a || !(rd || wr) || (!dst && len)) return b2_fail(B2_E_INVAL, "b2nd: bad arguments");
+  if (len > INT32_MAX) return b2_fail(B2_E_INVAL, "b2nd: %zu bytes at once is too many", len);
   uint64_t nbytes = (uint64_t)b2_b2nd_nbytes(a);
   if (off >= nbytes || len == 0) return 0;
   if (len > nbytes - off) len = (size_t)(nbytes - off);
@@ -355,7 +379,7 @@ int b2_b2nd_read(const b2_b2nd *a, uint64_t off, size_t len, void *dst, b2_chunk
       int seen = 0;
       for (int m = 0; m < k && !seen; m++) seen = cells_in(&g, &pl.b[m], c);
       if (!seen) {
-        int rc = do_block(&j, &pl, c, rd, ctx);
+        int rc = do_block(&j, &pl, c, rd, wr, ctx);
         if (rc < 0) return rc;
       }
       int d = g.n - 1;
@@ -367,4 +391,20 @@ int b2_b2nd_read(const b2_b2nd *a, uint64_t off, size_t len, void *dst, b2_chunk
     }
   }
   return (int)len;
+}
+
+int b2_b2nd_read(const b2_b2nd *a, uint64_t off, size_t len, void *dst, b2_chunk_reader rd,
+                 void *ctx) {
+  return walk(a, off, len, dst, rd, NULL, ctx);
+}
+
+int b2_b2nd_update(const b2_b2nd *a, uint64_t off, size_t len, const void *src,
+                   b2_chunk_writer wr, void *ctx) {
+  uint64_t nbytes = a ? (uint64_t)b2_b2nd_nbytes(a) : 0;
+  if (off > nbytes || len > nbytes - off)
+    return b2_fail(B2_E_RANGE, "b2nd: bytes %llu..%llu are past the array's %llu",
+                   (unsigned long long)off, (unsigned long long)(off + len),
+                   (unsigned long long)nbytes);
+  /* The walk only reads from the caller's buffer when writing. */
+  return walk(a, off, len, (unsigned char *)(uintptr_t)src, NULL, wr, ctx);
 }

@@ -228,42 +228,25 @@ static int pack(input *in, const char *out, const b2_frame_params *p, int thread
   b2_b2nd a;
   memset(&a, 0, sizeof a);
   uint8_t *meta = NULL;
-  size_t meta_len = 0;
-  int64_t isz = 0;
   int rc = read_header(in, descr, &fortran, &ndim, shape);
-  if (rc == 0 && fortran)
-    rc = b2_fail(B2_E_UNSUPPORTED, "Fortran-ordered arrays are not supported "
-                 "(save numpy.ascontiguousarray(x) instead)");
-  if (rc == 0 && (isz = b2_npy_descr_itemsize(descr)) < 0) rc = (int)isz;
-  int32_t cs[B2_B2ND_MAXDIM] = {0}, bs[B2_B2ND_MAXDIM] = {0};
   if (rc == 0 && ((opt.nchunk >= 0 && opt.nchunk != ndim) || (opt.nblock >= 0 && opt.nblock != ndim)))
     rc = b2_fail(B2_E_INVAL, "the array has %d dimensions: give that many chunk/block sizes", ndim);
-  if (rc == 0) {
-    for (int d = 0; d < ndim; d++) {
-      cs[d] = opt.nchunk > 0 ? opt.chunk[d] : 0;
-      bs[d] = opt.nblock > 0 ? opt.block[d] : 0;
-    }
-    rc = b2_b2nd_choose_shapes(ndim, shape, (int32_t)isz, cs, bs);
-  }
-  if (rc == 0) rc = b2_b2nd_make(&a, ndim, shape, cs, bs, (int32_t)isz, descr);
+  if (rc == 0)
+    rc = b2_b2nd_from_npy(&a, descr, fortran, ndim, shape, opt.nchunk > 0 ? opt.chunk : NULL,
+                          opt.nblock > 0 ? opt.block : NULL);
   free(descr);
   if (rc == 0 && !in->seekable && in->buf_len > in->header_len &&
       in->buf_len - in->header_len > (uint64_t)b2_b2nd_nbytes(&a))
     rc = b2_fail(B2_E_FORMAT, "bytes follow the array's items");
   if (rc == 0 && in->seekable) rc = check_end(in, (uint64_t)b2_b2nd_nbytes(&a));
-  if (rc == 0) rc = b2_b2nd_meta_encode(&a, &meta, &meta_len);
+  b2_frame_params fp = *p;
+  b2_frame_meta_init mi;
+  if (rc == 0) rc = b2_b2nd_frame_params(&a, &fp, &mi, &meta);
   if (rc < 0) {
     b2_b2nd_free(&a);
     return b2_context(rc, "%s", in->path);
   }
 
-  b2_frame_params fp = *p;
-  b2_frame_meta_init mi = {"b2nd", meta, meta_len};
-  b2_b2nd_cparams(&a, &fp.cparams);
-  fp.cparams.typesize = a.itemsize; /* the frame records the whole item */
-  fp.chunksize = (int32_t)a.chunk_nbytes;
-  fp.nmeta = 1;
-  fp.meta = &mi;
   b2_frame *f = NULL;
   rc = b2_frame_create(out, &fp, &f);
   free(meta);

@@ -1,5 +1,6 @@
 /* file.c - file-like handles over frames: the environment (cache, pool),
  * open, close, size.  The read path is in read.c, writing in write.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,6 +66,12 @@ static int setup_array(b2_file *f) {
   const uint8_t *meta;
   size_t len;
   int rc = b2_frame_meta_get(f->frame, "b2nd", &meta, &len);
+  if (rc < 0 && f->view == B2_VIEW_NPY) {
+    /* A .npy file that could not become an array, kept as its bytes. */
+    f->view = B2_VIEW_LOGICAL;
+    atomic_init(&f->size, in->nbytes);
+    return 0;
+  }
   if (rc < 0) return b2_fail(B2_E_FORMAT, "not a b2nd array (no 'b2nd' metalayer)");
   rc = b2_b2nd_parse(meta, len, in->typesize, &f->array);
   if (rc < 0) return b2_context(rc, "b2nd metalayer");
@@ -128,15 +135,19 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
   return 0;
 }
 
+void b2_file_env_params(const b2_env *env, b2_frame_params *p) {
+  b2_frame_params_default(p);
+  if (env) {
+    p->cparams = env->opts.cparams;
+    p->chunksize = env->opts.chunksize;
+    p->layout = env->opts.layout;
+  }
+}
+
 int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p, b2_file **out) {
   b2_frame_params dp;
   if (!p) {
-    b2_frame_params_default(&dp);
-    if (env) {
-      dp.cparams = env->opts.cparams;
-      dp.chunksize = env->opts.chunksize;
-      dp.layout = env->opts.layout;
-    }
+    b2_file_env_params(env, &dp);
     p = &dp;
   }
   b2_frame *fr;
@@ -145,11 +156,36 @@ int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p, b2_f
   return wrap(env, fr, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, out);
 }
 
+int b2_file_create_npy(b2_env *env, const char *path, const b2_frame_params *p, b2_file **out) {
+  b2_frame_params dp;
+  if (!p) {
+    b2_file_env_params(env, &dp);
+    p = &dp;
+  }
+  b2_frame_params plain = *p;
+  plain.nmeta = 0;
+  plain.meta = NULL;
+  int rc = b2_file_create(env, path, &plain, out);
+  if (rc < 0) return rc;
+  (*out)->newp = plain;
+  (*out)->view = B2_VIEW_NPY;
+  (*out)->pending = 1;
+  return 0;
+}
+
+int b2_file_take_note(b2_file *f, char *buf, size_t cap) {
+  if (!f->writable) return 0;
+  pthread_mutex_lock(&f->wmu);
+  int have = f->note[0] != 0;
+  if (have && cap) snprintf(buf, cap, "%s", f->note);
+  f->note[0] = 0;
+  pthread_mutex_unlock(&f->wmu);
+  return have;
+}
+
 int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **out) {
   if (view < B2_VIEW_LOGICAL || view > B2_VIEW_NPY)
     return b2_fail(B2_E_INVAL, "unknown view %d", view);
-  if ((flags & B2_OPEN_RDWR) && view != B2_VIEW_LOGICAL)
-    return b2_fail(B2_E_ROFS, "array views are read-only");
   if ((flags & B2_OPEN_RDWR) && !(env && env->cache))
     return b2_fail(B2_E_INVAL, "writing needs an environment with a cache");
   b2_frame *fr;
@@ -183,6 +219,8 @@ int b2_file_close(b2_file *f) {
   }
   if (f->has_array) b2_b2nd_free(&f->array);
   free(f->npy);
+  free(f->pend);
+  free(f->pend_set);
   free(f->path);
   b2_frame_close(f->frame);
   free(f);

@@ -73,7 +73,52 @@ struct b2_file {
   atomic_uint_fast64_t committed_gen; /* gen of the last successful flush */
   _Atomic int64_t last_write_ms;
   b2_file *reg_next, *reg_prev; /* env->writers list (env->reg_mu) */
+
+  /* Array views opened for writing, and new .npy files (awrite.c; wmu). */
+  int pending;                /* a new .npy file: bytes held until its
+                                 header is complete */
+  uint8_t *pend;              /* held bytes [0, pend_cap) */
+  uint8_t *pend_set;          /* 1 for each held byte written */
+  size_t pend_cap;
+  b2_frame_params newp;       /* parameters of the frame to create */
+  int want_nc, want_nb;       /* user.b2.chunkshape / blockshape given */
+  int32_t want_cs[B2_B2ND_MAXDIM], want_bs[B2_B2ND_MAXDIM];
+  char note[256];             /* what became of a new .npy file, for a log
+                                 line (b2_file_take_note) */
 };
+
+/* Decoded bytes of the frame under a writable handle: the logical view's
+ * size, or the array's chunks (all full-size) for array views. */
+static inline int64_t b2_file_fbytes(const b2_file *f) {
+  return f->has_array ? f->array.nchunks * f->array.chunk_nbytes : atomic_load(&f->size);
+}
+
+/* write.c internals shared with awrite.c (wmu held where it matters). */
+int64_t b2_file_now_ms(void);
+int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len);
+/* Pin chunk i for writing (decoded from the frame unless `whole`). */
+int b2_file_wpin(b2_file *f, int64_t i, int whole, b2_cache_entry **e);
+/* A write completed chunk e: compress it in the background (takes the pin). */
+void b2_file_flush_soon(b2_file *f, b2_cache_entry *e);
+/* Logical view: write, and set the size (wmu held). */
+ssize_t b2_file_lwrite(b2_file *f, const void *buf, size_t n, int64_t off);
+int b2_file_lresize(b2_file *f, int64_t size);
+void b2_file_params_of(const b2_frame *fr, b2_frame_params *p);
+/* Replace the frame by a new empty one with parameters p (wmu held). */
+int b2_file_recreate(b2_file *f, const b2_frame_params *p);
+
+/* Parameters of new frames from the env (defaults without one). */
+void b2_file_env_params(const b2_env *env, b2_frame_params *p);
+
+/* awrite.c: writes, size changes and parameters of array views and new
+ * .npy files (wmu held); the held bytes of a new .npy file read back. */
+ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off);
+int b2_file_aresize(b2_file *f, int64_t size);
+int b2_file_aset_param(b2_file *f, const char *key, const char *value);
+int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off);
+/* A new .npy file still held is flushed (or closed): store it now, as an
+ * array or a plain frame. */
+int b2_file_asettle(b2_file *f);
 
 /* Cache loader: decode chunk `chunk` of the file `arg` (a b2_file) whole. */
 int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len);

@@ -238,6 +238,7 @@ static int chunk_reader(void *arg, int64_t chunk, size_t off, size_t len, void *
 /* Read n bytes (already clipped to the size) at off of the view, for the
  * sequential reader `seq` (NULL: a random read). */
 static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, b2_stream *seq) {
+  if (f->pending) return b2_file_pending_read(f, dst, n, off);
   if (f->view == B2_VIEW_LOGICAL) return read_logical(f, dst, n, off, seq);
   size_t done = 0;
   if (f->view == B2_VIEW_NPY && off < (int64_t)f->npylen) {

@@ -25,7 +25,7 @@
 #include "common/util.h"
 #include "file/file_impl.h"
 
-static int64_t now_ms(void) {
+int64_t b2_file_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -40,7 +40,7 @@ static size_t chunk_len(const b2_file *f, int64_t size, int64_t i) {
 
 /* ---- staging chunks (flush callback) ------------------------------------ */
 
-static int flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) {
+int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) {
   b2_file *f = owner;
   uint64_t epoch = atomic_load(&f->epoch);
   size_t cap = b2_chunk_bound(len);
@@ -50,7 +50,7 @@ static int flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) 
   if (rc >= 0) {
     size_t clen = (size_t)rc;
     pthread_mutex_lock(&f->fmu);
-    size_t want = chunk_len(f, atomic_load(&f->size), i);
+    size_t want = chunk_len(f, b2_file_fbytes(f), i);
     if (epoch != atomic_load(&f->epoch))
       /* The size changed while we compressed: this data may belong to a
        * chunk since cut off (and grown back); a live entry stays dirty. */
@@ -74,7 +74,7 @@ static int flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) 
 static int load_blank(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
   b2_file *f = arg;
   (void)file;
-  size_t n = chunk_len(f, atomic_load(&f->size), chunk);
+  size_t n = chunk_len(f, b2_file_fbytes(f), chunk);
   uint8_t *buf = b2_cache_buf_alloc(n ? n : 1);
   if (!buf) return b2_fail(B2_E_NOMEM, "no memory for chunk %lld", (long long)chunk);
   memset(buf, 0, n);
@@ -83,15 +83,14 @@ static int load_blank(void *arg, uint64_t file, int64_t chunk, uint8_t **data, s
   return 0;
 }
 
-/* Pin chunk i for writing (decoded from the frame unless `whole`). */
-static int pin_chunk(b2_file *f, int64_t i, int whole, b2_cache_entry **e) {
+int b2_file_wpin(b2_file *f, int64_t i, int whole, b2_cache_entry **e) {
   return b2_cache_get(f->env->cache, f->id, i, whole ? load_blank : b2_file_load_chunk, f, e);
 }
 
 /* Set the length of a pinned chunk buffer and mark it dirty. */
 static int resize_chunk(b2_file *f, b2_cache_entry *e, size_t len) {
   b2_cache *c = f->env->cache;
-  int rc = b2_cache_write_begin(c, e, f, flush_chunk);
+  int rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
   if (rc < 0) return rc;
   rc = b2_cache_resize(c, e, len);
   b2_cache_write_end(c, e, rc == 0);
@@ -113,7 +112,7 @@ static int set_size(b2_file *f, int64_t size) {
   if (size < old && size % cs) edge = size / cs;
   b2_cache_entry *e = NULL;
   int rc = 0;
-  if (edge >= 0 && (rc = pin_chunk(f, edge, 0, &e)) < 0) return rc;
+  if (edge >= 0 && (rc = b2_file_wpin(f, edge, 0, &e)) < 0) return rc;
 
   pthread_mutex_lock(&f->fmu);
   /* Readers see the smaller of the two sizes while the frame changes. */
@@ -132,7 +131,7 @@ static int set_size(b2_file *f, int64_t size) {
     b2_cache_release(c, e);
   }
   atomic_fetch_add(&f->gen, 1);
-  atomic_store(&f->last_write_ms, now_ms());
+  atomic_store(&f->last_write_ms, b2_file_now_ms());
   return rc;
 }
 
@@ -151,7 +150,7 @@ static void flush_job_run(void *arg) {
 
 /* A write completed chunk e: compress it in the background (keeps the
  * pin, dropped by the job); if the pool is busy the cache does it later. */
-static void flush_soon(b2_file *f, b2_cache_entry *e) {
+void b2_file_flush_soon(b2_file *f, b2_cache_entry *e) {
   flush_job *j = f->env->pool ? malloc(sizeof *j) : NULL;
   if (j) {
     j->f = f;
@@ -166,15 +165,11 @@ static void flush_soon(b2_file *f, b2_cache_entry *e) {
 
 int b2_file_writable(const b2_file *f) { return f->writable; }
 
-ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
-  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
-  if (off < 0 || (int64_t)n < 0 || off > INT64_MAX - (int64_t)n) return b2_fail(B2_E_INVAL, "bad offset");
-  if (n == 0) return 0;
+ssize_t b2_file_lwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   b2_cache *c = f->env->cache;
   const uint8_t *src = buf;
   int64_t end = off + (int64_t)n;
   int rc = 0;
-  pthread_mutex_lock(&f->wmu);
   /* A write that grows the file holds readers off until its bytes are in. */
   int grows = end > atomic_load(&f->size);
   if (grows) {
@@ -188,36 +183,50 @@ ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
     size_t clen = chunk_len(f, atomic_load(&f->size), i);
     size_t take = (size_t)B2_MIN((int64_t)(clen - lo), end - off);
     b2_cache_entry *e;
-    rc = pin_chunk(f, i, lo == 0 && take == clen, &e);
+    rc = b2_file_wpin(f, i, lo == 0 && take == clen, &e);
     if (rc < 0) break;
-    rc = b2_cache_write_begin(c, e, f, flush_chunk);
+    rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
     if (rc == 0) {
       if (b2_cache_len(e) < lo + take) rc = b2_cache_resize(c, e, clen);
       if (rc == 0) memcpy(b2_cache_wdata(e) + lo, src, take);
       b2_cache_write_end(c, e, rc == 0);
     }
     if (rc == 0 && lo + take == clen && clen == (size_t)cs)
-      flush_soon(f, e);
+      b2_file_flush_soon(f, e);
     else
       b2_cache_release(c, e);
     src += take;
     off += (int64_t)take;
   }
   atomic_fetch_add(&f->gen, 1);
-  atomic_store(&f->last_write_ms, now_ms());
+  atomic_store(&f->last_write_ms, b2_file_now_ms());
   if (grows) pthread_rwlock_unlock(&f->szlock);
+  return rc < 0 ? rc : (ssize_t)n;
+}
+
+int b2_file_lresize(b2_file *f, int64_t size) {
+  pthread_rwlock_wrlock(&f->szlock);
+  int rc = set_size(f, size);
+  pthread_rwlock_unlock(&f->szlock);
+  return rc;
+}
+
+ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
+  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
+  if (off < 0 || (int64_t)n < 0 || off > INT64_MAX - (int64_t)n) return b2_fail(B2_E_INVAL, "bad offset");
+  if (n == 0) return 0;
+  pthread_mutex_lock(&f->wmu);
+  ssize_t rc = f->pending || f->has_array ? b2_file_awrite(f, buf, n, off) : b2_file_lwrite(f, buf, n, off);
   pthread_mutex_unlock(&f->wmu);
-  if (rc < 0) return b2_context(rc, "write");
-  return (ssize_t)n;
+  if (rc < 0) return b2_context((int)rc, "write");
+  return rc;
 }
 
 int b2_file_truncate(b2_file *f, int64_t size) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
   if (size < 0) return b2_fail(B2_E_INVAL, "negative size");
   pthread_mutex_lock(&f->wmu);
-  pthread_rwlock_wrlock(&f->szlock);
-  int rc = set_size(f, size);
-  pthread_rwlock_unlock(&f->szlock);
+  int rc = f->pending || f->has_array ? b2_file_aresize(f, size) : b2_file_lresize(f, size);
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }
@@ -247,7 +256,8 @@ static int flush_locked(b2_file *f) {
 int b2_file_flush(b2_file *f) {
   if (!f->writable) return 0;
   pthread_mutex_lock(&f->wmu);
-  int rc = flush_locked(f);
+  int rc = b2_file_asettle(f);
+  if (rc == 0) rc = flush_locked(f);
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }
@@ -274,7 +284,7 @@ int b2_file_compact(b2_file *f) {
 }
 
 /* The creation parameters of an open frame. */
-static void params_of(const b2_frame *fr, b2_frame_params *p) {
+void b2_file_params_of(const b2_frame *fr, b2_frame_params *p) {
   b2_frame_info in;
   b2_frame_info_copy(fr, &in);
   b2_frame_params_default(p);
@@ -315,39 +325,47 @@ static int remove_frame(const char *path, int layout) {
   return rc;
 }
 
+int b2_file_recreate(b2_file *f, const b2_frame_params *p) {
+  int old_layout = b2_frame_get_info(f->frame)->layout;
+  b2_frame_params q;
+  b2_file_params_of(f->frame, &q);
+  pthread_mutex_lock(&f->fmu);
+  b2_frame_close(f->frame);
+  f->frame = NULL;
+  int rc = remove_frame(f->path, old_layout);
+  if (rc == 0) rc = b2_frame_create(f->path, p, &f->frame);
+  if (rc == 0) {
+    b2_frame_set_verify(f->frame, f->env->opts.verify);
+    f->cp = p->cparams;
+    f->chunksize = p->chunksize;
+  } else if (!f->frame) {
+    /* Leave a usable frame behind with the old parameters if we can. */
+    int rc2 = b2_frame_open_rw(f->path, &f->frame);
+    if (rc2 < 0) {
+      q.nmeta = 0;
+      b2_frame_create(f->path, &q, &f->frame);
+    }
+    b2_fail(rc, "%s: cannot recreate the frame", f->path);
+  }
+  atomic_fetch_add(&f->epoch, 1);
+  pthread_mutex_unlock(&f->fmu);
+  return rc;
+}
+
 int b2_file_set_param(b2_file *f, const char *key, const char *value) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
-  b2_frame_params p;
   pthread_mutex_lock(&f->wmu);
-  params_of(f->frame, &p);
+  if (f->pending || f->has_array) {
+    int rc = b2_file_aset_param(f, key, value);
+    pthread_mutex_unlock(&f->wmu);
+    return rc;
+  }
+  b2_frame_params p;
+  b2_file_params_of(f->frame, &p);
   int rc = b2_params_set(&p, key, value);
   if (rc == 0 && (atomic_load(&f->size) != 0 || atomic_load(&f->gen) != 0))
     rc = b2_fail(B2_E_BUSY, "%s: parameters are fixed once data has been written", f->path);
-  if (rc == 0) {
-    /* Recreate the empty frame with the new parameters. */
-    int old_layout = b2_frame_get_info(f->frame)->layout;
-    b2_frame_close(f->frame);
-    f->frame = NULL;
-    rc = remove_frame(f->path, old_layout);
-    if (rc == 0) rc = b2_frame_create(f->path, &p, &f->frame);
-    if (rc == 0) b2_frame_set_verify(f->frame, f->env->opts.verify);
-    if (rc == 0) {
-      f->cp = p.cparams;
-      f->chunksize = p.chunksize;
-    } else if (!f->frame) {
-      /* Leave a usable frame behind with the old parameters if we can. */
-      b2_frame_params q;
-      int rc2 = b2_frame_open_rw(f->path, &f->frame);
-      if (rc2 < 0) {
-        b2_frame_params_default(&q);
-        q.cparams = f->cp;
-        q.chunksize = f->chunksize;
-        q.layout = old_layout;
-        b2_frame_create(f->path, &q, &f->frame);
-      }
-      b2_fail(rc, "%s: cannot recreate the frame", f->path);
-    }
-  }
+  if (rc == 0) rc = b2_file_recreate(f, &p); /* the empty frame anew */
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }
@@ -357,9 +375,10 @@ int b2_file_set_param(b2_file *f, const char *key, const char *value) {
 int b2_file_setup_writer(b2_file *f) {
   if (!f->env || !f->env->cache) return b2_fail(B2_E_INVAL, "writing needs a cache");
   b2_frame_params p;
-  params_of(f->frame, &p);
+  b2_file_params_of(f->frame, &p);
   if (p.chunksize <= 0) return b2_fail(B2_E_UNSUPPORTED, "frames of variable-length chunks are read-only");
   f->cp = p.cparams;
+  if (f->has_array) b2_b2nd_cparams(&f->array, &f->cp); /* item sizes above 255: 1 */
   f->chunksize = p.chunksize;
   pthread_mutex_init(&f->wmu, NULL);
   pthread_rwlock_init(&f->szlock, NULL);
@@ -407,7 +426,7 @@ static void *idler_main(void *arg) {
       ts.tv_nsec -= 1000000000L;
     }
     pthread_cond_timedwait(&env->reg_cv, &env->reg_mu, &ts);
-    int64_t now = now_ms();
+    int64_t now = b2_file_now_ms();
     for (b2_file *f = env->writers; f && !env->stop; f = f->reg_next) {
       if (atomic_load(&f->gen) == atomic_load(&f->committed_gen)) continue;
       if (now - atomic_load(&f->last_write_ms) < (int64_t)env->opts.idle_ms) continue;

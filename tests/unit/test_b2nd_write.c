@@ -704,6 +704,109 @@ static void test_descr_itemsize(void) {
   CHECK_EQ(b2_npy_descr_itemsize(NULL), B2_E_INVAL);
 }
 
+/* ---- editing stored chunks ----------------------------------------------- */
+
+static int store_writer(void *ctx, int64_t chunk, size_t off, size_t len, const void *src) {
+  store *s = ctx;
+  if (chunk < 0 || chunk >= s->a->nchunks || off + len > (size_t)s->a->chunk_nbytes) return B2_E_RANGE;
+  memcpy(s->chunk[chunk] + off, src, len);
+  return 0;
+}
+
+/* b2_b2nd_update against a C-order shadow: random ranges of random
+ * geometries, read back whole; padding stays zero. */
+static void test_update_random(void) {
+  int bad = 0;
+  for (int it = 0; it < 300 && !bad; it++) {
+    static const int32_t sizes[] = {1, 2, 3, 8};
+    b2_b2nd a;
+    if (random_geometry(&a, sizes[rnd() % 4], 30) < 0) {
+      bad++;
+      continue;
+    }
+    int64_t nb = b2_b2nd_nbytes(&a);
+    uint8_t *shadow = random_items(&a), *got = malloc((size_t)nb + 1), *src = malloc((size_t)nb + 1);
+    store st;
+    if (scatter_all(&a, shadow, &st) < 0) bad++;
+    for (int w = 0; w < 20 && !bad; w++) {
+      int64_t off = rnd_in(0, nb - 1), len = rnd_in(1, nb - off);
+      for (int64_t i = 0; i < len; i++) src[i] = (uint8_t)(rnd() | 1);
+      if (b2_b2nd_update(&a, (uint64_t)off, (size_t)len, src, store_writer, &st) != len) bad++;
+      memcpy(shadow + off, src, (size_t)len);
+    }
+    if (b2_b2nd_read(&a, 0, (size_t)nb, got, store_reader, &st) != nb || memcmp(got, shadow, (size_t)nb))
+      bad++;
+    for (int64_t k = 0; k < a.nchunks; k++)
+      if (nonzero_items(st.chunk[k], a.chunk_nbytes / a.itemsize, a.itemsize) != items_in_chunk(&a, k))
+        bad++;
+    if (b2_b2nd_update(&a, (uint64_t)nb, 1, src, store_writer, &st) != B2_E_RANGE) bad++;
+    if (bad) fprintf(stderr, "  iteration %d: ndim %d\n", it, a.ndim);
+    store_free(&st);
+    free(shadow);
+    free(got);
+    free(src);
+    b2_b2nd_free(&a);
+  }
+  CHECK_EQ(bad, 0);
+}
+
+/* b2_b2nd_chunk_span against every item's chunk; b2_b2nd_zero_rows
+ * against the chunks of the array cut to `from` rows. */
+static void test_chunk_span_zero_rows(void) {
+  int bad = 0;
+  for (int it = 0; it < 200 && !bad; it++) {
+    b2_b2nd a;
+    if (random_geometry(&a, (int32_t)rnd_in(1, 4), 12) < 0) {
+      bad++;
+      continue;
+    }
+    int64_t *lo = malloc((size_t)a.nchunks * sizeof *lo), *hi = malloc((size_t)a.nchunks * sizeof *hi);
+    for (int64_t k = 0; k < a.nchunks; k++) lo[k] = INT64_MAX, hi[k] = -1;
+    for (int64_t i = 0; i < a.nitems; i++) {
+      int64_t r = i, k = 0, mul = 1;
+      for (int d = a.ndim - 1; d >= 0; d--) {
+        int64_t x = r % a.shape[d], nc = (a.shape[d] + a.chunkshape[d] - 1) / a.chunkshape[d];
+        r /= a.shape[d];
+        k += x / a.chunkshape[d] * mul;
+        mul *= nc;
+      }
+      lo[k] = B2_MIN(lo[k], i * a.itemsize);
+      hi[k] = B2_MAX(hi[k], (i + 1) * a.itemsize);
+    }
+    for (int64_t k = 0; k < a.nchunks; k++) {
+      int64_t l, h;
+      if (b2_b2nd_chunk_span(&a, k, &l, &h) != 0 || l != lo[k] || h != hi[k]) bad++;
+    }
+    if (b2_b2nd_chunk_span(&a, a.nchunks, &lo[0], &hi[0]) != B2_E_RANGE) bad++;
+    free(lo);
+    free(hi);
+    /* zero_rows */
+    int64_t from = rnd_in(1, a.shape[0]);
+    uint8_t *items = random_items(&a);
+    store full, cut;
+    b2_b2nd b;
+    int64_t s2[B2_B2ND_MAXDIM];
+    memcpy(s2, a.shape, sizeof s2);
+    s2[0] = from;
+    if (b2_b2nd_make(&b, a.ndim, s2, a.chunkshape, a.blockshape, a.itemsize, NULL) < 0 ||
+        scatter_all(&a, items, &full) < 0 || scatter_all(&b, items, &cut) < 0) {
+      bad++;
+    } else {
+      for (int64_t k = 0; k < b.nchunks; k++) {
+        if (b2_b2nd_zero_rows(&a, k, from, full.chunk[k]) != 0 ||
+            memcmp(full.chunk[k], cut.chunk[k], (size_t)a.chunk_nbytes))
+          bad++;
+      }
+    }
+    store_free(&full);
+    store_free(&cut);
+    b2_b2nd_free(&b);
+    free(items);
+    b2_b2nd_free(&a);
+  }
+  CHECK_EQ(bad, 0);
+}
+
 int main(void) {
   T_RUN(test_meta_encode_fixtures);
   T_RUN(test_meta_encode_forms);
@@ -714,5 +817,7 @@ int main(void) {
   T_RUN(test_write_special);
   T_RUN(test_write_frame);
   T_RUN(test_descr_itemsize);
+  T_RUN(test_update_random);
+  T_RUN(test_chunk_span_zero_rows);
   T_END();
 }

@@ -1,0 +1,107 @@
+/*
+ * edit.c - a new array from a .npy header, and the geometry an editor of
+ * stored chunks needs: the C-order span of a chunk's items and the items
+ * a change of the first axis brings back into an edge chunk.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_b2nd.h"
+#include "b2_error.h"
+#include "common/util.h"
+
+int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
+                     const int64_t *shape, const int32_t *chunkshape,
+                     const int32_t *blockshape) {
+  memset(out, 0, sizeof *out);
+  if (fortran)
+    return b2_fail(B2_E_UNSUPPORTED, "Fortran-ordered arrays are not supported "
+                   "(save numpy.ascontiguousarray(x) instead)");
+  /* The metalayer holds the dtype text python-blosc2 would store. */
+  char *dtype = NULL;
+  int64_t isz = 0;
+  int rc = b2_dtype_from_npy(descr, &dtype, &isz);
+  if (rc < 0) return rc;
+  if (ndim < 0 || ndim > B2_B2ND_MAXDIM) {
+    free(dtype);
+    return b2_fail(B2_E_LIMIT, "%d dimensions (at most %d)", ndim, B2_B2ND_MAXDIM);
+  }
+  int32_t cs[B2_B2ND_MAXDIM] = {0}, bs[B2_B2ND_MAXDIM] = {0};
+  for (int d = 0; d < ndim; d++) {
+    cs[d] = chunkshape ? chunkshape[d] : 0;
+    bs[d] = blockshape ? blockshape[d] : 0;
+  }
+  rc = b2_b2nd_choose_shapes(ndim, shape, (int32_t)isz, cs, bs);
+  if (rc == 0) rc = b2_b2nd_make(out, ndim, shape, cs, bs, (int32_t)isz, dtype);
+  free(dtype);
+  return rc;
+}
+
+int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp, b2_frame_meta_init *mi,
+                         uint8_t **meta) {
+  size_t len;
+  int rc = b2_b2nd_meta_encode(a, meta, &len);
+  if (rc < 0) return rc;
+  mi->name = "b2nd";
+  mi->data = *meta;
+  mi->len = len;
+  b2_b2nd_cparams(a, &fp->cparams);
+  fp->cparams.typesize = a->itemsize; /* the frame records the whole item */
+  fp->chunksize = (int32_t)a->chunk_nbytes;
+  fp->nmeta = 1;
+  fp->meta = mi;
+  return 0;
+}
+
+/* Chunk grid position of chunk `chunk` along each dimension. */
+static void chunk_pos(const b2_b2nd *a, int64_t chunk, int64_t *jc) {
+  for (int d = a->ndim - 1; d >= 0; d--) {
+    int64_t n = a->chunkshape[d] ? (a->shape[d] + a->chunkshape[d] - 1) / a->chunkshape[d] : 0;
+    jc[d] = n ? chunk % n : 0;
+    chunk = n ? chunk / n : 0;
+  }
+}
+
+int b2_b2nd_chunk_span(const b2_b2nd *a, int64_t chunk, int64_t *lo, int64_t *hi) {
+  if (chunk < 0 || chunk >= a->nchunks)
+    return b2_fail(B2_E_RANGE, "b2nd: chunk %lld of %lld", (long long)chunk, (long long)a->nchunks);
+  int64_t jc[B2_B2ND_MAXDIM], first = 0, last = 0, stride = 1;
+  chunk_pos(a, chunk, jc);
+  for (int d = a->ndim - 1; d >= 0; d--) {
+    int64_t s = jc[d] * a->chunkshape[d];
+    int64_t e = B2_MIN(s + a->chunkshape[d], a->shape[d]) - 1;
+    first += s * stride;
+    last += e * stride;
+    stride *= a->shape[d];
+  }
+  *lo = first * a->itemsize;
+  *hi = (last + 1) * a->itemsize;
+  return 0;
+}
+
+int b2_b2nd_zero_rows(const b2_b2nd *a, int64_t chunk, int64_t from, void *buf) {
+  if (a->ndim == 0 || chunk < 0 || chunk >= a->nchunks)
+    return b2_fail(B2_E_RANGE, "b2nd: chunk %lld", (long long)chunk);
+  int64_t jc[B2_B2ND_MAXDIM];
+  chunk_pos(a, chunk, jc);
+  /* Blocks are in C order within the chunk, the first axis outermost: in
+   * every block, the items of rows >= from form the block's tail. */
+  int64_t nb = 1, inner = 1; /* blocks per chunk; blocks per step of axis 0 */
+  int64_t bitems = 1;        /* items of a block per row of axis 0 */
+  for (int d = a->ndim - 1; d >= 0; d--) {
+    int64_t k = (a->chunkshape[d] + a->blockshape[d] - 1) / a->blockshape[d];
+    nb *= k;
+    if (d > 0) {
+      inner *= k;
+      bitems *= a->blockshape[d];
+    }
+  }
+  int64_t base = jc[0] * a->chunkshape[0];
+  for (int64_t b = 0; b < nb; b++) {
+    int64_t row0 = base + (b / inner) * a->blockshape[0];
+    int64_t keep = B2_MIN(B2_MAX(from - row0, 0), (int64_t)a->blockshape[0]);
+    int64_t at = b * a->block_nbytes + keep * bitems * a->itemsize;
+    memset((uint8_t *)buf + at, 0, (size_t)(a->block_nbytes - (at - b * a->block_nbytes)));
+  }
+  return 0;
+}

@@ -1,0 +1,489 @@
+/*
+ * awrite.c - writing through a b2nd array's views (.npy and C order), and
+ * new .npy files becoming b2nd arrays.
+ *
+ * Array views.  Bytes written inside the items go through the geometry
+ * (b2_b2nd_update) to the decoded chunks in the shared cache, as logical
+ * writes do: a chunk is decoded first unless the write covers all its
+ * items, marked dirty, and compressed in the background as soon as the
+ * write reaches its last item in C order (a C-order stream completes the
+ * chunks one after another), else by the cache or at flush.  Writes to
+ * the .npy header must leave it as it is.  A size change by whole rows of
+ * the first axis resizes the array: the frame gets or loses chunks, the
+ * items an edge chunk's padding gives back are zeroed, and the `b2nd`
+ * metalayer with the new shape is staged, to be committed with the index.
+ * Truncating a .npy view to 0 starts the file afresh as a new .npy file.
+ *
+ * New .npy files.  Until the header is complete its bytes (and any others
+ * written meanwhile) are held in memory; the file on disk stays an empty
+ * plain frame (or, for an array truncated to 0, the old array).  Once the
+ * header parses, the frame is created anew as a b2nd array of its shape
+ * and dtype (chunk and block shapes chosen, or set with user.b2.chunkshape
+ * / blockshape), sized with zero chunks, and the held bytes are written
+ * through the new array view.  A header that cannot become a b2nd array
+ * (Fortran order, object dtype, damaged, too many dimensions), or one
+ * still incomplete at a flush (close, fsync) or past PEND_MAX bytes, makes the file a plain
+ * frame of the bytes written, with a note saying why (b2_file_take_note).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2_error.h"
+#include "common/util.h"
+#include "file/file_impl.h"
+
+/* Most bytes a new .npy file holds before its header must be complete. */
+#define PEND_MAX ((size_t)B2_B2ND_MAXDTYPE + ((size_t)1 << 20))
+
+static int64_t hdr_len(const b2_file *f) {
+  return f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
+}
+
+static void touched(b2_file *f) {
+  atomic_fetch_add(&f->gen, 1);
+  atomic_store(&f->last_write_ms, b2_file_now_ms());
+}
+
+/* ---- items of an array ---------------------------------------------------- */
+
+typedef struct upd {
+  b2_file *f;
+  int64_t aoff, aend;   /* array bytes written */
+  b2_cache_entry *e;    /* chunk `cur`, in a write section */
+  int64_t cur;
+  int64_t *done;        /* chunks whose last item the write reached */
+  size_t ndone, capdone;
+} upd;
+
+static void upd_close(upd *u) {
+  if (!u->e) return;
+  b2_cache_write_end(u->f->env->cache, u->e, 1);
+  b2_cache_release(u->f->env->cache, u->e);
+  u->e = NULL;
+  u->cur = -1;
+}
+
+static int upd_open(upd *u, int64_t chunk) {
+  b2_file *f = u->f;
+  b2_cache *c = f->env->cache;
+  int64_t lo, hi;
+  int rc = b2_b2nd_chunk_span(&f->array, chunk, &lo, &hi);
+  if (rc < 0) return rc;
+  b2_cache_entry *e;
+  rc = b2_file_wpin(f, chunk, u->aoff <= lo && hi <= u->aend, &e);
+  if (rc < 0) return rc;
+  rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
+  if (rc < 0) {
+    b2_cache_release(c, e);
+    return rc;
+  }
+  size_t want = (size_t)f->array.chunk_nbytes;
+  if (b2_cache_len(e) != want && (rc = b2_cache_resize(c, e, want)) < 0) {
+    b2_cache_write_end(c, e, 0);
+    b2_cache_release(c, e);
+    return rc;
+  }
+  u->e = e;
+  u->cur = chunk;
+  if (hi <= u->aend && (u->ndone == 0 || u->done[u->ndone - 1] != chunk)) {
+    if (u->ndone == u->capdone) {
+      size_t ncap = u->capdone ? 2 * u->capdone : 16;
+      int64_t *n = realloc(u->done, ncap * sizeof *n);
+      if (!n) return 0; /* compressed later instead */
+      u->done = n;
+      u->capdone = ncap;
+    }
+    u->done[u->ndone++] = chunk;
+  }
+  return 0;
+}
+
+static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const void *src) {
+  upd *u = ctx;
+  if (chunk != u->cur) {
+    upd_close(u);
+    int rc = upd_open(u, chunk);
+    if (rc < 0) return rc;
+  }
+  memcpy(b2_cache_wdata(u->e) + off, src, len);
+  return 0;
+}
+
+/* Store n bytes at array byte aoff (within the array). */
+static int items_write(b2_file *f, const uint8_t *src, size_t n, int64_t aoff) {
+  while (n > 0) {
+    size_t piece = B2_MIN(n, (size_t)1 << 30);
+    upd u = {f, aoff, aoff + (int64_t)piece, NULL, -1, NULL, 0, 0};
+    int rc = b2_b2nd_update(&f->array, (uint64_t)aoff, piece, src, upd_write, &u);
+    upd_close(&u);
+    for (size_t k = 0; rc >= 0 && k < u.ndone; k++) {
+      b2_cache_entry *e;
+      if (b2_cache_peek(f->env->cache, f->id, u.done[k], &e) == 0) b2_file_flush_soon(f, e);
+    }
+    free(u.done);
+    if (rc < 0) return rc;
+    src += piece;
+    aoff += (int64_t)piece;
+    n -= piece;
+  }
+  return 0;
+}
+
+/* ---- size changes of an array ---------------------------------------------- */
+
+/* Resize to `size` view bytes by whole rows of the first axis (wmu and
+ * szlock exclusive held). */
+static int set_rows(b2_file *f, int64_t size) {
+  b2_b2nd *a = &f->array;
+  b2_cache *c = f->env->cache;
+  int64_t hdr = hdr_len(f), rowb = a->itemsize;
+  for (int d = 1; d < a->ndim; d++) rowb *= a->shape[d];
+  if (a->ndim == 0 || rowb == 0 || a->chunkshape[0] <= 0 || size < hdr || (size - hdr) % rowb)
+    return b2_fail(B2_E_INVAL, "%s: an array's size changes only by whole rows of its first "
+                   "axis (%lld bytes each)", f->path, (long long)rowb);
+  int64_t shape[B2_B2ND_MAXDIM];
+  memcpy(shape, a->shape, sizeof shape);
+  shape[0] = (size - hdr) / rowb;
+  b2_b2nd na;
+  int rc = b2_b2nd_make(&na, a->ndim, shape, a->chunkshape, a->blockshape, a->itemsize, a->dtype);
+  if (rc < 0) return b2_context(rc, "%s", f->path);
+  na.dtype_format = a->dtype_format;
+  char *npy = NULL;
+  if (f->view == B2_VIEW_NPY) {
+    int hn = b2_npy_header(&na, NULL, 0);
+    if (hn >= 0 && hn != hdr)
+      hn = b2_fail(B2_E_INVAL, "%s: %lld rows need a .npy header of another length", f->path,
+                   (long long)shape[0]);
+    if (hn >= 0 && !(npy = malloc((size_t)hn))) hn = b2_fail(B2_E_NOMEM, "no memory");
+    if (hn >= 0) hn = b2_npy_header(&na, npy, (size_t)hn);
+    if (hn < 0) {
+      free(npy);
+      b2_b2nd_free(&na);
+      return hn;
+    }
+  }
+  /* Growing: the old edge chunks' padding along the first axis becomes
+   * items, which must read as zeros. */
+  int64_t cs0 = a->chunkshape[0], nch0 = (a->shape[0] + cs0 - 1) / cs0;
+  if (shape[0] > a->shape[0] && a->shape[0] % cs0 && a->nchunks > 0) {
+    int64_t per = a->nchunks / nch0;
+    for (int64_t k = (nch0 - 1) * per; rc == 0 && k < nch0 * per; k++) {
+      b2_cache_entry *e;
+      if ((rc = b2_file_wpin(f, k, 0, &e)) < 0) break;
+      rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
+      if (rc == 0) {
+        if (b2_cache_len(e) != (size_t)a->chunk_nbytes) rc = b2_cache_resize(c, e, (size_t)a->chunk_nbytes);
+        if (rc == 0) rc = b2_b2nd_zero_rows(a, k, a->shape[0], b2_cache_wdata(e));
+        b2_cache_write_end(c, e, rc == 0);
+      }
+      b2_cache_release(c, e);
+    }
+  }
+  uint8_t *meta = NULL;
+  size_t mlen = 0;
+  if (rc == 0) rc = b2_b2nd_meta_encode(&na, &meta, &mlen);
+  b2_b2nd old = *a;
+  if (rc == 0) {
+    pthread_mutex_lock(&f->fmu);
+    rc = b2_frame_resize(f->frame, na.nchunks * na.chunk_nbytes);
+    if (rc == 0 && (rc = b2_frame_meta_set(f->frame, "b2nd", meta, mlen)) < 0)
+      b2_frame_resize(f->frame, old.nchunks * old.chunk_nbytes);
+    if (rc == 0) {
+      *a = na;
+      atomic_store(&f->size, hdr + b2_b2nd_nbytes(&na));
+    }
+    atomic_fetch_add(&f->epoch, 1);
+    pthread_mutex_unlock(&f->fmu);
+  }
+  free(meta);
+  if (rc < 0) {
+    free(npy);
+    b2_b2nd_free(&na);
+    return b2_context(rc, "%s: resize", f->path);
+  }
+  for (int64_t k = na.nchunks; k < old.nchunks; k++) b2_cache_discard(c, f->id, k);
+  b2_b2nd_free(&old);
+  if (npy) {
+    free(f->npy);
+    f->npy = npy;
+  }
+  touched(f);
+  return 0;
+}
+
+/* ---- new .npy files ---------------------------------------------------------- */
+
+static int pend_reserve(b2_file *f, size_t n) {
+  if (n <= f->pend_cap) return 0;
+  size_t cap = B2_MAX(n, B2_MIN(2 * f->pend_cap, PEND_MAX));
+  cap = B2_MAX(cap, (size_t)4096);
+  uint8_t *p = realloc(f->pend, cap), *s = p ? realloc(f->pend_set, cap) : NULL;
+  if (p) f->pend = p;
+  if (!s) return b2_fail(B2_E_NOMEM, "no memory for a .npy header");
+  f->pend_set = s;
+  memset(f->pend + f->pend_cap, 0, cap - f->pend_cap);
+  memset(f->pend_set + f->pend_cap, 0, cap - f->pend_cap);
+  f->pend_cap = cap;
+  return 0;
+}
+
+/* Take the held bytes out of the handle. */
+typedef struct held {
+  uint8_t *buf, *set;
+  size_t len; /* bytes of buf that may be set */
+  int64_t size;
+} held;
+
+static void take_held(b2_file *f, held *h) {
+  h->buf = f->pend;
+  h->set = f->pend_set;
+  h->size = atomic_load(&f->size);
+  h->len = (size_t)B2_MIN((int64_t)f->pend_cap, h->size);
+  f->pend = f->pend_set = NULL;
+  f->pend_cap = 0;
+}
+
+/* Write the held runs from byte `from` on with the handle's write path. */
+static int replay(b2_file *f, held *h, size_t from) {
+  int rc = 0;
+  for (size_t s = from; rc >= 0 && s < h->len;) {
+    if (!h->set[s]) {
+      s++;
+      continue;
+    }
+    size_t e = s;
+    while (e < h->len && h->set[e]) e++;
+    ssize_t w = b2_file_awrite(f, h->buf + s, e - s, (int64_t)s);
+    rc = w < 0 ? (int)w : 0;
+    s = e;
+  }
+  free(h->buf);
+  free(h->set);
+  return rc;
+}
+
+/* The header did not make an array: a plain frame of the bytes written. */
+static int to_plain(b2_file *f) {
+  b2_frame_params p = f->newp;
+  p.nmeta = 0;
+  p.meta = NULL;
+  int rc = b2_file_recreate(f, &p);
+  if (rc < 0) return rc;
+  held h;
+  pthread_rwlock_wrlock(&f->szlock);
+  take_held(f, &h);
+  f->pending = 0;
+  f->view = B2_VIEW_LOGICAL;
+  atomic_store(&f->size, 0);
+  pthread_rwlock_unlock(&f->szlock);
+  rc = replay(f, &h, 0);
+  if (rc == 0 && atomic_load(&f->size) < h.size) rc = b2_file_lresize(f, h.size);
+  touched(f);
+  return rc;
+}
+
+/* The header of hl bytes describes array a (taken over): create it. */
+static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
+  b2_frame_params p = f->newp;
+  b2_frame_meta_init mi;
+  uint8_t *meta = NULL;
+  char *npy = malloc(hl);
+  int rc = npy ? b2_b2nd_frame_params(a, &p, &mi, &meta) : b2_fail(B2_E_NOMEM, "no memory");
+  if (rc == 0) rc = b2_file_recreate(f, &p);
+  free(meta);
+  if (rc == 0 && a->nchunks > 0) {
+    pthread_mutex_lock(&f->fmu);
+    rc = b2_frame_resize(f->frame, a->nchunks * a->chunk_nbytes);
+    pthread_mutex_unlock(&f->fmu);
+  }
+  if (rc < 0) {
+    free(npy);
+    b2_b2nd_free(a);
+    return rc;
+  }
+  memcpy(npy, f->pend, hl); /* the writer's own header: its offsets hold */
+  held h;
+  pthread_rwlock_wrlock(&f->szlock);
+  take_held(f, &h);
+  pthread_mutex_lock(&f->fmu);
+  f->array = *a;
+  f->has_array = 1;
+  pthread_mutex_unlock(&f->fmu);
+  b2_b2nd_cparams(&f->array, &f->cp);
+  free(f->npy);
+  f->npy = npy;
+  f->npylen = hl;
+  f->pending = 0;
+  atomic_store(&f->size, (int64_t)hl + b2_b2nd_nbytes(&f->array));
+  pthread_rwlock_unlock(&f->szlock);
+  int64_t want = atomic_load(&f->size);
+  rc = replay(f, &h, hl);
+  if (rc < 0 || h.size > want)
+    snprintf(f->note, sizeof f->note, "%s: bytes written past the array's %lld were dropped",
+             f->path, (long long)want);
+  touched(f);
+  return 0;
+}
+
+/* Decide what a new .npy file becomes once its header is complete (or
+ * now, when `final`). */
+static int settle(b2_file *f, int final) {
+  size_t fill = 0, len = (size_t)B2_MIN((int64_t)f->pend_cap, atomic_load(&f->size));
+  while (fill < len && f->pend_set[fill]) fill++;
+  if (len == 0 && final) return to_plain(f); /* nothing written: an empty file */
+  if (fill == 0 && !final) return 0;
+  char *descr = malloc(B2_B2ND_MAXDTYPE + 1);
+  if (!descr) return b2_fail(B2_E_NOMEM, "no memory for a .npy header");
+  size_t hl = 0;
+  int fortran = 0, ndim = 0;
+  int64_t shape[B2_B2ND_MAXDIM];
+  int rc = b2_npy_parse(f->pend, fill, &hl, descr, B2_B2ND_MAXDTYPE + 1, &fortran, &ndim, shape);
+  if (rc == B2_E_TRUNCATED && !final) {
+    free(descr);
+    return 0;
+  }
+  b2_b2nd a;
+  memset(&a, 0, sizeof a);
+  if (rc == 0)
+    rc = b2_b2nd_from_npy(&a, descr, fortran, ndim, shape, f->want_nc == ndim ? f->want_cs : NULL,
+                          f->want_nb == ndim ? f->want_bs : NULL);
+  free(descr);
+  if (rc == 0) return to_array(f, &a, hl);
+  snprintf(f->note, sizeof f->note, "%s: stored as a plain frame, not a b2nd array: %s", f->path,
+           rc == B2_E_TRUNCATED ? "the .npy header is incomplete"
+                                : b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
+  return to_plain(f);
+}
+
+static ssize_t pend_write(b2_file *f, const uint8_t *buf, size_t n, int64_t off) {
+  int64_t end = off + (int64_t)n;
+  if ((uint64_t)end > PEND_MAX) {
+    int rc = settle(f, 1);
+    return rc < 0 ? rc : b2_file_awrite(f, buf, n, off);
+  }
+  pthread_rwlock_wrlock(&f->szlock);
+  int rc = pend_reserve(f, (size_t)end);
+  if (rc == 0) {
+    memcpy(f->pend + off, buf, n);
+    memset(f->pend_set + off, 1, n);
+    if (end > atomic_load(&f->size)) atomic_store(&f->size, end);
+  }
+  pthread_rwlock_unlock(&f->szlock);
+  touched(f);
+  if (rc == 0) rc = settle(f, 0);
+  return rc < 0 ? rc : (ssize_t)n;
+}
+
+static int pend_resize(b2_file *f, int64_t size) {
+  if ((uint64_t)size > PEND_MAX) {
+    int rc = settle(f, 1);
+    return rc < 0 ? rc : b2_file_aresize(f, size);
+  }
+  pthread_rwlock_wrlock(&f->szlock);
+  int rc = pend_reserve(f, (size_t)size);
+  if (rc == 0) {
+    memset(f->pend + size, 0, f->pend_cap - (size_t)size);
+    memset(f->pend_set + size, 0, f->pend_cap - (size_t)size);
+    atomic_store(&f->size, size);
+  }
+  pthread_rwlock_unlock(&f->szlock);
+  touched(f);
+  return rc;
+}
+
+/* An array's .npy view truncated to 0: the file is being written anew. */
+static int restart(b2_file *f) {
+  if (f->env->pool) b2_pool_wait(f->env->pool, &f->group);
+  pthread_rwlock_wrlock(&f->szlock);
+  pthread_mutex_lock(&f->fmu);
+  f->has_array = 0;
+  atomic_fetch_add(&f->epoch, 1); /* flushes under way store nothing */
+  pthread_mutex_unlock(&f->fmu);
+  b2_cache_discard_file(f->env->cache, f->id);
+  b2_b2nd_free(&f->array);
+  free(f->npy);
+  f->npy = NULL;
+  f->npylen = 0;
+  f->pending = 1;
+  b2_file_env_params(f->env, &f->newp);
+  atomic_store(&f->size, 0);
+  pthread_rwlock_unlock(&f->szlock);
+  touched(f);
+  return 0;
+}
+
+/* ---- entry points (wmu held) --------------------------------------------------- */
+
+ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
+  if (f->pending) return pend_write(f, buf, n, off);
+  if (!f->has_array) return b2_file_lwrite(f, buf, n, off);
+  int64_t end = off + (int64_t)n, hdr = hdr_len(f);
+  if (end > atomic_load(&f->size)) {
+    int rc = b2_file_aresize(f, end);
+    if (rc < 0) return rc;
+  }
+  const uint8_t *src = buf;
+  size_t left = n;
+  if (off < hdr) {
+    size_t h = (size_t)B2_MIN((int64_t)left, hdr - off);
+    if (memcmp(f->npy + off, src, h) != 0)
+      return b2_fail(B2_E_INVAL, "%s: a write to the .npy header must leave it unchanged", f->path);
+    src += h;
+    off += (int64_t)h;
+    left -= h;
+  }
+  int rc = left ? items_write(f, src, left, off - hdr) : 0;
+  touched(f);
+  return rc < 0 ? rc : (ssize_t)n;
+}
+
+int b2_file_aresize(b2_file *f, int64_t size) {
+  if (f->pending) return pend_resize(f, size);
+  if (!f->has_array) return b2_file_lresize(f, size);
+  if (size == atomic_load(&f->size)) return 0;
+  if (size == 0 && f->view == B2_VIEW_NPY) return restart(f);
+  pthread_rwlock_wrlock(&f->szlock);
+  int rc = set_rows(f, size);
+  pthread_rwlock_unlock(&f->szlock);
+  return rc;
+}
+
+/* "A,B,C" (or "AxBxC") -> out; the count or a negative code. */
+static int parse_dims(const char *s, int32_t *out) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || v < 1 || v > INT32_MAX || n == B2_B2ND_MAXDIM)
+      return b2_fail(B2_E_INVAL, "shapes are positive sizes A,B,... (at most %d)", B2_B2ND_MAXDIM);
+    out[n++] = (int32_t)v;
+    s = end;
+    if (*s == ',' || *s == 'x') s++;
+    else if (*s) return b2_fail(B2_E_INVAL, "shapes are positive sizes A,B,...");
+  }
+  return n ? n : b2_fail(B2_E_INVAL, "an empty shape");
+}
+
+int b2_file_aset_param(b2_file *f, const char *key, const char *value) {
+  if (!f->pending)
+    return b2_fail(B2_E_BUSY, "%s: an array's parameters are fixed once it exists", f->path);
+  int chunk = !strcmp(key, "chunkshape"), block = !strcmp(key, "blockshape");
+  if (!chunk && !block) return b2_params_set(&f->newp, key, value);
+  int32_t dims[B2_B2ND_MAXDIM];
+  int n = parse_dims(value, dims);
+  if (n < 0) return n;
+  memcpy(chunk ? f->want_cs : f->want_bs, dims, (size_t)n * sizeof dims[0]);
+  if (chunk) f->want_nc = n;
+  else f->want_nb = n;
+  return 0;
+}
+
+int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off) {
+  size_t have = off < (int64_t)f->pend_cap ? B2_MIN(n, f->pend_cap - (size_t)off) : 0;
+  if (have) memcpy(buf, f->pend + off, have);
+  memset((uint8_t *)buf + have, 0, n - have);
+  return 0;
+}
+
+int b2_file_asettle(b2_file *f) { return f->pending ? settle(f, 1) : 0; }

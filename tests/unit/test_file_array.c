@@ -1,0 +1,254 @@
+/*
+ * test_file_array.c - writing b2nd arrays through file handles: new .npy
+ * files streamed in pieces become arrays (or plain frames when their
+ * header cannot), array views take random writes against a C-order
+ * shadow, resize by whole rows, refuse header changes and other sizes,
+ * and keep all of it across reopening.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_b2nd.h"
+#include "b2_error.h"
+#include "b2_file.h"
+#include "common/util.h"
+#include "t.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+  uint64_t x = rng_state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return rng_state = x;
+}
+static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+
+static char dir[256];
+
+/* A .npy file in memory: header for shape/dtype, then random items. */
+static uint8_t *npy_bytes(int ndim, const int64_t *shape, int32_t isz, const char *dtype,
+                          size_t *hl, size_t *total) {
+  int32_t cs[B2_B2ND_MAXDIM] = {0}, bs[B2_B2ND_MAXDIM] = {0};
+  b2_b2nd a;
+  if (b2_b2nd_choose_shapes(ndim, shape, isz, cs, bs) < 0 ||
+      b2_b2nd_make(&a, ndim, shape, cs, bs, isz, dtype) < 0)
+    return NULL;
+  int n = b2_npy_header(&a, NULL, 0);
+  size_t nb = (size_t)b2_b2nd_nbytes(&a);
+  uint8_t *p = malloc((size_t)n + nb + 1);
+  b2_npy_header(&a, (char *)p, (size_t)n);
+  for (size_t i = 0; i < nb; i++) p[n + i] = (uint8_t)rnd();
+  b2_b2nd_free(&a);
+  *hl = (size_t)n;
+  *total = (size_t)n + nb;
+  return p;
+}
+
+/* Write buf in C order in pieces of random sizes. */
+static int stream(b2_file *f, const uint8_t *buf, size_t n) {
+  for (size_t o = 0; o < n;) {
+    int64_t r = rnd_in(1, 70000);
+    size_t k = (size_t)B2_MIN((int64_t)(n - o), r);
+    if (b2_file_pwrite(f, buf + o, k, (int64_t)o) != (ssize_t)k) return -1;
+    o += k;
+  }
+  return 0;
+}
+
+/* The whole view of the file at path equals want (len bytes). */
+static int view_is(b2_env *env, const char *path, int view, const uint8_t *want, size_t len) {
+  b2_file *f;
+  if (b2_file_open(env, path, view, B2_OPEN_RDONLY, &f) < 0) return 0;
+  uint8_t *got = malloc(len + 1);
+  int same = b2_file_size(f) == (int64_t)len && b2_file_pread(f, got, len, 0) == (ssize_t)len &&
+             memcmp(got, want, len) == 0;
+  free(got);
+  b2_file_close(f);
+  return same;
+}
+
+static void test_new_npy_streamed(void) {
+  b2_env *env;
+  CHECK_EQ(b2_env_create(NULL, &env), 0);
+  static const int64_t s3[] = {37, 501, 13};
+  size_t hl, n;
+  uint8_t *npy = npy_bytes(3, s3, 4, "<f4", &hl, &n);
+  char path[300];
+  snprintf(path, sizeof path, "%s/s.b2nd", dir);
+  b2_file *f;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_set_param(f, "chunkshape", "10,100,13"), 0);
+  CHECK_EQ(b2_file_set_param(f, "blockshape", "5x20x13"), 0);
+  CHECK_EQ(b2_file_set_param(f, "blockshape", "0,1"), B2_E_INVAL);
+  CHECK_EQ(stream(f, npy, n), 0);
+  CHECK_EQ(b2_file_size(f), (int64_t)n);
+  CHECK_EQ(b2_file_set_param(f, "chunkshape", "1,1,1"), B2_E_BUSY);
+  char note[256];
+  CHECK_EQ(b2_file_take_note(f, note, sizeof note), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy, n));
+  CHECK(view_is(env, path, B2_VIEW_CORDER, npy + hl, n - hl));
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_CORDER, B2_OPEN_RDONLY, &f), 0);
+  const b2_b2nd *a = b2_file_array(f);
+  CHECK(a && a->chunkshape[0] == 10 && a->chunkshape[1] == 100 && a->blockshape[1] == 20);
+  CHECK(a && !strcmp(a->dtype, "<f4"));
+  CHECK_EQ(b2_frame_check(b2_file_frame(f)), 0);
+  b2_file_close(f);
+  free(npy);
+
+  /* Default shapes; the header in two pieces, items in reverse order. */
+  static const int64_t s2[] = {3000, 700};
+  npy = npy_bytes(2, s2, 8, "<i8", &hl, &n);
+  snprintf(path, sizeof path, "%s/r.b2nd", dir);
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_pwrite(f, npy, 7, 0), 7);
+  CHECK_EQ(b2_file_pwrite(f, npy + 7, hl - 7, 7), (ssize_t)(hl - 7));
+  for (size_t e = n; e > hl;) {
+    int64_t r = rnd_in(1, 300000);
+    size_t k = (size_t)B2_MIN((int64_t)(e - hl), r);
+    ssize_t w = b2_file_pwrite(f, npy + e - k, k, (int64_t)(e - k));
+    if (w != (ssize_t)k) fprintf(stderr, "  %s\n", b2_last_detail());
+    CHECK_EQ(w, (ssize_t)k);
+    e -= k;
+  }
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy, n));
+  free(npy);
+  b2_env_destroy(env);
+}
+
+static void test_new_npy_fallback(void) {
+  b2_env *env;
+  CHECK_EQ(b2_env_create(NULL, &env), 0);
+  static const int64_t s2[] = {4, 5};
+  size_t hl, n;
+  uint8_t *npy = npy_bytes(2, s2, 8, "<f8", &hl, &n);
+  char *fo = memmem(npy, hl, "False", 5);
+  CHECK(fo != NULL);
+  if (fo) memcpy(fo, "True ", 5); /* Fortran order, same length */
+  char path[300], note[256];
+  snprintf(path, sizeof path, "%s/fortran.b2nd", dir);
+  b2_file *f;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(stream(f, npy, n), 0);
+  CHECK_EQ(b2_file_take_note(f, note, sizeof note), 1);
+  CHECK(strstr(note, "Fortran") != NULL);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy, n));
+  CHECK(view_is(env, path, B2_VIEW_LOGICAL, npy, n));
+
+  /* An incomplete header at close: the bytes, as they are. */
+  snprintf(path, sizeof path, "%s/short.b2nd", dir);
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_pwrite(f, npy, 20, 0), 20);
+  uint8_t back[20];
+  CHECK_EQ(b2_file_pread(f, back, 20, 0), 20);
+  CHECK_MEM(back, npy, 20);
+  CHECK_EQ(b2_file_flush(f), 0);
+  CHECK_EQ(b2_file_take_note(f, note, sizeof note), 1);
+  CHECK(strstr(note, "incomplete") != NULL);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy, 20));
+
+  /* Not a .npy at all. */
+  snprintf(path, sizeof path, "%s/text.b2nd", dir);
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_pwrite(f, "hello world\n", 12, 0), 12);
+  CHECK_EQ(b2_file_take_note(f, note, sizeof note), 1);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, (const uint8_t *)"hello world\n", 12));
+  free(npy);
+  b2_env_destroy(env);
+}
+
+/* An existing array's .npy view: random writes against a shadow, header
+ * writes, resizes by rows, refusals; reopened after each round. */
+static void test_edit_array(void) {
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.cache_size = 2u << 20; /* evictions of dirty chunks too */
+  o.dirty_max = 1u << 20;
+  b2_env *env;
+  CHECK_EQ(b2_env_create(&o, &env), 0);
+  static const int64_t s2[] = {1000, 333};
+  size_t hl, n;
+  uint8_t *shadow = npy_bytes(2, s2, 2, "<u2", &hl, &n);
+  char path[300];
+  snprintf(path, sizeof path, "%s/edit.b2nd", dir);
+  b2_file *f;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_set_param(f, "chunkshape", "64,100"), 0);
+  CHECK_EQ(b2_file_set_param(f, "blockshape", "16,30"), 0);
+  CHECK_EQ(stream(f, shadow, n), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  int64_t rowb = 333 * 2;
+  uint8_t *buf = malloc(1 << 20);
+  for (int round = 0; round < 4; round++) {
+    CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+    for (int w = 0; w < 60; w++) {
+      int64_t off = rnd_in((int64_t)hl, (int64_t)n - 1);
+      int64_t len = rnd_in(1, B2_MIN((int64_t)n - off, 200000));
+      for (int64_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
+      CHECK_EQ(b2_file_pwrite(f, buf, (size_t)len, off), len);
+      memcpy(shadow + off, buf, (size_t)len);
+    }
+    /* The header: the same bytes pass, others do not. */
+    CHECK_EQ(b2_file_pwrite(f, shadow, hl + 10, 0), (ssize_t)(hl + 10));
+    memcpy(buf, shadow, hl);
+    buf[hl / 2] ^= 1;
+    CHECK_EQ(b2_file_pwrite(f, buf, hl, 0), B2_E_INVAL);
+    CHECK_EQ(b2_file_truncate(f, (int64_t)n + 3), B2_E_INVAL);
+    /* Rows: cut some, grow some (new rows read as zeros). */
+    int64_t rows = ((int64_t)n - (int64_t)hl) / rowb;
+    int64_t step = rnd_in(1, 150);
+    int64_t nrows = round % 2 ? rows + step : rows - step;
+    size_t nn = hl + (size_t)(nrows * rowb);
+    CHECK_EQ(b2_file_truncate(f, (int64_t)nn), 0);
+    if (nn > n) {
+      shadow = realloc(shadow, nn);
+      memset(shadow + n, 0, nn - n);
+    }
+    n = nn;
+    CHECK_EQ(b2_file_size(f), (int64_t)n);
+    uint8_t *got = malloc(n);
+    CHECK_EQ(b2_file_pread(f, got, n, 0), (ssize_t)n);
+    CHECK(memcmp(got + hl, shadow + hl, n - hl) == 0);
+    memcpy(shadow, got, hl); /* the header with the new shape */
+    free(got);
+    CHECK_EQ(b2_file_close(f), 0);
+    CHECK(view_is(env, path, B2_VIEW_NPY, shadow, n));
+    CHECK_EQ(b2_file_open(env, path, B2_VIEW_CORDER, B2_OPEN_RDONLY, &f), 0);
+    CHECK(b2_file_array(f) && b2_file_array(f)->shape[0] == nrows);
+    CHECK_EQ(b2_frame_check(b2_file_frame(f)), 0);
+    b2_file_close(f);
+  }
+  /* Truncated to 0 and written anew: another array. */
+  static const int64_t s1[] = {77};
+  size_t hl2, n2;
+  uint8_t *npy2 = npy_bytes(1, s1, 1, "|i1", &hl2, &n2);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+  CHECK_EQ(b2_file_truncate(f, 0), 0);
+  CHECK_EQ(b2_file_size(f), 0);
+  CHECK_EQ(stream(f, npy2, n2), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy2, n2));
+  free(npy2);
+  free(buf);
+  free(shadow);
+  b2_env_destroy(env);
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "/tmp/b2fs-farray-%d", (int)getpid());
+  mkdir(dir, 0700);
+  T_RUN(test_new_npy_streamed);
+  T_RUN(test_new_npy_fallback);
+  T_RUN(test_edit_array);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
+  T_END();
+}
