@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# t_mount_npy.sh - NumPy arrays written through the mount become b2nd arrays;
+# existing arrays are edited through their .npy views.
+#
+#   1. Every dtype family (integers, floats f2-f16, complex, bool, S, U,
+#      datetime/timedelta, void, structured: nested, sub-arrays, padding,
+#      titles, UTF-8 names), both byte orders, 0-d and empty arrays, .npy
+#      format versions 1.0, 2.0 and 3.0, written with numpy.save (some with
+#      open_memmap and slice writes, some with cp): SOURCE gets NAME.b2nd
+#      with a b2nd metalayer of the same shape and dtype; `b2f cat
+#      --c-order` gives the items; after a remount numpy.load gives them;
+#      python-blosc2 (when installed) opens an NDArray with the same shape,
+#      dtype and values.
+#   2. Fortran order, object arrays and damaged headers stay plain frames
+#      (one log line each) holding the bytes written.
+#   3. A fixture array copied into SOURCE, edited through memmap r+, holds
+#      exactly the edit; rows added and removed by truncate; header writes
+#      that change it and other sizes give EINVAL; user.b2.chunkshape /
+#      blockshape before the data; a read-only mount refuses all of it.
+# Env: B2FS, B2F, B2FS_FIXTURES, PY, PYB2 (tests/run.sh, tests/lib.sh).
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+B2FS=${B2FS:-$PWD/build/san/b2fs}
+B2F=${B2F:-$PWD/build/san/b2f}
+FIX=${B2FS_FIXTURES}
+if [ ! -x "$B2FS" ] || [ ! -x "$B2F" ]; then skip mount_npy "b2fs or b2f is not built"; exit 0; fi
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then skip mount_npy "no /dev/fuse"; exit 0; fi
+if ! have_numpy; then skip mount_npy "no numpy at $PY"; exit 0; fi
+
+TMP=$(mktemp -d /tmp/b2fs-t_mount_npy.XXXXXX)
+. tests/mount_lib.sh
+trap 'unmount_all; rm -rf "$TMP"' EXIT
+SRC=$TMP/src MNT=$TMP/mnt REF=$TMP/ref
+mkdir -p "$SRC" "$MNT" "$REF"
+
+# ---- 1. every dtype family ------------------------------------------------
+mount_bg npy1 "$SRC" "$MNT" "clevel=5" || { nok mount_npy "cannot mount"; exit 0; }
+if "$PY" - "$MNT" "$REF" >"$TMP/write.out" 2>&1 <<'PY'
+import sys, os, shutil, warnings, numpy as np
+from numpy.lib import format as fmt
+warnings.simplefilter("ignore")
+mnt, ref = sys.argv[1:3]
+r = np.random.default_rng(11)
+arrays = {}
+def add(name, a): arrays[name] = a
+add("i1", r.integers(-128, 127, size=(70, 33), dtype="i1"))
+add("u2be", r.integers(0, 60000, size=(501,)).astype(">u2"))
+add("i8", r.integers(-2**60, 2**60, size=(40, 30, 20), dtype="<i8"))
+add("f2", r.normal(size=(123, 45)).astype("<f2"))
+add("f4be", r.normal(size=(1000, 77)).astype(">f4"))
+add("f8", np.cumsum(r.normal(size=300000)))
+add("f16", r.normal(size=(55, 3)).astype(np.longdouble))
+add("c8", (r.normal(size=999) + 1j * r.normal(size=999)).astype("<c8"))
+add("c32", (r.normal(size=(7, 9)) + 1j).astype(np.clongdouble))
+add("bool", r.integers(0, 2, size=(64, 65)).astype(bool))
+add("S7", np.array([b"ab", b"cdefghi", b""] * 111, dtype="|S7"))
+add("U5", np.array(["x", "\u00e9t\u00e9", "\u4e2d\u6587"] * 50, dtype="<U5").reshape(15, 10))
+add("Ube", np.array(["big", "endian"] * 20, dtype=">U6"))
+add("M8", np.arange("2020-01-01", "2021-06-01", dtype="datetime64[D]").astype("<M8[s]"))
+add("m8", np.arange(1000, dtype="<m8[us]"))
+add("V12", np.frombuffer(r.bytes(12 * 100), dtype="V12").reshape(10, 10))
+add("wide", np.frombuffer(r.bytes(300 * 40), dtype="V300").reshape(8, 5))
+st = np.dtype([("x", "<f4"), ("y", ">i2"), ("flag", "|u1")])
+a = np.zeros((200, 3), dtype=st); a["x"] = r.normal(size=(200, 3)); a["y"] = 7; add("struct", a)
+nest = np.dtype([("p", "<f8", (2, 3)), ("q", [("a", "|u1"), ("b", ">i2", (4,))])])
+add("nested", np.frombuffer(r.bytes(nest.itemsize * 123), dtype=nest))
+pad = np.dtype({"names": ["a", "b"], "formats": ["<i4", "<f8"], "offsets": [0, 8], "itemsize": 24})
+p = np.zeros(50, dtype=pad); p["a"] = np.arange(50); p["b"] = 0.5; add("padded", p)
+add("aligned", np.zeros(30, dtype=np.dtype([("c", "u1"), ("d", "<f8")], align=True)))
+add("titles", np.zeros(9, dtype=[(("T", "t"), "<i4"), ("u", "<f2")]))
+add("scalar", np.array(3.25))
+add("empty", np.zeros((0, 10)))
+add("empty2", np.zeros((5, 0, 3), dtype="<i2"))
+add("big", r.normal(size=(2200, 1000)))
+u = np.zeros(10, dtype=[("\u4e2d", "<i4")]); u["\u4e2d"] = np.arange(10); add("utf8", u)
+for name, a in arrays.items():
+    np.save(f"{ref}/{name}.npy", a)
+    if name in ("f4be", "nested", "U5"):
+        mm = fmt.open_memmap(f"{mnt}/{name}.npy", mode="w+", dtype=a.dtype, shape=a.shape)
+        idx = np.arange(a.shape[0]); r.shuffle(idx)          # rows in any order
+        for k in range(0, len(idx), 17):
+            rows = np.sort(idx[k:k + 17]); mm[rows] = a[rows]
+        mm.flush(); del mm
+    elif name == "i8":
+        shutil.copyfile(f"{ref}/{name}.npy", f"{mnt}/{name}.npy")
+    elif name == "f8":
+        with open(f"{mnt}/{name}.npy", "wb") as f:
+            fmt.write_array(f, a, version=(2, 0))
+    else:
+        np.save(f"{mnt}/{name}.npy", a)
+    b = np.load(f"{mnt}/{name}.npy")
+    if b.dtype != a.dtype or b.shape != a.shape or b.tobytes() != a.tobytes():
+        print("differs at once:", name); sys.exit(1)
+with open(f"{ref}/list", "w") as f:
+    f.write("\n".join(arrays) + "\n")
+PY
+then ok npy_write_all; else nok npy_write_all "$(tail -3 "$TMP/write.out")"; fi
+grep -q . "$REF/list" 2>/dev/null || { nok mount_npy "nothing written"; exit 0; }
+
+# The items of a saved .npy file (its bytes past the header).
+items_sha() {
+  "$PY" -c 'import sys, numpy as np, hashlib; a = np.load(sys.argv[1]); print(hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest())' "$1"
+}
+bad_src="" bad_cat="" bad_meta=""
+while read -r n; do
+  if [ ! -f "$SRC/$n.b2nd" ] || [ -e "$SRC/$n.npy.b2frame" ]; then bad_src+=" $n"; continue; fi
+  want=$(items_sha "$REF/$n.npy")
+  got=$("$B2F" cat --c-order "$SRC/$n.b2nd" 2>/dev/null | sha256sum | cut -d' ' -f1)
+  [ "$got" = "$want" ] || bad_cat+=" $n"
+  "$B2F" info "$SRC/$n.b2nd" 2>/dev/null | grep -q '^metalayers.*b2nd' || bad_meta+=" $n"
+  "$B2F" verify "$SRC/$n.b2nd" >/dev/null 2>&1 || bad_meta+=" $n(verify)"
+done <"$REF/list"
+[ -z "$bad_src" ] && ok npy_source_b2nd || nok npy_source_b2nd "not NAME.b2nd:$bad_src"
+[ -z "$bad_cat" ] && ok npy_cat_c_order || nok npy_cat_c_order "items differ:$bad_cat"
+[ -z "$bad_meta" ] && ok npy_b2nd_meta || nok npy_b2nd_meta "no b2nd metalayer / verify:$bad_meta"
+"$B2F" info "$SRC/big.b2nd" | grep -q '^chunkshape *[0-9]* x 1000$' && ok npy_default_chunks_rows ||
+  nok npy_default_chunks_rows "$("$B2F" info "$SRC/big.b2nd" | grep shape | tr '\n' ' ')"
+
+# ---- 2. what cannot be an array ---------------------------------------------
+if "$PY" - "$MNT" "$REF" >"$TMP/plain.out" 2>&1 <<'PY'
+import sys, numpy as np
+mnt, ref = sys.argv[1:3]
+np.save(f"{ref}/fortran.npy", np.asfortranarray(np.arange(12.).reshape(3, 4)))
+np.save(f"{ref}/object.npy", np.array([1, "a", None], dtype=object), allow_pickle=True)
+good = open(f"{ref}/f2.npy", "rb").read()
+open(f"{ref}/damaged.npy", "wb").write(good[:10] + b"{'descr': <f2'" + good[24:])
+for n in ("fortran", "object", "damaged"):
+    open(f"{mnt}/{n}.npy", "wb").write(open(f"{ref}/{n}.npy", "rb").read())
+    if open(f"{mnt}/{n}.npy", "rb").read() != open(f"{ref}/{n}.npy", "rb").read():
+        print("differs:", n); sys.exit(1)
+PY
+then ok npy_plain_fallback_bytes; else nok npy_plain_fallback_bytes "$(tail -3 "$TMP/plain.out")"; fi
+for n in fortran object damaged; do
+  if "$B2F" info "$SRC/$n.b2nd" 2>/dev/null | grep -q '^metalayers *-' &&
+     [ "$(grep -c "$n.b2nd: stored as a plain frame" "${LOGS[$MNT]}")" = 1 ]; then
+    ok "npy_plain_$n"
+  else
+    nok "npy_plain_$n" "$(grep "$n" "${LOGS[$MNT]}" | head -2)"
+  fi
+done
+unmount_fg "$MNT" npy1
+
+# ---- after a remount; python-blosc2 ------------------------------------------
+mount_bg npy2 "$SRC" "$MNT" "ro" || { nok mount_npy "cannot remount"; exit 0; }
+if "$PY" - "$MNT" "$REF" >"$TMP/load.out" 2>&1 <<'PY'
+import sys, numpy as np
+mnt, ref = sys.argv[1:3]
+bad = []
+for n in open(f"{ref}/list").read().split() + ["fortran"]:
+    a, b = np.load(f"{ref}/{n}.npy"), np.load(f"{mnt}/{n}.npy")
+    if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes(): bad.append(n)
+print(" ".join(bad)); sys.exit(1 if bad else 0)
+PY
+then ok npy_remount_load; else nok npy_remount_load "$(tail -2 "$TMP/load.out")"; fi
+# A read-only mount refuses writes to arrays.
+if "$PY" -c 'import sys, numpy as np; np.load(sys.argv[1], mmap_mode="r+")' "$MNT/f2.npy" 2>/dev/null ||
+   "$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], np.zeros(3))' "$MNT/new.npy" 2>/dev/null; then
+  nok npy_ro_refuses "a write went through"
+else
+  ok npy_ro_refuses
+fi
+unmount_fg "$MNT" npy2
+if have_pyb2; then
+  if "$PYB2" - "$SRC" "$REF" >"$TMP/pyb2.out" 2>&1 <<'PY'
+import sys, warnings, numpy as np, blosc2
+warnings.simplefilter("ignore")
+src, ref = sys.argv[1:3]
+bad = []
+for n in open(f"{ref}/list").read().split():
+    a = np.load(f"{ref}/{n}.npy")
+    try:
+        b = blosc2.open(f"{src}/{n}.b2nd")
+        ok = isinstance(b, blosc2.NDArray) and b.shape == a.shape and b.dtype == a.dtype
+        if ok and a.size: ok = b[()].tobytes() == a.tobytes()
+    except Exception as e:
+        ok = False
+    if not ok: bad.append(n)
+print(" ".join(bad)); sys.exit(1 if bad else 0)
+PY
+  then ok npy_python_blosc2; else nok npy_python_blosc2 "differ: $(tail -1 "$TMP/pyb2.out")"; fi
+else
+  skip npy_python_blosc2 "no python-blosc2 ($PYB2)"
+fi
+
+# ---- 3. editing an existing array ---------------------------------------------
+if [ -f "$FIX/b2nd/f32-2d-uneven.b2nd" ]; then
+  cp "$FIX/b2nd/f32-2d-uneven.b2nd" "$FIX/b2nd/i16-3d.b2nd" "$SRC/"
+  "$B2F" cat --c-order "$SRC/f32-2d-uneven.b2nd" >"$TMP/f32.raw"
+  "$B2F" cat --c-order "$SRC/i16-3d.b2nd" >"$TMP/i16.raw"
+  mount_bg npy3 "$SRC" "$MNT" "clevel=1" || { nok mount_npy "cannot mount"; exit 0; }
+  if "$PY" - "$MNT" "$TMP" >"$TMP/edit.out" 2>&1 <<'PY'
+import sys, os, errno, numpy as np
+mnt, tmp = sys.argv[1:3]
+a = np.fromfile(f"{tmp}/f32.raw", dtype="<f4").reshape(1000, 777)
+m = np.load(f"{mnt}/f32-2d-uneven.npy", mmap_mode="r+")
+m[123:456, 700:] = -1.5
+m[999, :] = 7
+m.flush(); del m
+a[123:456, 700:] = -1.5; a[999, :] = 7
+a.tofile(f"{tmp}/f32.want")
+b = np.fromfile(f"{tmp}/i16.raw", dtype="<i2").reshape(50, 60, 70)
+p = f"{mnt}/i16-3d.npy"
+hl = os.path.getsize(p) - b.nbytes
+fd = os.open(p, os.O_RDWR)
+os.pwrite(fd, np.full(1000, 5, dtype="<i2").tobytes(), hl + 2 * 12345)   # across rows
+b.reshape(-1)[12345:13345] = 5
+head = os.pread(fd, hl, 0)
+assert os.pwrite(fd, head, 0) == hl                                     # unchanged: fine
+try:
+    os.pwrite(fd, b"X", 3); print("header change accepted"); sys.exit(1)
+except OSError as e:
+    assert e.errno == errno.EINVAL
+try:
+    os.ftruncate(fd, hl + b.nbytes + 3); print("odd size accepted"); sys.exit(1)
+except OSError as e:
+    assert e.errno == errno.EINVAL
+row = 60 * 70 * 2
+os.ftruncate(fd, hl + b.nbytes - 7 * row)                                # 43 rows
+os.ftruncate(fd, hl + b.nbytes + 2 * row)                                # 52 rows, new zeros
+os.close(fd)
+b[43:] = 0
+b = np.concatenate([b, np.zeros((2, 60, 70), dtype="<i2")])
+c = np.load(p)
+assert c.shape == (52, 60, 70) and c.tobytes() == b.tobytes(), "resized content"
+b.tofile(f"{tmp}/i16.want")
+# Shapes asked for before the data.
+fd = os.open(f"{mnt}/shaped.npy", os.O_CREAT | os.O_WRONLY, 0o644)
+os.setxattr(f"{mnt}/shaped.npy", "user.b2.chunkshape", b"100,30")
+os.setxattr(f"{mnt}/shaped.npy", "user.b2.blockshape", b"20,30")
+with os.fdopen(fd, "wb") as f:
+    np.save(f, np.ones((1000, 30), dtype="<f8"))
+PY
+  then ok npy_edit_run; else nok npy_edit_run "$(tail -3 "$TMP/edit.out")"; fi
+  unmount_fg "$MNT" npy3
+  check npy_edit_fixture_memmap cmp -s "$TMP/f32.want" <("$B2F" cat --c-order "$SRC/f32-2d-uneven.b2nd")
+  check npy_edit_pwrite_resize cmp -s "$TMP/i16.want" <("$B2F" cat --c-order "$SRC/i16-3d.b2nd")
+  "$B2F" info "$SRC/i16-3d.b2nd" | grep -q '^shape *52 x 60 x 70' && ok npy_resize_meta || nok npy_resize_meta
+  "$B2F" info "$SRC/shaped.b2nd" 2>/dev/null | grep -q '^chunkshape *100 x 30' &&
+    "$B2F" info "$SRC/shaped.b2nd" | grep -q '^blockshape *20 x 30' && ok npy_xattr_shapes ||
+    nok npy_xattr_shapes "$("$B2F" info "$SRC/shaped.b2nd" 2>&1 | grep shape | tr '\n' ' ')"
+  bad=""
+  for f in "$SRC"/*.b2nd; do "$B2F" verify "$f" >/dev/null 2>&1 || bad+=" $(basename "$f")"; done
+  [ -z "$bad" ] && ok npy_verify_all || nok npy_verify_all "$bad"
+  if have_pyb2; then
+    "$PYB2" -c '
+import sys, numpy as np, blosc2
+b = blosc2.open(sys.argv[1]); w = np.fromfile(sys.argv[2], dtype="<i2").reshape(52, 60, 70)
+sys.exit(0 if b.shape == (52, 60, 70) and (b[()] == w).all() else 1)' "$SRC/i16-3d.b2nd" "$TMP/i16.want" &&
+      ok npy_resize_python_blosc2 || nok npy_resize_python_blosc2
+  fi
+else
+  skip npy_edit_fixture "no fixtures at $FIX"
+fi
