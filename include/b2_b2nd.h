@@ -99,6 +99,12 @@ int b2_b2nd_update(const b2_b2nd *a, uint64_t off, size_t len, const void *src,
 int b2_b2nd_chunk_span(const b2_b2nd *a, int64_t chunk, int64_t *lo,
                        int64_t *hi);
 
+/* 1 when chunks and blocks split only the first axis and blocks fill
+ * each chunk exactly: the decoded chunks,
+ * in order, then hold the items in C order (byte x of the array is byte x
+ * of the chunks), else 0. */
+int b2_b2nd_is_linear(const b2_b2nd *a);
+
 /* Zero the items of decoded chunk `chunk` (at buf, a->chunk_nbytes bytes)
  * whose first coordinate is >= from: the padding an array whose first
  * axis grows from `from` rows must read as zeros.  ndim >= 1. */

@@ -105,3 +105,11 @@ int b2_b2nd_zero_rows(const b2_b2nd *a, int64_t chunk, int64_t from, void *buf) 
   }
   return 0;
 }
+
+int b2_b2nd_is_linear(const b2_b2nd *a) {
+  for (int d = 1; d < a->ndim; d++)
+    if (a->chunkshape[d] != a->shape[d] || a->blockshape[d] != a->shape[d]) return 0;
+  /* and no padding between chunks: whole blocks fill each chunk */
+  return a->ndim == 0 || (a->chunkshape[0] > 0 && a->blockshape[0] > 0 &&
+                          a->chunkshape[0] % a->blockshape[0] == 0);
+}

@@ -249,6 +249,9 @@ static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, b2_stream 
   }
   if (done == n) return 0;
   int64_t aoff = off - (f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0);
+  /* Chunks that hold the items in C order: read them as the logical view
+   * (read-ahead, drop-behind), no gather. */
+  if (b2_b2nd_is_linear(&f->array)) return read_logical(f, dst + done, n - done, aoff, seq);
   gather_ctx g = {f, seq, -1};
   int rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, &g);
   if (rc > 0) rc = 0;
@@ -295,7 +298,13 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
  * (or, for a sequential reader, becomes) cached: pin it.  1 when pinned,
  * 0 when not served this way, < 0 on error. */
 static int pin_range(b2_file *f, size_t n, int64_t off, b2_stream *seq, b2_file_pin *p) {
-  if (f->view != B2_VIEW_LOGICAL || f->writable || !f->env || !f->env->cache) return 0;
+  if (f->writable || !f->env || !f->env->cache) return 0;
+  if (f->view != B2_VIEW_LOGICAL) {
+    /* An array whose chunks hold its items in C order, past the header. */
+    int64_t hdr = f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
+    if (!b2_b2nd_is_linear(&f->array) || off < hdr) return 0;
+    off -= hdr;
+  }
   int64_t i = b2_frame_chunk_at(f->frame, off);
   if (i < 0) return (int)i;
   int64_t cs = b2_frame_chunk_start(f->frame, i);

@@ -716,7 +716,7 @@ static int store_writer(void *ctx, int64_t chunk, size_t off, size_t len, const 
 /* b2_b2nd_update against a C-order shadow: random ranges of random
  * geometries, read back whole; padding stays zero. */
 static void test_update_random(void) {
-  int bad = 0;
+  int bad = 0, linear = 0;
   for (int it = 0; it < 300 && !bad; it++) {
     static const int32_t sizes[] = {1, 2, 3, 8};
     b2_b2nd a;
@@ -740,6 +740,12 @@ static void test_update_random(void) {
       if (nonzero_items(st.chunk[k], a.chunk_nbytes / a.itemsize, a.itemsize) != items_in_chunk(&a, k))
         bad++;
     if (b2_b2nd_update(&a, (uint64_t)nb, 1, src, store_writer, &st) != B2_E_RANGE) bad++;
+    if (b2_b2nd_is_linear(&a)) { /* the chunks in order are the C-order bytes */
+      linear++;
+      for (int64_t x = 0; x < nb; x += a.chunk_nbytes)
+        if (memcmp(st.chunk[x / a.chunk_nbytes], shadow + x, (size_t)B2_MIN(a.chunk_nbytes, nb - x)))
+          bad++;
+    }
     if (bad) fprintf(stderr, "  iteration %d: ndim %d\n", it, a.ndim);
     store_free(&st);
     free(shadow);
@@ -748,6 +754,7 @@ static void test_update_random(void) {
     b2_b2nd_free(&a);
   }
   CHECK_EQ(bad, 0);
+  CHECK(linear > 5);
 }
 
 /* b2_b2nd_chunk_span against every item's chunk; b2_b2nd_zero_rows
