@@ -27,7 +27,7 @@ SIMD_AVX2 := -mavx2
 endif
 
 LIB_SRC  := $(sort $(wildcard src/common/*.c src/codec/*.c src/chunk/*.c src/frame/*.c \
-             src/b2nd/*.c src/cache/*.c src/file/*.c src/store/*.c))
+             src/b2nd/*.c src/cache/*.c src/file/*.c src/store/*.c src/ns/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 FUSE_SRC := $(sort $(wildcard fuse/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
@@ -95,10 +95,10 @@ FUZZ_FLAGS   := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(
                 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 
-# The name-mapping target also links the (pure) mapping of the daemon.
-build/fuzz/fuzz_names: tests/fuzz/fuzz_names.c fuse/names.c
+# The name-mapping target links the (pure) mapping of the namespace layer.
+build/fuzz/fuzz_names: tests/fuzz/fuzz_names.c src/ns/names.c src/common/error.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -I. -o $@ $^
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
 
 build/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
 	@mkdir -p $(dir $@)

@@ -22,7 +22,7 @@
 
 #include "b2_error.h"
 #include "b2_file.h"
-#include "names.h"
+#include "b2_ns.h"
 
 #ifndef B2FS_VERSION
 #define B2FS_VERSION "0.1.0"
@@ -30,9 +30,6 @@
 
 /* Largest read and write request, and the I/O size frames ask for. */
 #define B2FS_IO_MAX (1u << 20)
-
-/* Name of the index file that makes a directory a sparse frame. */
-#define B2FS_SPARSE_INDEX "chunks.b2frame"
 
 /* Hidden name of a frame being deleted: B2FS_GONE_PREFIX "PID-N.b2tmp". */
 #define B2FS_GONE_PREFIX ".b2fs-gone-"
@@ -100,7 +97,7 @@ typedef struct b2fs_inode {
                                     (replaced when the frame is rewritten) */
   dev_t dev;                     /* dev, ino, sparse: under the table lock */
   ino_t ino;
-  int kind;                      /* B2FS_KIND_* (PLAIN: passed through) */
+  int kind;                      /* B2_NS_* (PLAIN: passed through) */
   _Atomic int sparse;            /* a frame directory shown as a file */
   uint64_t nlookup;              /* under the table lock */
   struct b2fs_inode *next;       /* hash chain */
@@ -169,17 +166,6 @@ void b2fs_nsunlock2(b2fs_inode *a, b2fs_inode *b);
 const char *b2fs_fd_path(int fd, char *buf, size_t cap);
 
 /* ---- frames (frame.c) and their shared handles (handle.c, whandle.c) ---- */
-/* Is the directory entry `name` under dirfd a frame (suffix + file or dir
- * holding chunks.b2frame)?  `st` is its lstat.  1, 0. */
-int b2fs_is_frame(int dirfd, const char *name, const struct stat *st);
-/* 0 when the frame `name` holds a python-blosc2 object other than data
- * (b2_frame_kind_is_data): it is then shown raw, as a plain file. */
-int b2fs_holds_data(int dirfd, const char *name);
-/* Does the directory at fd hold a regular chunks.b2frame?  1, 0. */
-int b2fs_holds_sparse_index(int fd);
-/* Probe for names.c against a live directory (ctx: int *dirfd). */
-int b2fs_probe_dir(void *ctx, const char *name);
-
 /* Attributes shown for an inode (frames: view size, file mode, disk use). */
 int b2fs_stat(b2fs_inode *in, struct stat *st);
 

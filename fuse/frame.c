@@ -16,39 +16,6 @@
 
 #include "b2fs.h"
 
-int b2fs_holds_sparse_index(int fd) {
-  struct stat cst;
-  return fstatat(fd, B2FS_SPARSE_INDEX, &cst, AT_SYMLINK_NOFOLLOW) == 0 &&
-         S_ISREG(cst.st_mode);
-}
-
-int b2fs_holds_data(int dirfd, const char *name) {
-  int kind = b2_frame_kind_at(dirfd, name);
-  return kind < 0 || b2_frame_kind_is_data(kind); /* damaged: a frame (EIO on open) */
-}
-
-int b2fs_is_frame(int dirfd, const char *name, const struct stat *st) {
-  if (b2fs_name_kind(name, NULL) == B2FS_KIND_PLAIN) return 0;
-  if (S_ISREG(st->st_mode)) return b2fs_holds_data(dirfd, name);
-  if (!S_ISDIR(st->st_mode)) return 0;
-  int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  int yes = b2fs_holds_sparse_index(fd);
-  close(fd);
-  return yes && b2fs_holds_data(dirfd, name);
-}
-
-int b2fs_probe_dir(void *ctx, const char *name) {
-  int dirfd = *(const int *)ctx;
-  struct stat st;
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-    if (errno == ENOENT || errno == ENAMETOOLONG || errno == ENOTDIR)
-      return B2FS_ABSENT;
-    return -errno;
-  }
-  return b2fs_is_frame(dirfd, name, &st) ? B2FS_FRAME : B2FS_PRESENT;
-}
-
 int b2fs_errno(int rc) {
   switch (rc) {
   case B2_E_NOMEM:
@@ -91,7 +58,7 @@ int b2fs_sig_of(b2fs_inode *in, const struct stat *st, b2fs_sig *sig) {
   if (in->sparse) {
     sig->dmtime = st->st_mtim;
     sig->dctime = st->st_ctim;
-    if (fstatat(in->fd, B2FS_SPARSE_INDEX, &cst, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (fstatat(in->fd, B2_NS_SPARSE_INDEX, &cst, AT_SYMLINK_NOFOLLOW) < 0) {
       sig->size = -1;
       return -errno;
     }
@@ -154,7 +121,7 @@ static struct timespec ts_max(struct timespec a, struct timespec b) {
 int b2fs_stat(b2fs_inode *in, struct stat *st) {
   if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
     return -errno;
-  if (in->kind == B2FS_KIND_PLAIN) return 0;
+  if (in->kind == B2_NS_PLAIN) return 0;
   if (in->rw && st->st_nlink == 0) { /* rewritten by our writer? */
     b2fs_frame_follow(in);
     if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;

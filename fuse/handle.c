@@ -22,7 +22,7 @@
 
 int b2fs_open_view(b2fs_inode *in, b2_file **out) {
   char path[64];
-  int view = in->kind == B2FS_KIND_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
+  int view = in->kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
   return b2_file_open(b2fs_g.env, b2fs_fd_path(in->fd, path, sizeof path),
                       view, B2_OPEN_RDONLY, out);
 }

@@ -135,7 +135,7 @@ static int open_root(const char *source, char *abs, size_t cap) {
   r->fd = fd;
   r->dev = st.st_dev;
   r->ino = st.st_ino;
-  r->kind = B2FS_KIND_PLAIN;
+  r->kind = B2_NS_PLAIN;
   r->nlookup = 1;
   pthread_mutex_init(&r->lock, NULL);
   pthread_mutex_init(&r->wlock, NULL);

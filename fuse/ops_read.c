@@ -77,11 +77,11 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
     return -err;
   }
   int sparse = 0;
-  if (kind != B2FS_KIND_PLAIN && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode) && b2fs_holds_sparse_index(fd))
+  if (kind != B2_NS_PLAIN && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode) && b2_ns_holds_sparse_index(fd))
       sparse = 1;
     else
-      kind = B2FS_KIND_PLAIN; /* changed since the name was resolved */
+      kind = B2_NS_PLAIN; /* changed since the name was resolved */
   }
   b2fs_inode *in = b2fs_inode_ref(fd, &st, kind, sparse);
   if (!in) return -ENOMEM;
@@ -99,7 +99,7 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   b2fs_inode *p = b2fs_inode_get(parent);
-  if (p->kind != B2FS_KIND_PLAIN) {
+  if (p->kind != B2_NS_PLAIN) {
     fuse_reply_err(req, ENOTDIR);
     return;
   }
@@ -108,18 +108,18 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     return;
   }
   b2fs_sweep_dir(p);
-  char src[B2FS_NAME_MAX + 1];
+  char src[B2_NS_NAME_MAX + 1];
   int pfd = p->fd;
-  int kind = b2fs_name_to_source(name, b2fs_probe_dir, &pfd, src, sizeof src);
-  if (kind == -ENOENT || (kind >= 0 && b2fs_name_hidden(src))) {
+  int kind = b2_ns_name_to_source(name, b2_ns_probe_dir, &pfd, src, sizeof src);
+  if (kind == B2_E_NOENT || (kind >= 0 && b2_ns_name_hidden(src))) {
     reply_negative(req);
     return;
   }
   if (kind < 0) {
-    fuse_reply_err(req, -kind);
+    fuse_reply_err(req, b2_to_errno(kind));
     return;
   }
-  if (kind != B2FS_KIND_PLAIN && b2fs_frame_any_writable()) {
+  if (kind != B2_NS_PLAIN && b2fs_frame_any_writable()) {
     /* A frame we rewrote under this name: its inode follows first. */
     char path[PATH_MAX];
     if (b2fs_path_at(pfd, src, path, sizeof path) == 0) b2fs_frame_follow_path(path);
@@ -221,7 +221,7 @@ static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  if (in->kind == B2FS_KIND_PLAIN) {
+  if (in->kind == B2_NS_PLAIN) {
     open_plain(req, in, fi);
     return;
   }
@@ -272,7 +272,7 @@ static int read_failed(b2fs_inode *in, b2fs_handle *use, int64_t off, int rc) {
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  if (in->kind == B2FS_KIND_PLAIN) {
+  if (in->kind == B2_NS_PLAIN) {
     struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
     bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
     bv.buf[0].fd = (int)fi->fh;
@@ -341,7 +341,7 @@ static int commit(b2fs_inode *in, b2fs_handle *h, const char *what) {
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc = 0;
-  if (in->kind != B2FS_KIND_PLAIN && b2fs_fh_writes(fi))
+  if (in->kind != B2_NS_PLAIN && b2fs_fh_writes(fi))
     rc = commit(in, b2fs_fh_handle(fi), "commit at close");
   fuse_reply_err(req, -rc);
 }
@@ -350,7 +350,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
                      struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc;
-  if (in->kind == B2FS_KIND_PLAIN)
+  if (in->kind == B2_NS_PLAIN)
     rc = (datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) < 0 ? -errno : 0;
   else
     rc = commit(in, b2fs_fh_handle(fi), "fsync");
@@ -359,7 +359,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  if (in->kind == B2FS_KIND_PLAIN)
+  if (in->kind == B2_NS_PLAIN)
     close((int)fi->fh);
   else
     b2fs_frame_release(in, b2fs_fh_handle(fi)); /* errors are logged */

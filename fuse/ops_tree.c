@@ -33,7 +33,7 @@
 /* The directory inode of a request, or NULL after replying ENOTDIR. */
 static b2fs_inode *dir_of(fuse_req_t req, fuse_ino_t parent) {
   b2fs_inode *p = b2fs_inode_get(parent);
-  if (p->kind != B2FS_KIND_PLAIN) {
+  if (p->kind != B2_NS_PLAIN) {
     fuse_reply_err(req, ENOTDIR);
     return NULL;
   }
@@ -51,50 +51,21 @@ static void reply_entry(fuse_req_t req, int pfd, const char *src, int kind) {
 
 /* ---- new entries --------------------------------------------------------- */
 
-/* Source name for a new entry of type `type` shown as `name` in the
- * directory pfd: a regular file becomes a frame when `frames` allows and
- * the names let it (*frame = its B2FS_KIND_*: an array STEM.b2nd for a
- * name STEM.npy, else NAME.b2frame), else the entry keeps its name
- * (*frame = 0).  0, -EEXIST, -EINVAL (a name the mount hides),
- * -ENAMETOOLONG. */
+/* The namespace layer's choice of a source name, as -errno. */
 static int choose_new(int pfd, const char *name, mode_t type, int frames,
                       char *src, size_t cap, int *frame) {
-  b2fs_overlay o = {b2fs_probe_dir, &pfd, {NULL, NULL}, NULL, 0};
-  if (strlen(name) > B2FS_NAME_MAX) return -ENAMETOOLONG;
-  *frame = 0;
-  static const int kinds[] = {B2FS_KIND_NPY, B2FS_KIND_LOGICAL};
-  for (int k = 0; k < 2 && S_ISREG(type) && frames; k++) {
-    if (b2fs_name_target(kinds[k], B2FS_NEW_SUFFIX, name, src, cap) != 0 ||
-        b2fs_probe_dir(&pfd, src) != B2FS_ABSENT)
-      continue;
-    o.added = src;
-    o.added_as = B2FS_FRAME;
-    if (b2fs_name_check(name, src, 1, b2fs_overlay_probe, &o) == 0) {
-      *frame = kinds[k];
-      return 0;
-    }
-  }
-  /* The entry under its own name; a regular file with a frame suffix
-   * would be taken for a frame. */
-  if (S_ISREG(type) && b2fs_name_kind(name, NULL) != B2FS_KIND_PLAIN) return -EEXIST;
-  if (b2fs_name_hidden(name)) return -EINVAL;
-  int p = b2fs_probe_dir(&pfd, name);
-  if (p < 0) return p;
-  if (p != B2FS_ABSENT) return -EEXIST;
-  snprintf(src, cap, "%s", name);
-  o.added = src;
-  o.added_as = B2FS_PRESENT;
-  return b2fs_name_check(name, src, 0, b2fs_overlay_probe, &o);
+  int rc = b2_ns_choose_new(pfd, name, type, frames, src, cap, frame);
+  return rc < 0 ? -b2_to_errno(rc) : 0;
 }
 
-/* Create the frame src (a new .npy file for kind B2FS_KIND_NPY) in pfd
+/* Create the frame src (a new .npy file for kind B2_NS_NPY) in pfd
  * with the mount's parameters and the mode asked for; *f gets it open for
  * writing, *path its real path. */
 static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t mode,
                      b2_file **f, char *path, size_t cap) {
   int rc = b2fs_path_at(pfd, src, path, cap);
   if (rc < 0) return rc;
-  int brc = kind == B2FS_KIND_NPY ? b2_file_create_npy(b2fs_g.env, path, NULL, f)
+  int brc = kind == B2_NS_NPY ? b2_file_create_npy(b2fs_g.env, path, NULL, f)
                                   : b2_file_create(b2fs_g.env, path, NULL, f);
   if (brc < 0) {
     b2fs_log("%s: cannot create: %s", path,
@@ -117,7 +88,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
   int pfd = p->fd, frame;
-  char src[B2FS_NAME_MAX + 1];
+  char src[B2_NS_NAME_MAX + 1];
   int rc = choose_new(pfd, name, S_IFREG, 1, src, sizeof src, &frame);
   if (rc < 0) {
     fuse_reply_err(req, -rc);
@@ -132,7 +103,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
       return;
     }
     b2fs_give_owner(pfd, src, req);
-    rc = b2fs_entry(pfd, src, B2FS_KIND_PLAIN, &e);
+    rc = b2fs_entry(pfd, src, B2_NS_PLAIN, &e);
     if (rc < 0) {
       close(fd);
       fuse_reply_err(req, -rc);
@@ -183,7 +154,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
   int pfd = p->fd, frame;
-  char src[B2FS_NAME_MAX + 1];
+  char src[B2_NS_NAME_MAX + 1];
   int rc = choose_new(pfd, name, mode & S_IFMT, 1, src, sizeof src, &frame);
   if (rc < 0) {
     fuse_reply_err(req, -rc);
@@ -204,7 +175,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
   if (rc < 0)
     fuse_reply_err(req, -rc);
   else
-    reply_entry(req, pfd, src, frame ? frame : B2FS_KIND_PLAIN);
+    reply_entry(req, pfd, src, frame ? frame : B2_NS_PLAIN);
 }
 
 /* A new directory (link NULL) or symbolic link under `name`: never a frame. */
@@ -213,7 +184,7 @@ static void make_plain(fuse_req_t req, fuse_ino_t parent, const char *name,
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
   int pfd = p->fd, frame;
-  char src[B2FS_NAME_MAX + 1];
+  char src[B2_NS_NAME_MAX + 1];
   int rc = choose_new(pfd, name, link ? S_IFLNK : S_IFDIR, 0, src, sizeof src, &frame);
   if (rc == 0 && (link ? symlinkat(link, pfd, src) : mkdirat(pfd, src, mode)) < 0) rc = -errno;
   if (rc < 0) {
@@ -221,7 +192,7 @@ static void make_plain(fuse_req_t req, fuse_ino_t parent, const char *name,
     return;
   }
   b2fs_give_owner(pfd, src, req);
-  reply_entry(req, pfd, src, B2FS_KIND_PLAIN);
+  reply_entry(req, pfd, src, B2_NS_PLAIN);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -232,22 +203,6 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
                        const char *name) {
   make_plain(req, parent, name, 0, link);
-}
-
-/* Source name for a second name `newname` in qfd of the frame of kind
- * `kind` whose source name is `src` (its suffix is kept, as a rename
- * would): the name must be free and the directory must then show it as
- * newname.  0, -EEXIST, -ENAMETOOLONG, -EXDEV. */
-static int choose_link(int qfd, const char *newname, int kind, const char *src,
-                       char *out, size_t cap) {
-  int rc = b2fs_name_target(kind, b2fs_name_suffix(src), newname, out, cap);
-  if (rc < 0) return rc;
-  if (b2fs_name_hidden(out) || b2fs_name_hidden(newname)) return -EINVAL;
-  int t = b2fs_probe_dir(&qfd, out);
-  if (t < 0) return t;
-  if (t != B2FS_ABSENT) return -EEXIST;
-  b2fs_overlay o = {b2fs_probe_dir, &qfd, {NULL, NULL}, out, B2FS_FRAME};
-  return b2fs_name_check(newname, out, 1, b2fs_overlay_probe, &o);
 }
 
 /* Hard links.  A contiguous frame is one file: its second name gets the
@@ -264,10 +219,10 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
   struct stat st;
   char path[64];
   int qfd = q->fd, frame;
-  char src[B2FS_NAME_MAX + 1];
+  char src[B2_NS_NAME_MAX + 1];
   int rc = fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-  if (rc == 0 && strlen(newname) > B2FS_NAME_MAX) rc = -ENAMETOOLONG;
-  if (rc == 0 && in->kind != B2FS_KIND_PLAIN) {
+  if (rc == 0 && strlen(newname) > B2_NS_NAME_MAX) rc = -ENAMETOOLONG;
+  if (rc == 0 && in->kind != B2_NS_PLAIN) {
     char real[PATH_MAX];
     if (!S_ISREG(st.st_mode)) rc = -EPERM; /* a sparse frame: a directory */
     if (rc == 0) {
@@ -277,12 +232,13 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
       char *del = strstr(real, " (deleted)");
       if (del && !del[sizeof " (deleted)" - 1]) *del = 0;
       const char *base = strrchr(real, '/');
-      rc = choose_link(qfd, newname, in->kind, base ? base + 1 : real, src, sizeof src);
+      rc = b2_ns_choose_link(qfd, newname, in->kind, base ? base + 1 : real, src, sizeof src);
+      if (rc < 0) rc = -b2_to_errno(rc);
     }
   } else if (rc == 0) {
     rc = choose_new(qfd, newname, st.st_mode & S_IFMT, 0, src, sizeof src, &frame);
     if (rc == -EEXIST && S_ISREG(st.st_mode) &&
-        b2fs_name_kind(newname, NULL) != B2FS_KIND_PLAIN)
+        b2_ns_name_kind(newname, NULL) != B2_NS_PLAIN)
       rc = -EPERM; /* the new name would make it a frame */
   }
   /* Under the namespace lock: a compaction (which must see the link) does
@@ -302,18 +258,11 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /* ---- removing and renaming ------------------------------------------------ */
 
-/* The source entry shown as `name` in pfd: its name, kind and lstat. */
+/* The source entry shown as `name` in pfd: its name, kind and lstat
+ * (-errno). */
 static int resolve(int pfd, const char *name, char *src, struct stat *st) {
-  int kind = b2fs_name_to_source(name, b2fs_probe_dir, &pfd, src, B2FS_NAME_MAX + 1);
-  if (kind >= 0 && b2fs_name_hidden(src)) kind = -ENOENT;
-  if (kind >= 0 && fstatat(pfd, src, st, AT_SYMLINK_NOFOLLOW) < 0) kind = -errno;
-  if (kind >= 0 && kind != B2FS_KIND_PLAIN && !S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
-    kind = B2FS_KIND_PLAIN;
-  return kind;
-}
-
-static int is_sparse_frame(int kind, const struct stat *st) {
-  return kind != B2FS_KIND_PLAIN && S_ISDIR(st->st_mode);
+  int kind = b2_ns_resolve(pfd, name, src, st);
+  return kind < 0 ? -b2_to_errno(kind) : kind;
 }
 
 /* A name for an entry set aside before it is deleted (hidden). */
@@ -328,7 +277,7 @@ static void aside_name(char *out, size_t cap) {
  * name, its writer following it, and deleted with its inode. */
 static int remove_entry(int pfd, const char *src, int kind, const struct stat *st,
                         b2fs_inode *in, void **held_out) {
-  int sparse = is_sparse_frame(kind, st);
+  int sparse = b2_ns_is_sparse(kind, st);
   int busy = 0;
   /* One name of a hard-linked frame: the file lives on under the others
    * (its writer rewrites it in place, never by name). */
@@ -345,7 +294,7 @@ static int remove_entry(int pfd, const char *src, int kind, const struct stat *s
     return unlinkat(pfd, src, 0) < 0 ? -errno : 0;
   }
   char aside[64], from[PATH_MAX];
-  if (b2fs_name_hidden(src)) {
+  if (b2_ns_name_hidden(src)) {
     snprintf(aside, sizeof aside, "%s", src);
   } else {
     aside_name(aside, sizeof aside);
@@ -368,7 +317,7 @@ static int remove_entry(int pfd, const char *src, int kind, const struct stat *s
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
-  char src[B2FS_NAME_MAX + 1];
+  char src[B2_NS_NAME_MAX + 1];
   struct stat st;
   int pfd = p->fd;
   int kind = resolve(pfd, name, src, &st);
@@ -376,7 +325,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, -kind);
     return;
   }
-  if (S_ISDIR(st.st_mode) && kind == B2FS_KIND_PLAIN) {
+  if (S_ISDIR(st.st_mode) && kind == B2_NS_PLAIN) {
     fuse_reply_err(req, EISDIR);
     return;
   }
@@ -393,12 +342,12 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
-  char src[B2FS_NAME_MAX + 1];
+  char src[B2_NS_NAME_MAX + 1];
   struct stat st;
   int pfd = p->fd;
   int kind = resolve(pfd, name, src, &st);
   int rc = kind < 0 ? kind : 0;
-  if (rc == 0 && (kind != B2FS_KIND_PLAIN || !S_ISDIR(st.st_mode))) rc = -ENOTDIR;
+  if (rc == 0 && (kind != B2_NS_PLAIN || !S_ISDIR(st.st_mode))) rc = -ENOTDIR;
   if (rc == 0 && unlinkat(pfd, src, AT_REMOVEDIR) < 0) {
     rc = -errno;
     /* Shown empty but holding engine leftovers: those go too. */
@@ -408,64 +357,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   fuse_reply_err(req, -rc);
 }
 
-/* Would the moved entry become something else under its new source name
- * (a plain file or directory taken for a frame)? */
-static int changes_kind(int kind, int pfd, const char *src, const struct stat *st,
-                        const char *target) {
-  if (kind != B2FS_KIND_PLAIN || b2fs_name_kind(target, NULL) == B2FS_KIND_PLAIN) return 0;
-  if (S_ISREG(st->st_mode)) return 1;
-  if (!S_ISDIR(st->st_mode)) return 0;
-  int fd = openat(pfd, src, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return 0;
-  int yes = b2fs_holds_sparse_index(fd);
-  close(fd);
-  return yes;
-}
-
-typedef struct move {
-  int pfd, qfd;
-  char src[B2FS_NAME_MAX + 1], target[B2FS_NAME_MAX + 1], esrc[B2FS_NAME_MAX + 1];
-  int kind, ekind; /* ekind < 0: nothing shown under the new name */
-  struct stat st, est;
-} move;
-
-/* Work out a rename; 0, 1 (nothing to do: the same entry), or -errno. */
-static int plan_move(move *m, const char *name, const char *newname, unsigned flags) {
-  m->kind = resolve(m->pfd, name, m->src, &m->st);
-  if (m->kind < 0) return m->kind;
-  int rc = b2fs_name_target(m->kind, b2fs_name_suffix(m->src), newname, m->target,
-                            sizeof m->target);
-  if (rc < 0) return rc;
-  /* The engine's temporary names stay invisible: nothing may move there. */
-  if (b2fs_name_hidden(m->target) || b2fs_name_hidden(newname)) return -EINVAL;
-  if (changes_kind(m->kind, m->pfd, m->src, &m->st, m->target)) return -EXDEV;
-  m->ekind = resolve(m->qfd, newname, m->esrc, &m->est);
-  if (m->ekind < 0 && m->ekind != -ENOENT) return m->ekind;
-  if (m->ekind >= 0) {
-    if (flags & RENAME_NOREPLACE) return -EEXIST;
-    if (m->est.st_dev == m->st.st_dev && m->est.st_ino == m->st.st_ino &&
-        m->pfd == m->qfd && strcmp(m->esrc, m->src) == 0)
-      return 1;
-    /* rename(2) between what is shown: a frame is a file whatever its
-     * layout, so only plain directories are directories. */
-    int sdir = m->kind == B2FS_KIND_PLAIN && S_ISDIR(m->st.st_mode);
-    int edir = m->ekind == B2FS_KIND_PLAIN && S_ISDIR(m->est.st_mode);
-    if (sdir != edir) return edir ? -EISDIR : -ENOTDIR;
-  }
-  /* The target name must be free (or be the entry replaced), and the new
-   * directory must show it as newname. */
-  int same_dir = m->pfd == m->qfd;
-  if (m->ekind < 0 || strcmp(m->esrc, m->target) != 0) {
-    int t = b2fs_probe_dir(&m->qfd, m->target);
-    if (t < 0) return t;
-    if (t != B2FS_ABSENT && !(same_dir && strcmp(m->target, m->src) == 0)) return -EEXIST;
-  }
-  int is_frame = m->kind != B2FS_KIND_PLAIN;
-  b2fs_overlay o = {b2fs_probe_dir, &m->qfd,
-                    {m->ekind >= 0 ? m->esrc : NULL, same_dir ? m->src : NULL},
-                    m->target, is_frame ? B2FS_FRAME : B2FS_PRESENT};
-  return b2fs_name_check(newname, m->target, is_frame, b2fs_overlay_probe, &o);
-}
+typedef b2_ns_move move;
 
 /* Carry out a planned rename (nslocks of both entries held). */
 static int do_move(move *m, b2fs_inode *ein) {
@@ -482,8 +374,8 @@ static int do_move(move *m, b2fs_inode *ein) {
     pthread_mutex_unlock(&ein->lock);
   }
   int aside = exists && (strcmp(m->esrc, m->target) != 0 ||
-                         is_sparse_frame(m->ekind, &m->est) ||
-                         is_sparse_frame(m->kind, &m->st) || busy);
+                         b2_ns_is_sparse(m->ekind, &m->est) ||
+                         b2_ns_is_sparse(m->kind, &m->st) || busy);
   char hidden[64];
   /* A file replaced by a file under the same name keeps a second, hidden
    * name (a hard link) and the rename then replaces it in one step: a
@@ -569,7 +461,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
   }
   m->pfd = p->fd;
   m->qfd = q->fd;
-  int rc = plan_move(m, name, newname, flags);
+  int rc = b2_ns_plan_rename(m, name, newname, (flags & RENAME_NOREPLACE) != 0);
+  if (rc < 0) rc = -b2_to_errno(rc);
   if (rc == 0) {
     b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
     b2fs_inode *ein = m->ekind >= 0 ? b2fs_inode_find(&m->est, m->ekind) : NULL;

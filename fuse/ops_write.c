@@ -30,7 +30,7 @@ void b2fs_kill_privs(fuse_req_t req, b2fs_inode *in) {
   if (fuse_req_ctx(req)->uid == 0) return;
   if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return;
   if (!(st.st_mode & (S_ISUID | S_ISGID))) return;
-  if (in->kind != B2FS_KIND_PLAIN && b2fs_stat(in, &st) < 0) return; /* the mode shown */
+  if (in->kind != B2_NS_PLAIN && b2fs_stat(in, &st) < 0) return; /* the mode shown */
   mode_t kill = S_ISUID;
   if ((st.st_mode & S_ISGID) && ((st.st_mode & S_IXGRP) || !in_group(req, st.st_gid)))
     kill |= S_ISGID;
@@ -41,7 +41,7 @@ void b2fs_kill_privs(fuse_req_t req, b2fs_inode *in) {
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
                      size_t size, off_t off, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  if (in->kind == B2FS_KIND_PLAIN) {
+  if (in->kind == B2_NS_PLAIN) {
     ssize_t n = pwrite((int)fi->fh, buf, size, off);
     if (n < 0) {
       fuse_reply_err(req, errno);
@@ -58,7 +58,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
   }
   b2_file *f = b2fs_use(h);
   ssize_t n = f ? b2_file_pwrite(f, buf, size, (int64_t)off) : B2_E_IO;
-  if (f && in->kind == B2FS_KIND_NPY) b2fs_frame_note(f);
+  if (f && in->kind == B2_NS_NPY) b2fs_frame_note(f);
   b2fs_unuse(h);
   if (n < 0) {
     if (n != B2_E_INVAL) b2fs_frame_log(in, h, "write", (int)n);
@@ -66,7 +66,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
     return;
   }
   /* A new .npy file's frame is created anew once its header is in. */
-  if (in->kind == B2FS_KIND_NPY) b2fs_frame_follow(in);
+  if (in->kind == B2_NS_NPY) b2fs_frame_follow(in);
   b2fs_frame_touched(in);
   if (n > 0) b2fs_kill_privs(req, in);
   fuse_reply_write(req, (size_t)n);
@@ -96,7 +96,7 @@ static int rw_done(b2fs_inode *in, b2fs_handle *h, int own, int rc) {
 
 static int set_size(b2fs_inode *in, off_t size, struct fuse_file_info *fi) {
   char path[64];
-  if (in->kind == B2FS_KIND_PLAIN) {
+  if (in->kind == B2_NS_PLAIN) {
     int r = fi ? ftruncate((int)fi->fh, size)
                : truncate(b2fs_fd_path(in->fd, path, sizeof path), size);
     return r < 0 ? -errno : 0;
@@ -143,7 +143,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                          off_t length, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc;
-  if (in->kind == B2FS_KIND_PLAIN)
+  if (in->kind == B2_NS_PLAIN)
     rc = fallocate((int)fi->fh, mode, offset, length) < 0 ? -errno : 0;
   else
     rc = frame_allocate(in, mode, offset, length, fi);
@@ -158,7 +158,7 @@ static int set_mode(b2fs_inode *in, mode_t mode) {
   if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
   if (S_ISLNK(st.st_mode)) return 0; /* links have no mode of their own */
   mode_t m = mode & 07777;
-  if (in->kind != B2FS_KIND_PLAIN && S_ISDIR(st.st_mode)) m = b2fs_sparse_dir_mode(m);
+  if (in->kind != B2_NS_PLAIN && S_ISDIR(st.st_mode)) m = b2fs_sparse_dir_mode(m);
   return chmod(b2fs_fd_path(in->fd, path, sizeof path), m) < 0 ? -errno : 0;
 }
 
@@ -172,7 +172,7 @@ static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
   struct stat st;
   char path[PATH_MAX];
   if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
-  if (in->kind != B2FS_KIND_PLAIN && in->rw) {
+  if (in->kind != B2_NS_PLAIN && in->rw) {
     /* Commit first: a later commit would change the times again. */
     b2fs_handle *h;
     int rc = b2fs_frame_peek(in, &h);
@@ -191,8 +191,8 @@ static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
     r = utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW);
   } else {
     r = utimensat(AT_FDCWD, b2fs_fd_path(in->fd, path, sizeof path), ts, 0);
-    if (r == 0 && in->kind != B2FS_KIND_PLAIN && S_ISDIR(st.st_mode))
-      r = utimensat(in->fd, B2FS_SPARSE_INDEX, ts, AT_SYMLINK_NOFOLLOW);
+    if (r == 0 && in->kind != B2_NS_PLAIN && S_ISDIR(st.st_mode))
+      r = utimensat(in->fd, B2_NS_SPARSE_INDEX, ts, AT_SYMLINK_NOFOLLOW);
   }
   if (r < 0) return -errno;
   pthread_mutex_lock(&in->lock);

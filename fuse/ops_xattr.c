@@ -50,7 +50,7 @@ static int plain_ok(b2fs_inode *in) {
 }
 
 /* A frame shown raw because it holds a python-blosc2 object other than
- * data (b2fs_holds_data) names its kind in user.b2.kind; NULL for others. */
+ * data (b2_ns_holds_data) names its kind in user.b2.kind; NULL for others. */
 #define KIND_XATTR FRAME_XATTR_PREFIX "kind"
 static const char *raw_kind(b2fs_inode *in) {
   char path[64];
@@ -65,7 +65,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     fuse_reply_err(req, ENOMEM);
     return;
   }
-  if (in->kind == B2FS_KIND_PLAIN) {
+  if (in->kind == B2_NS_PLAIN) {
     char path[64];
     if (!plain_ok(in)) {
       reply_sized(req, size, 0, buf);
@@ -102,7 +102,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     fuse_reply_err(req, ENOMEM);
     return;
   }
-  if (in->kind == B2FS_KIND_PLAIN) {
+  if (in->kind == B2_NS_PLAIN) {
     char path[64];
     if (!plain_ok(in)) {
       fuse_reply_err(req, ENODATA);
@@ -217,7 +217,7 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
   b2fs_handle *h = NULL;
   b2_file *own = NULL;
   int rc;
-  if (in->kind == B2FS_KIND_LOGICAL) {
+  if (in->kind == B2_NS_LOGICAL) {
     rc = b2fs_frame_open_rw(in, &h, NULL);
     if (rc < 0) return rc;
   } else {
@@ -264,7 +264,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                         const char *value, size_t size, int flags) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc;
-  if (in->kind == B2FS_KIND_PLAIN) {
+  if (in->kind == B2_NS_PLAIN) {
     char path[64];
     if (!plain_ok(in))
       rc = -EPERM;
@@ -287,7 +287,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc;
-  if (in->kind == B2FS_KIND_PLAIN) {
+  if (in->kind == B2_NS_PLAIN) {
     char path[64];
     if (!plain_ok(in))
       rc = -ENODATA;

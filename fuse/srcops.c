@@ -83,13 +83,13 @@ int b2fs_remove_frame_dir(int dirfd, const char *name) {
 
 static int count_shown(int dfd, const char *name, unsigned char type, void *arg) {
   (void)dfd, (void)type;
-  if (!b2fs_name_hidden(name)) (*(int *)arg)++;
+  if (!b2_ns_name_hidden(name)) (*(int *)arg)++;
   return 0;
 }
 
 static int unlink_hidden(int dfd, const char *name, unsigned char type, void *arg) {
   (void)arg;
-  if (!b2fs_name_hidden(name)) return 0;
+  if (!b2_ns_name_hidden(name)) return 0;
   if (type == DT_DIR) return b2fs_remove_frame_dir(dfd, name);
   if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT) return -errno;
   return 0;

@@ -37,7 +37,7 @@
 
 #define TMP_SUFFIX ".b2tmp"
 #define RESTORE_SUFFIX ".restore" TMP_SUFFIX
-#define INDEX_TMP B2FS_SPARSE_INDEX ".tmp"
+#define INDEX_TMP B2_NS_SPARSE_INDEX ".tmp"
 
 /* The PID of a name B2FS_GONE_PREFIX "PID-N" suffix, 0 for other names. */
 static pid_t gone_pid_sfx(const char *name, const char *suffix) {
@@ -132,7 +132,7 @@ static int temp_stem(const char *name, char *stem, size_t cap) {
   if (m + 1 > cap) return -1;
   memcpy(stem, name + 1, m);
   stem[m] = 0;
-  return b2fs_name_kind(stem, NULL) == B2FS_KIND_PLAIN ? -1 : 0;
+  return b2_ns_name_kind(stem, NULL) == B2_NS_PLAIN ? -1 : 0;
 }
 
 /* Remove regular file `name` of dfd unless a process holds its lock or the
@@ -156,7 +156,7 @@ static int remove_unlocked(int dfd, const char *name, const struct stat *st) {
 static int creation_entry(int dfd, const char *name, unsigned char type, void *arg) {
   (void)dfd, (void)arg;
   if ((type == DT_REG || type == DT_UNKNOWN) &&
-      (strcmp(name, B2FS_SPARSE_INDEX) == 0 || strcmp(name, INDEX_TMP) == 0))
+      (strcmp(name, B2_NS_SPARSE_INDEX) == 0 || strcmp(name, INDEX_TMP) == 0))
     return 0;
   return -ENOTEMPTY;
 }
@@ -166,8 +166,8 @@ static int remove_creation_dir(int dfd, const char *name) {
   int sub = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (sub < 0) return 0;
   struct stat st;
-  if (fstatat(sub, B2FS_SPARSE_INDEX, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-    (void)unlinkat(sub, B2FS_SPARSE_INDEX, 0);
+  if (fstatat(sub, B2_NS_SPARSE_INDEX, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+    (void)unlinkat(sub, B2_NS_SPARSE_INDEX, 0);
   if (fstatat(sub, INDEX_TMP, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
     (void)unlinkat(sub, INDEX_TMP, 0);
   close(sub);
@@ -193,7 +193,7 @@ static int sweep_entry(int dfd, const char *name) {
     if (!dead(pid) || fstatat(dfd, hidden, &st, AT_SYMLINK_NOFOLLOW) == 0) return 0;
     return unlinkat(dfd, name, 0) == 0;
   }
-  char stem[B2FS_NAME_MAX + 1], path[PATH_MAX];
+  char stem[B2_NS_NAME_MAX + 1], path[PATH_MAX];
   size_t n = strlen(name), r = sizeof B2_FRAME_REDO_SUFFIX - 1;
   if (n > r + 1 && strcmp(name + n - r, B2_FRAME_REDO_SUFFIX) == 0) {
     /* A hard-linked frame's in-place rewrite that a crash interrupted:
@@ -213,7 +213,7 @@ static int sweep_entry(int dfd, const char *name) {
 
 static int sweep_one(int dfd, const char *name, unsigned char type, void *arg) {
   (void)type;
-  if (name[0] == '.' && b2fs_name_hidden(name) && sweep_entry(dfd, name)) (*(int *)arg)++;
+  if (name[0] == '.' && b2_ns_name_hidden(name) && sweep_entry(dfd, name)) (*(int *)arg)++;
   return 0;
 }
 

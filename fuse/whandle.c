@@ -113,11 +113,11 @@ static b2fs_handle *rw_handle(b2_file *f, const char *path, const b2fs_sig *sig)
 
 /* The view a writable handle of the inode presents. */
 static int rw_view(const b2fs_inode *in) {
-  return in->kind == B2FS_KIND_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
+  return in->kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
 }
 
 int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
-  if (in->kind == B2FS_KIND_PLAIN) return -EROFS;
+  if (in->kind == B2_NS_PLAIN) return -EROFS;
   pthread_mutex_lock(&in->wlock);
   pthread_mutex_lock(&in->lock);
   if (in->cur && in->cur->writable) {

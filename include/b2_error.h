@@ -33,7 +33,11 @@ enum b2_error {
   B2_E_PERM = -14,       /* permission denied */
   B2_E_BUSY = -15,       /* resource busy */
   B2_E_CHECKSUM = -16,   /* stored checksum does not match the data */
-  B2_E_LAST = -16
+  B2_E_NAMETOOLONG = -17, /* a name or path is longer than the system takes */
+  B2_E_XDEV = -18,       /* a move that must copy instead (another kind of entry) */
+  B2_E_NOTDIR = -19,     /* a directory was needed */
+  B2_E_ISDIR = -20,      /* a directory where it cannot be */
+  B2_E_LAST = -20
 };
 
 /* Short English name of a code ("damaged or malformed data"). Never NULL. */

@@ -18,7 +18,7 @@ static const struct {
     {"inspect", b2f_info, "inspect [--json] PATH   the same as info"},
     {"cat", b2f_cat, "cat [--c-order|--npy] PATH  write the content to stdout\n"
                      "  cat [--c-order|--npy|--raw] STORE KEY  the same for a value of a store"},
-    {"ls", b2f_ls, "ls [-l] STORE           list the keys of a python-blosc2 store"},
+    {"ls", b2f_ls, "ls [-l] STORE|DIR       list a store's keys, or DIR as the mount shows it"},
     {"verify", b2f_verify, "verify PATH...          check conformance, decode everything"},
     {"pack", b2f_pack, "pack [OPTIONS] IN OUT   compress a plain file into a frame"},
     {"unpack", b2f_unpack, "unpack IN OUT           write a frame's content to a plain file"},

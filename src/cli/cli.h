@@ -16,6 +16,8 @@ int b2f_unpack(int argc, char **argv);
 int b2f_compact(int argc, char **argv);
 int b2f_scrub(int argc, char **argv);
 int b2f_ls(int argc, char **argv);
+/* `b2f ls [-l] DIR` for a directory that is not a store (cmd_ls.c). */
+int b2f_ls_dir(const char *path, int lng);
 
 /* `b2f pack` of a NumPy .npy file into a b2nd array (cmd_npy.c).
  * b2f_npy_option: cmd_pack.c's parser offers it each option it does not

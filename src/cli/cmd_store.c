@@ -1,9 +1,12 @@
 /* cmd_store.c - `b2f ls [-l] STORE` and `b2f cat STORE KEY`: the keys and
  * values of python-blosc2 stores (.b2e, .b2d, .b2z), through the store
- * layer (b2_store.h). */
+ * layer (b2_store.h).  `b2f ls DIR` of another directory lists it as the
+ * mount shows it (cmd_ls.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "b2_error.h"
@@ -39,6 +42,10 @@ int b2f_ls(int argc, char **argv) {
       return b2f_usage_error("ls", "one STORE only");
   }
   if (!path) return b2f_usage_error("ls", "missing STORE");
+  struct stat st;
+  if (b2_store_detect(AT_FDCWD, path) == B2_STORE_NONE && stat(path, &st) == 0 &&
+      S_ISDIR(st.st_mode))
+    return b2f_ls_dir(path, lng); /* a SOURCE directory, as the mount shows it */
   b2_store *s;
   int rc = b2_store_open(NULL, path, &s);
   if (rc < 0) return b2f_report(path, rc);

@@ -28,6 +28,10 @@ static const char *const names[] = {
     "permission denied",
     "resource busy",
     "checksum mismatch",
+    "name too long",
+    "cross-kind move",
+    "not a directory",
+    "is a directory",
 };
 
 const char *b2_strerror(int code) {
@@ -74,6 +78,8 @@ static const struct {
     {ENOSPC, B2_E_NOSPC}, {EDQUOT, B2_E_NOSPC},   {EROFS, B2_E_ROFS},
     {EACCES, B2_E_PERM},  {EPERM, B2_E_PERM},     {EBUSY, B2_E_BUSY},
     {EFBIG, B2_E_LIMIT},  {ENOTSUP, B2_E_UNSUPPORTED},
+    {ENAMETOOLONG, B2_E_NAMETOOLONG}, {EXDEV, B2_E_XDEV},
+    {ENOTDIR, B2_E_NOTDIR}, {EISDIR, B2_E_ISDIR},
 };
 
 int b2_from_errno(int err) {

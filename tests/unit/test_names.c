@@ -1,29 +1,30 @@
-/* test_names.c - the mount's name mapping (fuse/names.c): fixed cases and a
+/* test_names.c - the namespace layer's name mapping (src/ns/names.c): fixed cases and a
  * randomised check that the mapping is a bijection on random directories. */
 #include <errno.h>
 
-#include "../../fuse/names.c"
+#include "b2_error.h"
+#include "b2_ns.h"
 #include "t.h"
 
 #define MAXE 64
 
 typedef struct dir {
   int n;
-  char name[MAXE][B2FS_NAME_MAX + 1];
+  char name[MAXE][B2_NS_NAME_MAX + 1];
   int frame[MAXE];
-  int fail_errno; /* probes of `fail_name` fail with -fail_errno */
+  int fail_code; /* probes of `fail_name` fail with this B2_E_* code */
   const char *fail_name;
 } dir;
 
 static int probe(void *ctx, const char *name) {
   dir *d = ctx;
-  if (d->fail_name && strcmp(name, d->fail_name) == 0) return -d->fail_errno;
+  if (d->fail_name && strcmp(name, d->fail_name) == 0) return d->fail_code;
   for (int i = 0; i < d->n; i++)
     if (strcmp(d->name[i], name) == 0)
-      return d->frame[i] && b2fs_name_kind(name, NULL) != B2FS_KIND_PLAIN
-                 ? B2FS_FRAME
-                 : B2FS_PRESENT;
-  return B2FS_ABSENT;
+      return d->frame[i] && b2_ns_name_kind(name, NULL) != B2_NS_PLAIN
+                 ? B2_NS_FRAME
+                 : B2_NS_PRESENT;
+  return B2_NS_ABSENT;
 }
 
 static void add(dir *d, const char *name, int frame) {
@@ -32,38 +33,38 @@ static void add(dir *d, const char *name, int frame) {
 }
 
 static const char *shown(dir *d, const char *src, int frame) {
-  static char out[B2FS_NAME_MAX + 1];
-  int rc = b2fs_name_to_shown(src, frame, probe, d, out, sizeof out);
+  static char out[B2_NS_NAME_MAX + 1];
+  int rc = b2_ns_name_to_shown(src, frame, probe, d, out, sizeof out);
   return rc < 0 ? "<error>" : out;
 }
 
 /* Source of a shown name; "" when absent. */
 static const char *source(dir *d, const char *name, int *kind) {
-  static char out[B2FS_NAME_MAX + 1];
-  int rc = b2fs_name_to_source(name, probe, d, out, sizeof out);
+  static char out[B2_NS_NAME_MAX + 1];
+  int rc = b2_ns_name_to_source(name, probe, d, out, sizeof out);
   if (kind) *kind = rc;
   return rc < 0 ? "" : out;
 }
 
 static void test_kind(void) {
   size_t s;
-  CHECK_EQ(b2fs_name_kind("a.b2frame", &s), B2FS_KIND_LOGICAL);
+  CHECK_EQ(b2_ns_name_kind("a.b2frame", &s), B2_NS_LOGICAL);
   CHECK_EQ(s, 1);
-  CHECK_EQ(b2fs_name_kind("ab.b2f", &s), B2FS_KIND_LOGICAL);
+  CHECK_EQ(b2_ns_name_kind("ab.b2f", &s), B2_NS_LOGICAL);
   CHECK_EQ(s, 2);
-  CHECK_EQ(b2fs_name_kind("abc.b2", &s), B2FS_KIND_LOGICAL);
+  CHECK_EQ(b2_ns_name_kind("abc.b2", &s), B2_NS_LOGICAL);
   CHECK_EQ(s, 3);
-  CHECK_EQ(b2fs_name_kind("x.y.b2nd", &s), B2FS_KIND_NPY);
+  CHECK_EQ(b2_ns_name_kind("x.y.b2nd", &s), B2_NS_NPY);
   CHECK_EQ(s, 3);
-  CHECK_EQ(b2fs_name_kind("a.b2frames", NULL), B2FS_KIND_PLAIN);
-  CHECK_EQ(b2fs_name_kind("a.B2", NULL), B2FS_KIND_PLAIN);
-  CHECK_EQ(b2fs_name_kind(".b2frame", NULL), B2FS_KIND_PLAIN);
-  CHECK_EQ(b2fs_name_kind("..b2", NULL), B2FS_KIND_PLAIN);
-  CHECK_EQ(b2fs_name_kind("...b2", NULL), B2FS_KIND_PLAIN);
-  CHECK_EQ(b2fs_name_kind("....b2", &s), B2FS_KIND_LOGICAL);
+  CHECK_EQ(b2_ns_name_kind("a.b2frames", NULL), B2_NS_PLAIN);
+  CHECK_EQ(b2_ns_name_kind("a.B2", NULL), B2_NS_PLAIN);
+  CHECK_EQ(b2_ns_name_kind(".b2frame", NULL), B2_NS_PLAIN);
+  CHECK_EQ(b2_ns_name_kind("..b2", NULL), B2_NS_PLAIN);
+  CHECK_EQ(b2_ns_name_kind("...b2", NULL), B2_NS_PLAIN);
+  CHECK_EQ(b2_ns_name_kind("....b2", &s), B2_NS_LOGICAL);
   CHECK_EQ(s, 3);
-  CHECK_EQ(b2fs_name_kind("b2", NULL), B2FS_KIND_PLAIN);
-  CHECK_EQ(b2fs_name_kind("", NULL), B2FS_KIND_PLAIN);
+  CHECK_EQ(b2_ns_name_kind("b2", NULL), B2_NS_PLAIN);
+  CHECK_EQ(b2_ns_name_kind("", NULL), B2_NS_PLAIN);
 }
 
 static void test_simple(void) {
@@ -78,23 +79,23 @@ static void test_simple(void) {
   CHECK(!strcmp(shown(&d, "c.txt", 0), "c.txt"));
   CHECK(!strcmp(shown(&d, "d.b2", 0), "d.b2"));
   CHECK(!strcmp(source(&d, "a", &kind), "a.b2frame"));
-  CHECK_EQ(kind, B2FS_KIND_LOGICAL);
+  CHECK_EQ(kind, B2_NS_LOGICAL);
   CHECK(!strcmp(source(&d, "b.npy", &kind), "b.b2nd"));
-  CHECK_EQ(kind, B2FS_KIND_NPY);
+  CHECK_EQ(kind, B2_NS_NPY);
   CHECK(!strcmp(source(&d, "c.txt", &kind), "c.txt"));
-  CHECK_EQ(kind, B2FS_KIND_PLAIN);
+  CHECK_EQ(kind, B2_NS_PLAIN);
   CHECK(!strcmp(source(&d, "d.b2", &kind), "d.b2"));
-  CHECK_EQ(kind, B2FS_KIND_PLAIN);
+  CHECK_EQ(kind, B2_NS_PLAIN);
   /* Shortened frames are not reachable by their full name; a non-frame
    * never gets a short name. */
   source(&d, "a.b2frame", &kind);
-  CHECK_EQ(kind, -ENOENT);
+  CHECK_EQ(kind, B2_E_NOENT);
   source(&d, "b.b2nd", &kind);
-  CHECK_EQ(kind, -ENOENT);
+  CHECK_EQ(kind, B2_E_NOENT);
   source(&d, "d", &kind);
-  CHECK_EQ(kind, -ENOENT);
+  CHECK_EQ(kind, B2_E_NOENT);
   source(&d, "zzz", &kind);
-  CHECK_EQ(kind, -ENOENT);
+  CHECK_EQ(kind, B2_E_NOENT);
 }
 
 static void test_collisions(void) {
@@ -126,23 +127,23 @@ static void test_collisions(void) {
   CHECK(!strcmp(shown(&d, "z.b2.b2", 1), "z.b2.b2"));
   CHECK(!strcmp(shown(&d, "z.b2", 1), "z"));
   CHECK(!strcmp(source(&d, "a", &kind), "a"));
-  CHECK_EQ(kind, B2FS_KIND_PLAIN);
+  CHECK_EQ(kind, B2_NS_PLAIN);
   CHECK(!strcmp(source(&d, "a.b2frame", &kind), "a.b2frame"));
-  CHECK_EQ(kind, B2FS_KIND_LOGICAL);
+  CHECK_EQ(kind, B2_NS_LOGICAL);
   CHECK(!strcmp(source(&d, "b", NULL), "b.b2frame"));
   CHECK(!strcmp(source(&d, "b.b2f", &kind), "b.b2f"));
-  CHECK_EQ(kind, B2FS_KIND_LOGICAL);
+  CHECK_EQ(kind, B2_NS_LOGICAL);
   CHECK(!strcmp(source(&d, "c.b2", NULL), "c.b2"));
   CHECK(!strcmp(source(&d, "x.b2nd", &kind), "x.b2nd"));
-  CHECK_EQ(kind, B2FS_KIND_NPY);
+  CHECK_EQ(kind, B2_NS_NPY);
   CHECK(!strcmp(source(&d, "x.npy", &kind), "x.npy"));
-  CHECK_EQ(kind, B2FS_KIND_PLAIN);
+  CHECK_EQ(kind, B2_NS_PLAIN);
   CHECK(!strcmp(source(&d, "y.npy", &kind), "y.b2nd"));
-  CHECK_EQ(kind, B2FS_KIND_NPY);
+  CHECK_EQ(kind, B2_NS_NPY);
   CHECK(!strcmp(source(&d, "z", NULL), "z.b2"));
   CHECK(!strcmp(source(&d, "z.b2.b2", NULL), "z.b2.b2"));
   source(&d, "z.b2", &kind);
-  CHECK_EQ(kind, -ENOENT);
+  CHECK_EQ(kind, B2_E_NOENT);
 }
 
 /* A non-frame entry ahead in priority still blocks the short name, and a
@@ -155,13 +156,13 @@ static void test_nonframe_blocks(void) {
   CHECK(!strcmp(shown(&d, "q.b2frame", 0), "q.b2frame"));
   CHECK(!strcmp(shown(&d, "q.b2", 1), "q.b2"));
   source(&d, "q", &kind);
-  CHECK_EQ(kind, -ENOENT);
+  CHECK_EQ(kind, B2_E_NOENT);
   CHECK(!strcmp(source(&d, "q.b2", NULL), "q.b2"));
 }
 
 static void test_long_and_errors(void) {
   dir d = {0};
-  char longname[B2FS_NAME_MAX + 1];
+  char longname[B2_NS_NAME_MAX + 1];
   int kind;
   memset(longname, 'n', 247);
   strcpy(longname + 247, ".b2frame"); /* exactly 255 bytes */
@@ -169,31 +170,31 @@ static void test_long_and_errors(void) {
   longname[247] = 0;
   CHECK(!strcmp(shown(&d, d.name[0], 1), longname));
   CHECK(!strcmp(source(&d, longname, &kind), d.name[0]));
-  CHECK_EQ(kind, B2FS_KIND_LOGICAL);
+  CHECK_EQ(kind, B2_NS_LOGICAL);
   /* a shown name too long for any candidate */
-  char big[B2FS_NAME_MAX + 1];
-  memset(big, 'm', B2FS_NAME_MAX);
-  big[B2FS_NAME_MAX] = 0;
+  char big[B2_NS_NAME_MAX + 1];
+  memset(big, 'm', B2_NS_NAME_MAX);
+  big[B2_NS_NAME_MAX] = 0;
   source(&d, big, &kind);
-  CHECK_EQ(kind, -ENOENT);
+  CHECK_EQ(kind, B2_E_NOENT);
   /* a name longer than any component may be: ENAMETOOLONG, not ENOENT */
-  char huge[B2FS_NAME_MAX + 2];
-  memset(huge, 'h', B2FS_NAME_MAX + 1);
-  huge[B2FS_NAME_MAX + 1] = 0;
+  char huge[B2_NS_NAME_MAX + 2];
+  memset(huge, 'h', B2_NS_NAME_MAX + 1);
+  huge[B2_NS_NAME_MAX + 1] = 0;
   source(&d, huge, &kind);
-  CHECK_EQ(kind, -ENAMETOOLONG);
+  CHECK_EQ(kind, B2_E_NAMETOOLONG);
   /* probe errors come back */
   dir e = {0};
   add(&e, "w.b2f", 1);
   e.fail_name = "w";
-  e.fail_errno = EACCES;
-  char out[B2FS_NAME_MAX + 1];
-  CHECK_EQ(b2fs_name_to_shown("w.b2f", 1, probe, &e, out, sizeof out), -EACCES);
-  CHECK_EQ(b2fs_name_to_source("w", probe, &e, out, sizeof out), -EACCES);
+  e.fail_code = B2_E_PERM;
+  char out[B2_NS_NAME_MAX + 1];
+  CHECK_EQ(b2_ns_name_to_shown("w.b2f", 1, probe, &e, out, sizeof out), B2_E_PERM);
+  CHECK_EQ(b2_ns_name_to_source("w", probe, &e, out, sizeof out), B2_E_PERM);
   /* a short output buffer */
   dir f = {0};
   add(&f, "abcdef.b2", 1);
-  CHECK_EQ(b2fs_name_to_shown("abcdef.b2", 1, probe, &f, out, 3), -ENAMETOOLONG);
+  CHECK_EQ(b2_ns_name_to_shown("abcdef.b2", 1, probe, &f, out, 3), B2_E_NAMETOOLONG);
 }
 
 /* Random directories over names built from a few confusable pieces. */
@@ -211,7 +212,7 @@ static void random_name(char *out) {
                                     ".npy", ".b2.b2", ".npy.b2f"};
   int n;
   do {
-    n = snprintf(out, B2FS_NAME_MAX + 1, "%s%s%s", stems[rnd(7)], sfx[rnd(8)],
+    n = snprintf(out, B2_NS_NAME_MAX + 1, "%s%s%s", stems[rnd(7)], sfx[rnd(8)],
                  sfx[rnd(8)]);
   } while (n == 0 || !strcmp(out, ".") || !strcmp(out, ".."));
 }
@@ -222,15 +223,15 @@ static void test_random_bijection(void) {
     dir d = {0};
     int want = 1 + (int)rnd(12);
     while (d.n < want) {
-      char nm[B2FS_NAME_MAX + 1];
+      char nm[B2_NS_NAME_MAX + 1];
       random_name(nm);
       int dup = 0;
       for (int i = 0; i < d.n; i++) dup |= !strcmp(d.name[i], nm);
       if (!dup) add(&d, nm, (int)rnd(4) != 0);
     }
-    char shown_names[MAXE][B2FS_NAME_MAX + 1];
+    char shown_names[MAXE][B2_NS_NAME_MAX + 1];
     for (int i = 0; i < d.n; i++) {
-      int fr = d.frame[i] && b2fs_name_kind(d.name[i], NULL) != B2FS_KIND_PLAIN;
+      int fr = d.frame[i] && b2_ns_name_kind(d.name[i], NULL) != B2_NS_PLAIN;
       snprintf(shown_names[i], sizeof shown_names[i], "%s", shown(&d, d.name[i], fr));
       for (int j = 0; j < i; j++)
         if (!strcmp(shown_names[i], shown_names[j])) {
@@ -240,7 +241,7 @@ static void test_random_bijection(void) {
         }
       int kind;
       const char *back = source(&d, shown_names[i], &kind);
-      int want_kind = fr ? b2fs_name_kind(d.name[i], NULL) : B2FS_KIND_PLAIN;
+      int want_kind = fr ? b2_ns_name_kind(d.name[i], NULL) : B2_NS_PLAIN;
       if (strcmp(back, d.name[i]) || kind != want_kind) {
         fprintf(stderr, "  %s shown as %s maps back to '%s' (kind %d, want %d)\n",
                 d.name[i], shown_names[i], back, kind, want_kind);
@@ -249,13 +250,13 @@ static void test_random_bijection(void) {
     }
     /* Names not shown resolve to nothing. */
     for (int q = 0; q < 8; q++) {
-      char nm[B2FS_NAME_MAX + 1];
+      char nm[B2_NS_NAME_MAX + 1];
       random_name(nm);
       int is_shown = 0;
       for (int i = 0; i < d.n; i++) is_shown |= !strcmp(shown_names[i], nm);
       int kind;
       source(&d, nm, &kind);
-      if (!is_shown && kind != -ENOENT) {
+      if (!is_shown && kind != B2_E_NOENT) {
         fprintf(stderr, "  unshown name %s resolves (kind %d)\n", nm, kind);
         bad = 1;
       }
@@ -265,43 +266,43 @@ static void test_random_bijection(void) {
 }
 
 static void test_hidden_and_suffix(void) {
-  CHECK(b2fs_name_hidden(".a.b2frame.b2tmp"));
-  CHECK(b2fs_name_hidden(".x.b2tmp"));
-  CHECK(b2fs_name_hidden("chunks.b2frame.tmp"));
-  CHECK(!b2fs_name_hidden(".b2tmp"));
-  CHECK(!b2fs_name_hidden("a.b2tmp"));
-  CHECK(!b2fs_name_hidden(".a.b2tmp.b2frame"));
-  CHECK(!b2fs_name_hidden("chunks.b2frame"));
-  CHECK(!strcmp(b2fs_name_suffix("a.b2frame"), ".b2frame"));
-  CHECK(!strcmp(b2fs_name_suffix("a.b2.b2f"), ".b2f"));
-  CHECK(!strcmp(b2fs_name_suffix("x.b2nd"), ".b2nd"));
-  CHECK(!strcmp(b2fs_name_suffix("plain"), ""));
-  CHECK(!strcmp(b2fs_name_suffix(".b2"), ""));
+  CHECK(b2_ns_name_hidden(".a.b2frame.b2tmp"));
+  CHECK(b2_ns_name_hidden(".x.b2tmp"));
+  CHECK(b2_ns_name_hidden("chunks.b2frame.tmp"));
+  CHECK(!b2_ns_name_hidden(".b2tmp"));
+  CHECK(!b2_ns_name_hidden("a.b2tmp"));
+  CHECK(!b2_ns_name_hidden(".a.b2tmp.b2frame"));
+  CHECK(!b2_ns_name_hidden("chunks.b2frame"));
+  CHECK(!strcmp(b2_ns_name_suffix("a.b2frame"), ".b2frame"));
+  CHECK(!strcmp(b2_ns_name_suffix("a.b2.b2f"), ".b2f"));
+  CHECK(!strcmp(b2_ns_name_suffix("x.b2nd"), ".b2nd"));
+  CHECK(!strcmp(b2_ns_name_suffix("plain"), ""));
+  CHECK(!strcmp(b2_ns_name_suffix(".b2"), ""));
 }
 
 static void test_target(void) {
-  char out[B2FS_NAME_MAX + 1];
-  CHECK_EQ(b2fs_name_target(B2FS_KIND_LOGICAL, ".b2f", "b", out, sizeof out), 0);
+  char out[B2_NS_NAME_MAX + 1];
+  CHECK_EQ(b2_ns_name_target(B2_NS_LOGICAL, ".b2f", "b", out, sizeof out), 0);
   CHECK(!strcmp(out, "b.b2f"));
-  CHECK_EQ(b2fs_name_target(B2FS_KIND_PLAIN, "", "b.b2", out, sizeof out), 0);
+  CHECK_EQ(b2_ns_name_target(B2_NS_PLAIN, "", "b.b2", out, sizeof out), 0);
   CHECK(!strcmp(out, "b.b2"));
-  CHECK_EQ(b2fs_name_target(B2FS_KIND_NPY, ".b2nd", "q.npy", out, sizeof out), 0);
+  CHECK_EQ(b2_ns_name_target(B2_NS_NPY, ".b2nd", "q.npy", out, sizeof out), 0);
   CHECK(!strcmp(out, "q.b2nd"));
-  CHECK_EQ(b2fs_name_target(B2FS_KIND_NPY, ".b2nd", "q", out, sizeof out), -EXDEV);
-  CHECK_EQ(b2fs_name_target(B2FS_KIND_NPY, ".b2nd", ".npy", out, sizeof out), -EXDEV);
-  char longname[B2FS_NAME_MAX + 1];
+  CHECK_EQ(b2_ns_name_target(B2_NS_NPY, ".b2nd", "q", out, sizeof out), B2_E_XDEV);
+  CHECK_EQ(b2_ns_name_target(B2_NS_NPY, ".b2nd", ".npy", out, sizeof out), B2_E_XDEV);
+  char longname[B2_NS_NAME_MAX + 1];
   memset(longname, 'n', 250);
   longname[250] = 0;
-  CHECK_EQ(b2fs_name_target(B2FS_KIND_LOGICAL, ".b2frame", longname, out, sizeof out),
-           -ENAMETOOLONG);
-  CHECK_EQ(b2fs_name_target(B2FS_KIND_PLAIN, "", longname, out, sizeof out), 0);
+  CHECK_EQ(b2_ns_name_target(B2_NS_LOGICAL, ".b2frame", longname, out, sizeof out),
+           B2_E_NAMETOOLONG);
+  CHECK_EQ(b2_ns_name_target(B2_NS_PLAIN, "", longname, out, sizeof out), 0);
 }
 
 /* Would a new entry `src` (frame or not) show as `shown` in d? */
 static int check_new(dir *d, const char *shown_name, const char *src, int frame,
                      const char *gone) {
-  b2fs_overlay o = {probe, d, {gone, NULL}, src, frame ? B2FS_FRAME : B2FS_PRESENT};
-  return b2fs_name_check(shown_name, src, frame, b2fs_overlay_probe, &o);
+  b2_ns_overlay o = {probe, d, {gone, NULL}, src, frame ? B2_NS_FRAME : B2_NS_PRESENT};
+  return b2_ns_name_check(shown_name, src, frame, b2_ns_overlay_probe, &o);
 }
 
 static void test_check(void) {
@@ -312,16 +313,16 @@ static void test_check(void) {
   /* a new file "n" is the frame n.b2frame */
   CHECK_EQ(check_new(&d, "n", "n.b2frame", 1, NULL), 0);
   /* "y.b2frame" is taken by the frame shown as y: neither way works */
-  CHECK_EQ(check_new(&d, "y.b2frame", "y.b2frame.b2frame", 1, NULL), -EEXIST);
+  CHECK_EQ(check_new(&d, "y.b2frame", "y.b2frame.b2frame", 1, NULL), B2_E_EXIST);
   /* "z.npy" cannot be a frame (z.b2nd comes first), but a plain file can */
-  CHECK_EQ(check_new(&d, "z.npy", "z.npy.b2frame", 1, NULL), -EEXIST);
+  CHECK_EQ(check_new(&d, "z.npy", "z.npy.b2frame", 1, NULL), B2_E_EXIST);
   CHECK_EQ(check_new(&d, "z.npy", "z.npy", 0, NULL), 0);
   /* moving the frame y over the plain file p: p goes, p.b2frame shows as p */
-  CHECK_EQ(check_new(&d, "p", "p.b2frame", 1, NULL), -EEXIST);
+  CHECK_EQ(check_new(&d, "p", "p.b2frame", 1, NULL), B2_E_EXIST);
   CHECK_EQ(check_new(&d, "p", "p.b2frame", 1, "p"), 0);
   /* a regular file named w.b2 is a frame, shown as w, not as w.b2; a
    * directory of that name is not (no chunks.b2frame) and keeps it */
-  CHECK_EQ(check_new(&d, "w.b2", "w.b2", 1, NULL), -EEXIST);
+  CHECK_EQ(check_new(&d, "w.b2", "w.b2", 1, NULL), B2_E_EXIST);
   CHECK_EQ(check_new(&d, "w", "w.b2", 1, NULL), 0);
   CHECK_EQ(check_new(&d, "w.b2", "w.b2", 0, NULL), 0);
 }
@@ -334,19 +335,19 @@ static void test_random_new(void) {
     dir d = {0};
     int want = (int)rnd(10);
     while (d.n < want) {
-      char nm[B2FS_NAME_MAX + 1];
+      char nm[B2_NS_NAME_MAX + 1];
       random_name(nm);
       int dup = 0;
       for (int i = 0; i < d.n; i++) dup |= !strcmp(d.name[i], nm);
       if (!dup) add(&d, nm, (int)rnd(4) != 0);
     }
-    char nm[B2FS_NAME_MAX + 1], src[B2FS_NAME_MAX + 1];
+    char nm[B2_NS_NAME_MAX + 1], src[B2_NS_NAME_MAX + 1];
     random_name(nm);
     int frame = (int)rnd(2);
-    if (b2fs_name_target(frame ? B2FS_KIND_LOGICAL : B2FS_KIND_PLAIN,
-                         B2FS_NEW_SUFFIX, nm, src, sizeof src) < 0)
+    if (b2_ns_name_target(frame ? B2_NS_LOGICAL : B2_NS_PLAIN,
+                         B2_NS_NEW_SUFFIX, nm, src, sizeof src) < 0)
       continue;
-    int real_frame = frame && b2fs_name_kind(src, NULL) != B2FS_KIND_PLAIN;
+    int real_frame = frame && b2_ns_name_kind(src, NULL) != B2_NS_PLAIN;
     int exists = 0;
     for (int i = 0; i < d.n; i++) exists |= !strcmp(d.name[i], src);
     if (exists) continue;
@@ -354,7 +355,7 @@ static void test_random_new(void) {
     add(&d, src, real_frame);
     int kind;
     const char *back = source(&d, nm, &kind);
-    int ok_now = !strcmp(back, src) && (kind != B2FS_KIND_PLAIN) == real_frame;
+    int ok_now = !strcmp(back, src) && (kind != B2_NS_PLAIN) == real_frame;
     if ((rc == 0) != ok_now) {
       fprintf(stderr, "  new %s as %s: check %d, real mapping '%s'\n", src, nm, rc, back);
       bad = 1;

@@ -1,5 +1,5 @@
 /*
- * names.c - the source-name <-> shown-name mapping (see names.h).
+ * names.c - the source-name <-> shown-name mapping (see b2_ns.h).
  *
  * For a shown name M the source names that may be shown as M are, in
  * priority order: STEM.b2nd (when M is STEM.npy), M.b2frame, M.b2f, M.b2.
@@ -8,19 +8,20 @@
  * existing candidate of M when it is a frame and M itself does not exist.
  * These two rules are each other's inverse, so shown names are unique.
  */
-#include "names.h"
+#include "b2_ns.h"
 
-#include <errno.h>
 #include <string.h>
+
+#include "b2_error.h"
 
 static const struct {
   const char *suffix;
   int kind;
 } suffixes[] = {
-    {".b2frame", B2FS_KIND_LOGICAL},
-    {".b2f", B2FS_KIND_LOGICAL},
-    {".b2", B2FS_KIND_LOGICAL},
-    {".b2nd", B2FS_KIND_NPY},
+    {".b2frame", B2_NS_LOGICAL},
+    {".b2f", B2_NS_LOGICAL},
+    {".b2", B2_NS_LOGICAL},
+    {".b2nd", B2_NS_NPY},
 };
 #define NSUFFIXES (sizeof suffixes / sizeof suffixes[0])
 #define NPY_EXT ".npy"
@@ -33,7 +34,7 @@ static int stem_ok(const char *s, size_t n) {
   return 1;
 }
 
-int b2fs_name_kind(const char *src, size_t *stem_len) {
+int b2_ns_name_kind(const char *src, size_t *stem_len) {
   size_t n = strlen(src);
   for (size_t i = 0; i < NSUFFIXES; i++) {
     size_t k = strlen(suffixes[i].suffix);
@@ -44,20 +45,20 @@ int b2fs_name_kind(const char *src, size_t *stem_len) {
     }
   }
   if (stem_len) *stem_len = n;
-  return B2FS_KIND_PLAIN;
+  return B2_NS_PLAIN;
 }
 
-/* Join a and b into out; 0, or -1 when longer than B2FS_NAME_MAX. */
+/* Join a and b into out; 0, or -1 when longer than B2_NS_NAME_MAX. */
 static int join(char *out, const char *a, size_t alen, const char *b) {
   size_t blen = strlen(b);
-  if (alen + blen > B2FS_NAME_MAX) return -1;
+  if (alen + blen > B2_NS_NAME_MAX) return -1;
   memcpy(out, a, alen);
   memcpy(out + alen, b, blen + 1);
   return 0;
 }
 
 /* Candidate source names of shown name m, in priority order. */
-static int candidates(const char *m, char out[MAX_CANDIDATES][B2FS_NAME_MAX + 1]) {
+static int candidates(const char *m, char out[MAX_CANDIDATES][B2_NS_NAME_MAX + 1]) {
   size_t n = strlen(m);
   int k = 0;
   size_t e = sizeof NPY_EXT - 1;
@@ -66,7 +67,7 @@ static int candidates(const char *m, char out[MAX_CANDIDATES][B2FS_NAME_MAX + 1]
     k++;
   if (!stem_ok(m, n)) return k;
   for (size_t i = 0; i < NSUFFIXES; i++)
-    if (suffixes[i].kind == B2FS_KIND_LOGICAL &&
+    if (suffixes[i].kind == B2_NS_LOGICAL &&
         join(out[k], m, n, suffixes[i].suffix) == 0)
       k++;
   return k;
@@ -75,66 +76,66 @@ static int candidates(const char *m, char out[MAX_CANDIDATES][B2FS_NAME_MAX + 1]
 /* Short name of a frame source name, or -1 when it has none. */
 static int short_name(const char *src, char *out) {
   size_t stem;
-  int kind = b2fs_name_kind(src, &stem);
-  if (kind == B2FS_KIND_PLAIN) return -1;
-  return join(out, src, stem, kind == B2FS_KIND_NPY ? NPY_EXT : "");
+  int kind = b2_ns_name_kind(src, &stem);
+  if (kind == B2_NS_PLAIN) return -1;
+  return join(out, src, stem, kind == B2_NS_NPY ? NPY_EXT : "");
 }
 
 static int copy_out(char *out, size_t cap, const char *s) {
   size_t n = strlen(s);
-  if (n + 1 > cap) return -ENAMETOOLONG;
+  if (n + 1 > cap) return B2_E_NAMETOOLONG;
   memcpy(out, s, n + 1);
   return 0;
 }
 
-int b2fs_name_to_shown(const char *src, int is_frame, b2fs_probe_fn probe,
+int b2_ns_name_to_shown(const char *src, int is_frame, b2_ns_probe_fn probe,
                        void *ctx, char *out, size_t cap) {
-  char shrt[B2FS_NAME_MAX + 1];
-  char cand[MAX_CANDIDATES][B2FS_NAME_MAX + 1];
-  if (!is_frame || strlen(src) > B2FS_NAME_MAX || short_name(src, shrt) < 0)
+  char shrt[B2_NS_NAME_MAX + 1];
+  char cand[MAX_CANDIDATES][B2_NS_NAME_MAX + 1];
+  if (!is_frame || strlen(src) > B2_NS_NAME_MAX || short_name(src, shrt) < 0)
     return copy_out(out, cap, src);
   int p = probe(ctx, shrt);
   if (p < 0) return p;
-  if (p != B2FS_ABSENT) return copy_out(out, cap, src);
+  if (p != B2_NS_ABSENT) return copy_out(out, cap, src);
   int nc = candidates(shrt, cand);
   for (int i = 0; i < nc; i++) {
     if (strcmp(cand[i], src) == 0) return copy_out(out, cap, shrt);
     p = probe(ctx, cand[i]);
     if (p < 0) return p;
-    if (p != B2FS_ABSENT) break; /* a sibling ahead of src takes the name */
+    if (p != B2_NS_ABSENT) break; /* a sibling ahead of src takes the name */
   }
   return copy_out(out, cap, src);
 }
 
-int b2fs_name_to_source(const char *shown, b2fs_probe_fn probe, void *ctx,
+int b2_ns_name_to_source(const char *shown, b2_ns_probe_fn probe, void *ctx,
                         char *out, size_t cap) {
-  char cand[MAX_CANDIDATES][B2FS_NAME_MAX + 1];
-  char back[B2FS_NAME_MAX + 1];
-  if (strlen(shown) > B2FS_NAME_MAX) return -ENAMETOOLONG; /* as any file system */
+  char cand[MAX_CANDIDATES][B2_NS_NAME_MAX + 1];
+  char back[B2_NS_NAME_MAX + 1];
+  if (strlen(shown) > B2_NS_NAME_MAX) return B2_E_NAMETOOLONG; /* as any file system */
   int self = probe(ctx, shown);
   if (self < 0) return self;
-  if (self == B2FS_ABSENT) {
+  if (self == B2_NS_ABSENT) {
     /* Only a frame's short name can be shown for a name that is absent. */
     int nc = candidates(shown, cand);
     for (int i = 0; i < nc; i++) {
       int p = probe(ctx, cand[i]);
       if (p < 0) return p;
-      if (p == B2FS_ABSENT) continue;
-      if (p != B2FS_FRAME) break;
+      if (p == B2_NS_ABSENT) continue;
+      if (p != B2_NS_FRAME) break;
       int rc = copy_out(out, cap, cand[i]);
-      return rc < 0 ? rc : b2fs_name_kind(cand[i], NULL);
+      return rc < 0 ? rc : b2_ns_name_kind(cand[i], NULL);
     }
-    return -ENOENT;
+    return B2_E_NOENT;
   }
   /* The entry exists: it is shown under its own name unless it is a frame
    * shown under its short name. */
-  int rc = b2fs_name_to_shown(shown, self == B2FS_FRAME, probe, ctx, back,
+  int rc = b2_ns_name_to_shown(shown, self == B2_NS_FRAME, probe, ctx, back,
                               sizeof back);
   if (rc < 0) return rc;
-  if (strcmp(back, shown) != 0) return -ENOENT;
+  if (strcmp(back, shown) != 0) return B2_E_NOENT;
   rc = copy_out(out, cap, shown);
   if (rc < 0) return rc;
-  return self == B2FS_FRAME ? b2fs_name_kind(shown, NULL) : B2FS_KIND_PLAIN;
+  return self == B2_NS_FRAME ? b2_ns_name_kind(shown, NULL) : B2_NS_PLAIN;
 }
 
 /* ---- changing a directory ---------------------------------------------- */
@@ -142,54 +143,54 @@ int b2fs_name_to_source(const char *shown, b2fs_probe_fn probe, void *ctx,
 #define TMP_SUFFIX ".b2tmp"
 #define SPARSE_TMP "chunks.b2frame.tmp"
 
-int b2fs_name_hidden(const char *src) {
+int b2_ns_name_hidden(const char *src) {
   size_t n = strlen(src), k = sizeof TMP_SUFFIX - 1;
   if (strcmp(src, SPARSE_TMP) == 0) return 1;
   return src[0] == '.' && n > k + 1 && memcmp(src + n - k, TMP_SUFFIX, k) == 0;
 }
 
-const char *b2fs_name_suffix(const char *src) {
+const char *b2_ns_name_suffix(const char *src) {
   size_t stem;
-  if (b2fs_name_kind(src, &stem) == B2FS_KIND_PLAIN) return src + strlen(src);
+  if (b2_ns_name_kind(src, &stem) == B2_NS_PLAIN) return src + strlen(src);
   return src + stem;
 }
 
-int b2fs_name_target(int kind, const char *suffix, const char *shown,
+int b2_ns_name_target(int kind, const char *suffix, const char *shown,
                      char *out, size_t cap) {
-  char buf[B2FS_NAME_MAX + 1];
+  char buf[B2_NS_NAME_MAX + 1];
   size_t n = strlen(shown), e = sizeof NPY_EXT - 1;
-  if (n > B2FS_NAME_MAX) return -ENAMETOOLONG;
+  if (n > B2_NS_NAME_MAX) return B2_E_NAMETOOLONG;
   switch (kind) {
-  case B2FS_KIND_PLAIN:
+  case B2_NS_PLAIN:
     return copy_out(out, cap, shown);
-  case B2FS_KIND_LOGICAL:
-    if (join(buf, shown, n, suffix) < 0) return -ENAMETOOLONG;
+  case B2_NS_LOGICAL:
+    if (join(buf, shown, n, suffix) < 0) return B2_E_NAMETOOLONG;
     return copy_out(out, cap, buf);
-  case B2FS_KIND_NPY:
+  case B2_NS_NPY:
     if (n <= e || memcmp(shown + n - e, NPY_EXT, e) != 0 || !stem_ok(shown, n - e))
-      return -EXDEV;
-    if (join(buf, shown, n - e, ".b2nd") < 0) return -ENAMETOOLONG;
+      return B2_E_XDEV;
+    if (join(buf, shown, n - e, ".b2nd") < 0) return B2_E_NAMETOOLONG;
     return copy_out(out, cap, buf);
   default:
-    return -EINVAL;
+    return B2_E_INVAL;
   }
 }
 
-int b2fs_overlay_probe(void *ctx, const char *name) {
-  const b2fs_overlay *o = ctx;
+int b2_ns_overlay_probe(void *ctx, const char *name) {
+  const b2_ns_overlay *o = ctx;
   if (o->added && strcmp(name, o->added) == 0) return o->added_as;
   for (int i = 0; i < 2; i++)
-    if (o->gone[i] && strcmp(name, o->gone[i]) == 0) return B2FS_ABSENT;
+    if (o->gone[i] && strcmp(name, o->gone[i]) == 0) return B2_NS_ABSENT;
   return o->probe(o->ctx, name);
 }
 
-int b2fs_name_check(const char *shown, const char *src, int is_frame,
-                    b2fs_probe_fn probe, void *ctx) {
-  char out[B2FS_NAME_MAX + 1];
-  int kind = b2fs_name_to_source(shown, probe, ctx, out, sizeof out);
-  if (kind == -ENOENT) return -EEXIST;
+int b2_ns_name_check(const char *shown, const char *src, int is_frame,
+                    b2_ns_probe_fn probe, void *ctx) {
+  char out[B2_NS_NAME_MAX + 1];
+  int kind = b2_ns_name_to_source(shown, probe, ctx, out, sizeof out);
+  if (kind == B2_E_NOENT) return B2_E_EXIST;
   if (kind < 0) return kind;
-  if (strcmp(out, src) != 0 || (kind != B2FS_KIND_PLAIN) != (is_frame != 0))
-    return -EEXIST;
+  if (strcmp(out, src) != 0 || (kind != B2_NS_PLAIN) != (is_frame != 0))
+    return B2_E_EXIST;
   return 0;
 }

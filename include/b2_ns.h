@@ -1,0 +1,228 @@
+/*
+ * b2_ns.h - layer 7: SOURCE's namespace, as the mount shows it.
+ *
+ * A SOURCE directory holds frames (a file NAME.b2frame, NAME.b2f, NAME.b2
+ * or NAME.b2nd, or a sparse frame: a directory of that name holding
+ * chunks.b2frame), plain entries, and the engine's hidden temporaries.  The
+ * namespace layer says what a person sees there: which entries are
+ * frames, the name each is shown under, and which source entry a shown
+ * name means; it chooses the source names of new entries, links and
+ * renames so that they are shown under the names asked for.  Both
+ * programs use it: the FUSE daemon maps its inodes to what it returns, and
+ * `b2f ls DIR` prints a listing as the mount shows it.
+ *
+ * Every call addresses entries by directory descriptor and name (the
+ * openat family), never by a path, so any depth works.  A directory
+ * descriptor may be an O_PATH one.  Calls fail with negative B2_E_* codes
+ * (B2_E_NOENT, B2_E_EXIST, B2_E_NAMETOOLONG, B2_E_XDEV, B2_E_NOTDIR,
+ * B2_E_ISDIR, B2_E_INVAL, or the code of a failed system call: see
+ * b2_to_errno for the errno a caller replies with).
+ *
+ * ## Names
+ *
+ * A frame whose source name ends in `.b2frame`, `.b2f` or `.b2` is shown
+ * without the suffix (its logical content); `NAME.b2nd` is shown as
+ * `NAME.npy` (the .npy view).  The short name is used only while it is
+ * free: no source entry of that name exists and no source entry that would
+ * take the same short name with a higher priority exists.  Otherwise the
+ * frame keeps its full source name (and its view).  Everything else keeps
+ * its name; the engine's temporaries (`.NAME.b2tmp`, `chunks.b2frame.tmp`)
+ * are never shown.  The mapping is a bijection between the entries of a
+ * directory and the names shown for them.  Both directions are pure
+ * functions of a name and of a probe that tells what the directory holds
+ * under a name, so they are unit-tested and fuzzed without a file system
+ * (tests/unit/test_names.c, tests/fuzz/fuzz_names.c).
+ *
+ * ## Changing a directory
+ *
+ * New entries get source names chosen so that they are shown under the
+ * name asked for: a new regular file NAME is the frame NAME.b2frame (when
+ * the caller wants frames), a frame moved or linked to NAME keeps its
+ * suffix (NAME.b2f, ...; a .b2nd must be moved to a .npy name), anything
+ * else keeps NAME.  A change is refused when the directory, as it will be
+ * after it (an overlay probe), would not show the entry under that name.
+ * b2_ns_choose_new, b2_ns_choose_link and b2_ns_plan_rename do that work;
+ * the caller makes the change (mkdirat, linkat, renameat...) and keeps the
+ * crash-safety protocol of docs/architecture.md (hidden names, restore
+ * markers, the sweep; hard-linked frames are rewritten in place).
+ *
+ * ## What comes next in this layer (see docs/architecture.md)
+ *
+ * Nodes: a directory entry is a node (directory fd + source name + kind).
+ * A python-blosc2 store (`NAME.b2e`, `NAME.b2d`, `NAME.b2z`, b2_store.h)
+ * plugs in as another kind of node: b2_ns_classify tells the daemon it is
+ * a directory `NAME` whose children are the store's keys (read-only nodes
+ * that open with b2_store_open_file), so neither the names here nor the
+ * daemon need another redesign.  Attributes of a frame node may come from
+ * its header alone (a place for the "perf" work: the daemon asks the node,
+ * the node asks the frame layer).
+ */
+#ifndef B2_NS_H
+#define B2_NS_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* View selected by a source name's suffix. */
+enum b2_ns_kind { B2_NS_PLAIN = 0, B2_NS_LOGICAL = 1, B2_NS_NPY = 2 };
+
+/* What a directory holds under a name (returned by a probe). */
+enum b2_ns_probe_result {
+  B2_NS_ABSENT = 0,  /* no entry */
+  B2_NS_PRESENT = 1, /* an entry that is not a frame */
+  B2_NS_FRAME = 2    /* a frame: a frame suffix, and a file or sparse dir */
+};
+
+/* Probe: B2_NS_ABSENT/PRESENT/FRAME for `name`, or a negative B2_E_* code. */
+typedef int (*b2_ns_probe_fn)(void *ctx, const char *name);
+
+/* Longest name (bytes, without the NUL); a longer one is B2_E_NAMETOOLONG. */
+#define B2_NS_NAME_MAX 255
+/* Suffix of new frames. */
+#define B2_NS_NEW_SUFFIX ".b2frame"
+/* Name of the index file that makes a directory a sparse frame. */
+#define B2_NS_SPARSE_INDEX "chunks.b2frame"
+
+/* ---- names (pure) ---------------------------------------------------------- */
+
+/* Kind asked for by the suffix of `src`; *stem_len (may be NULL) gets the
+ * length of the name without the suffix.  PLAIN when there is no suffix or
+ * the stem would be empty, "." or "..". */
+int b2_ns_name_kind(const char *src, size_t *stem_len);
+
+/* Name shown for the existing source entry `src` (is_frame: the entry is a
+ * frame), written to out (cap >= B2_NS_NAME_MAX + 1).  0 or a probe's code. */
+int b2_ns_name_to_shown(const char *src, int is_frame, b2_ns_probe_fn probe,
+                        void *ctx, char *out, size_t cap);
+
+/* Source entry shown as `shown`, written to out (cap >= B2_NS_NAME_MAX + 1).
+ * Returns B2_NS_* kind of that entry's view (PLAIN when it is not a frame),
+ * B2_E_NOENT when nothing is shown under that name, B2_E_NAMETOOLONG for a
+ * name longer than B2_NS_NAME_MAX, or a probe's code. */
+int b2_ns_name_to_source(const char *shown, b2_ns_probe_fn probe, void *ctx,
+                         char *out, size_t cap);
+
+/* Is `src` a name never shown (engine temporaries: ".NAME.b2tmp" and
+ * "chunks.b2frame.tmp")?  1, 0. */
+int b2_ns_name_hidden(const char *src);
+
+/* The frame suffix of source name `src` (a pointer into it; "" for none). */
+const char *b2_ns_name_suffix(const char *src);
+
+/* Source name for an entry of `kind` with frame suffix `suffix` shown as
+ * `shown` (PLAIN: shown itself; LOGICAL: shown + suffix; NPY: STEM.b2nd for
+ * a shown STEM.npy).  0, B2_E_NAMETOOLONG, or B2_E_XDEV when `shown`
+ * cannot name that kind of view (an array's .npy view under a name
+ * without .npy). */
+int b2_ns_name_target(int kind, const char *suffix, const char *shown, char *out,
+                      size_t cap);
+
+/* A probe of a directory as it will be: `gone` names absent, `added`
+ * present as `added_as` (B2_NS_PRESENT or B2_NS_FRAME), the rest as the
+ * underlying probe says.  Pass a b2_ns_overlay as ctx of b2_ns_overlay_probe. */
+typedef struct b2_ns_overlay {
+  b2_ns_probe_fn probe;
+  void *ctx;
+  const char *gone[2]; /* NULL: unused */
+  const char *added;   /* NULL: none */
+  int added_as;
+} b2_ns_overlay;
+int b2_ns_overlay_probe(void *ctx, const char *name);
+
+/* 0 when `shown` names the source entry `src` (a frame when is_frame),
+ * B2_E_EXIST when it would name something else or nothing, or a probe's
+ * code. */
+int b2_ns_name_check(const char *shown, const char *src, int is_frame,
+                     b2_ns_probe_fn probe, void *ctx);
+
+/* ---- a live directory ------------------------------------------------------ */
+
+/* Does the directory open at fd hold a regular chunks.b2frame?  1, 0. */
+int b2_ns_holds_sparse_index(int fd);
+/* Does entry `name` of dirfd hold data (a frame the frame layer classes as
+ * data, or one it cannot read: that fails when opened)?  1, 0. */
+int b2_ns_holds_data(int dirfd, const char *name);
+/* Is entry `name` of dirfd (lstat `st`) a frame: a frame suffix, and a
+ * regular file or a directory holding chunks.b2frame, that holds data?
+ * 1, 0. */
+int b2_ns_is_frame(int dirfd, const char *name, const struct stat *st);
+/* Probe of a live directory (ctx: int *dirfd). */
+int b2_ns_probe_dir(void *ctx, const char *name);
+
+/* The source entry shown as `shown` in dirfd: its name into src (cap >=
+ * B2_NS_NAME_MAX + 1), its lstat into st; returns its B2_NS_* kind
+ * (PLAIN for what is not a frame), B2_E_NOENT when nothing (or a hidden
+ * temporary) is shown there, or another negative code. */
+int b2_ns_resolve(int dirfd, const char *shown, char *src, struct stat *st);
+
+/* ---- listings ---------------------------------------------------------------- */
+
+/* One entry of a listing. */
+typedef struct b2_ns_entry {
+  char *name;          /* source name */
+  char *shown;         /* name shown (may be the same string as name) */
+  ino_t ino;
+  unsigned char type;  /* DT_* as shown (a frame is DT_REG) */
+  int frame;           /* 1 for a frame */
+} b2_ns_entry;
+
+/* A snapshot of a directory, sorted by source name, hidden names left
+ * out: every shown name is mapped against the snapshot itself, so one
+ * listing is consistent with itself. */
+typedef struct b2_ns_list {
+  b2_ns_entry *e;
+  size_t n;
+} b2_ns_list;
+
+/* Read directory fd (any descriptor of it, O_PATH included) into l (which
+ * is emptied first; start from a zeroed one).  0 or a negative code. */
+int b2_ns_list_load(int fd, b2_ns_list *l);
+void b2_ns_list_free(b2_ns_list *l);
+
+/* ---- choosing names for changes ------------------------------------------------ */
+
+/* Source name for a new entry of type `type` (S_IFREG, S_IFDIR, ...) shown
+ * as `shown` in dirfd: a regular file becomes a frame when `frames` allows
+ * and the names let it (*frame = its B2_NS_* kind: an array STEM.b2nd for
+ * a name STEM.npy, else NAME.b2frame), else the entry keeps its name
+ * (*frame = 0).  0, B2_E_EXIST, B2_E_INVAL (a name the namespace hides),
+ * B2_E_NAMETOOLONG. */
+int b2_ns_choose_new(int dirfd, const char *shown, mode_t type, int frames, char *src,
+                     size_t cap, int *frame);
+
+/* Source name for a second name `shown` in dirfd of the frame of `kind`
+ * whose source name is `src` (its suffix is kept, as a rename would): the
+ * name must be free and the directory must then show it as `shown`.  0,
+ * B2_E_EXIST, B2_E_INVAL, B2_E_NAMETOOLONG, B2_E_XDEV. */
+int b2_ns_choose_link(int dirfd, const char *shown, int kind, const char *src, char *out,
+                      size_t cap);
+
+/* A rename worked out (b2_ns_plan_rename). */
+typedef struct b2_ns_move {
+  int pfd, qfd;            /* the directories (set by the caller) */
+  char src[B2_NS_NAME_MAX + 1];    /* the entry moved */
+  char target[B2_NS_NAME_MAX + 1]; /* its new source name in qfd */
+  char esrc[B2_NS_NAME_MAX + 1];   /* the entry shown under the new name */
+  int kind, ekind;         /* B2_NS_* kinds; ekind < 0: nothing shown there */
+  struct stat st, est;     /* their lstat */
+} b2_ns_move;
+
+/* Work out the rename of what is shown as `name` in m->pfd to `newname` in
+ * m->qfd (noreplace: RENAME_NOREPLACE).  0, 1 (nothing to do: the same
+ * entry), or a negative code: B2_E_EXIST, B2_E_ISDIR, B2_E_NOTDIR,
+ * B2_E_XDEV (the entry would become another kind: copy instead),
+ * B2_E_INVAL, B2_E_NOENT, B2_E_NAMETOOLONG. */
+int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int noreplace);
+
+/* Is the entry of kind `kind` with lstat st a sparse frame (a directory)? */
+int b2_ns_is_sparse(int kind, const struct stat *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* B2_NS_H */

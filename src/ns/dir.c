@@ -1,0 +1,265 @@
+/*
+ * dir.c - the namespace of a live directory (see b2_ns.h): which entries
+ * are frames, resolving a shown name, listings, and the source names of
+ * new entries, links and renames.  Everything by directory descriptor and
+ * name.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "b2_frame.h"
+#include "b2_ns.h"
+
+static int fail_sys(int err) { return b2_from_errno(err); }
+
+/* ---- what an entry is ----------------------------------------------------------- */
+
+int b2_ns_holds_sparse_index(int fd) {
+  struct stat cst;
+  return fstatat(fd, B2_NS_SPARSE_INDEX, &cst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(cst.st_mode);
+}
+
+int b2_ns_holds_data(int dirfd, const char *name) {
+  int kind = b2_frame_kind_at(dirfd, name);
+  return kind < 0 || b2_frame_kind_is_data(kind); /* damaged: a frame (EIO on open) */
+}
+
+int b2_ns_is_frame(int dirfd, const char *name, const struct stat *st) {
+  if (b2_ns_name_kind(name, NULL) == B2_NS_PLAIN) return 0;
+  if (S_ISREG(st->st_mode)) return b2_ns_holds_data(dirfd, name);
+  if (!S_ISDIR(st->st_mode)) return 0;
+  int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int yes = b2_ns_holds_sparse_index(fd);
+  close(fd);
+  return yes && b2_ns_holds_data(dirfd, name);
+}
+
+int b2_ns_probe_dir(void *ctx, const char *name) {
+  int dirfd = *(const int *)ctx;
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (errno == ENOENT || errno == ENAMETOOLONG || errno == ENOTDIR) return B2_NS_ABSENT;
+    return fail_sys(errno);
+  }
+  return b2_ns_is_frame(dirfd, name, &st) ? B2_NS_FRAME : B2_NS_PRESENT;
+}
+
+int b2_ns_is_sparse(int kind, const struct stat *st) {
+  return kind != B2_NS_PLAIN && S_ISDIR(st->st_mode);
+}
+
+int b2_ns_resolve(int dirfd, const char *shown, char *src, struct stat *st) {
+  int kind = b2_ns_name_to_source(shown, b2_ns_probe_dir, &dirfd, src, B2_NS_NAME_MAX + 1);
+  if (kind >= 0 && b2_ns_name_hidden(src)) kind = B2_E_NOENT;
+  if (kind >= 0 && fstatat(dirfd, src, st, AT_SYMLINK_NOFOLLOW) < 0) kind = fail_sys(errno);
+  if (kind >= 0 && kind != B2_NS_PLAIN && !S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+    kind = B2_NS_PLAIN;
+  return kind;
+}
+
+/* ---- listings ------------------------------------------------------------------- */
+
+void b2_ns_list_free(b2_ns_list *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    if (l->e[i].shown != l->e[i].name) free(l->e[i].shown);
+    free(l->e[i].name);
+  }
+  free(l->e);
+  l->e = NULL;
+  l->n = 0;
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const b2_ns_entry *)a)->name, ((const b2_ns_entry *)b)->name);
+}
+
+/* Probe against the sorted listing (ctx: b2_ns_list *). */
+static int list_probe(void *ctx, const char *name) {
+  const b2_ns_list *l = ctx;
+  b2_ns_entry key;
+  memset(&key, 0, sizeof key);
+  key.name = (char *)name;
+  const b2_ns_entry *d = l->n ? bsearch(&key, l->e, l->n, sizeof *l->e, by_name) : NULL;
+  if (!d) return B2_NS_ABSENT;
+  return d->frame ? B2_NS_FRAME : B2_NS_PRESENT;
+}
+
+/* Is this entry a frame, and what type is shown for it. */
+static void classify(int dfd, const struct dirent *de, b2_ns_entry *d) {
+  d->type = de->d_type;
+  d->frame = 0;
+  if (b2_ns_name_kind(de->d_name, NULL) == B2_NS_PLAIN) return;
+  struct stat st;
+  if (de->d_type == DT_REG) {
+    d->frame = b2_ns_holds_data(dfd, de->d_name);
+  } else if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+    if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) return;
+    d->type = IFTODT(st.st_mode);
+    d->frame = b2_ns_is_frame(dfd, de->d_name, &st);
+  }
+  if (d->frame) d->type = DT_REG;
+}
+
+int b2_ns_list_load(int fd, b2_ns_list *l) {
+  b2_ns_list_free(l);
+  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return b2_fail(fail_sys(errno), "open directory: %s", strerror(errno));
+  DIR *dir = fdopendir(dfd);
+  if (!dir) {
+    int err = errno;
+    close(dfd);
+    return b2_fail(fail_sys(err), "open directory: %s", strerror(err));
+  }
+  size_t cap = 0;
+  int rc = 0;
+  struct dirent *de;
+  errno = 0;
+  while ((de = readdir(dir))) {
+    if (b2_ns_name_hidden(de->d_name) || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
+      errno = 0;
+      continue;
+    }
+    if (l->n == cap) {
+      size_t ncap = cap ? cap * 2 : 64;
+      b2_ns_entry *ne = realloc(l->e, ncap * sizeof *ne);
+      if (!ne) {
+        rc = b2_fail(B2_E_NOMEM, "out of memory");
+        break;
+      }
+      l->e = ne;
+      cap = ncap;
+    }
+    b2_ns_entry *d = &l->e[l->n];
+    d->name = strdup(de->d_name);
+    if (!d->name) {
+      rc = b2_fail(B2_E_NOMEM, "out of memory");
+      break;
+    }
+    d->shown = d->name;
+    d->ino = de->d_ino;
+    classify(dirfd(dir), de, d);
+    l->n++;
+    errno = 0;
+  }
+  if (!rc && errno) rc = b2_fail(fail_sys(errno), "read directory: %s", strerror(errno));
+  closedir(dir);
+  if (rc < 0) {
+    b2_ns_list_free(l);
+    return rc;
+  }
+  if (l->n) qsort(l->e, l->n, sizeof *l->e, by_name);
+  for (size_t i = 0; i < l->n; i++) {
+    b2_ns_entry *d = &l->e[i];
+    if (!d->frame) continue;
+    char shown[B2_NS_NAME_MAX + 1];
+    rc = b2_ns_name_to_shown(d->name, 1, list_probe, l, shown, sizeof shown);
+    if (rc < 0 || strcmp(shown, d->name) == 0) continue;
+    char *dup = strdup(shown);
+    if (dup) d->shown = dup;
+  }
+  return 0;
+}
+
+/* ---- choosing names ------------------------------------------------------------- */
+
+int b2_ns_choose_new(int dirfd, const char *shown, mode_t type, int frames, char *src,
+                     size_t cap, int *frame) {
+  b2_ns_overlay o = {b2_ns_probe_dir, &dirfd, {NULL, NULL}, NULL, 0};
+  if (strlen(shown) > B2_NS_NAME_MAX) return B2_E_NAMETOOLONG;
+  *frame = 0;
+  static const int kinds[] = {B2_NS_NPY, B2_NS_LOGICAL};
+  for (int k = 0; k < 2 && S_ISREG(type) && frames; k++) {
+    if (b2_ns_name_target(kinds[k], B2_NS_NEW_SUFFIX, shown, src, cap) != 0 ||
+        b2_ns_probe_dir(&dirfd, src) != B2_NS_ABSENT)
+      continue;
+    o.added = src;
+    o.added_as = B2_NS_FRAME;
+    if (b2_ns_name_check(shown, src, 1, b2_ns_overlay_probe, &o) == 0) {
+      *frame = kinds[k];
+      return 0;
+    }
+  }
+  /* The entry under its own name; a regular file with a frame suffix
+   * would be taken for a frame. */
+  if (S_ISREG(type) && b2_ns_name_kind(shown, NULL) != B2_NS_PLAIN) return B2_E_EXIST;
+  if (b2_ns_name_hidden(shown)) return B2_E_INVAL;
+  int p = b2_ns_probe_dir(&dirfd, shown);
+  if (p < 0) return p;
+  if (p != B2_NS_ABSENT) return B2_E_EXIST;
+  if ((size_t)snprintf(src, cap, "%s", shown) >= cap) return B2_E_NAMETOOLONG;
+  o.added = src;
+  o.added_as = B2_NS_PRESENT;
+  return b2_ns_name_check(shown, src, 0, b2_ns_overlay_probe, &o);
+}
+
+int b2_ns_choose_link(int dirfd, const char *shown, int kind, const char *src, char *out,
+                      size_t cap) {
+  int rc = b2_ns_name_target(kind, b2_ns_name_suffix(src), shown, out, cap);
+  if (rc < 0) return rc;
+  if (b2_ns_name_hidden(out) || b2_ns_name_hidden(shown)) return B2_E_INVAL;
+  int t = b2_ns_probe_dir(&dirfd, out);
+  if (t < 0) return t;
+  if (t != B2_NS_ABSENT) return B2_E_EXIST;
+  b2_ns_overlay o = {b2_ns_probe_dir, &dirfd, {NULL, NULL}, out, B2_NS_FRAME};
+  return b2_ns_name_check(shown, out, 1, b2_ns_overlay_probe, &o);
+}
+
+/* Would the moved entry become something else under its new source name
+ * (a plain file or directory taken for a frame)? */
+static int changes_kind(int kind, int pfd, const char *src, const struct stat *st,
+                        const char *target) {
+  if (kind != B2_NS_PLAIN || b2_ns_name_kind(target, NULL) == B2_NS_PLAIN) return 0;
+  if (S_ISREG(st->st_mode)) return 1;
+  if (!S_ISDIR(st->st_mode)) return 0;
+  int fd = openat(pfd, src, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int yes = b2_ns_holds_sparse_index(fd);
+  close(fd);
+  return yes;
+}
+
+int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int noreplace) {
+  m->kind = b2_ns_resolve(m->pfd, name, m->src, &m->st);
+  if (m->kind < 0) return m->kind;
+  int rc = b2_ns_name_target(m->kind, b2_ns_name_suffix(m->src), newname, m->target,
+                             sizeof m->target);
+  if (rc < 0) return rc;
+  /* The engine's temporary names stay invisible: nothing may move there. */
+  if (b2_ns_name_hidden(m->target) || b2_ns_name_hidden(newname)) return B2_E_INVAL;
+  if (changes_kind(m->kind, m->pfd, m->src, &m->st, m->target)) return B2_E_XDEV;
+  m->ekind = b2_ns_resolve(m->qfd, newname, m->esrc, &m->est);
+  if (m->ekind < 0 && m->ekind != B2_E_NOENT) return m->ekind;
+  if (m->ekind >= 0) {
+    if (noreplace) return B2_E_EXIST;
+    if (m->est.st_dev == m->st.st_dev && m->est.st_ino == m->st.st_ino) {
+      /* rename(2) between two names of one file does nothing. */
+      if (S_ISREG(m->st.st_mode) || (m->pfd == m->qfd && strcmp(m->esrc, m->src) == 0)) return 1;
+    }
+    /* rename(2) between what is shown: a frame is a file whatever its
+     * layout, so only plain directories are directories. */
+    int sdir = m->kind == B2_NS_PLAIN && S_ISDIR(m->st.st_mode);
+    int edir = m->ekind == B2_NS_PLAIN && S_ISDIR(m->est.st_mode);
+    if (sdir != edir) return edir ? B2_E_ISDIR : B2_E_NOTDIR;
+  }
+  /* The target name must be free (or be the entry replaced), and the new
+   * directory must show it as newname. */
+  int same_dir = m->pfd == m->qfd;
+  if (m->ekind < 0 || strcmp(m->esrc, m->target) != 0) {
+    int t = b2_ns_probe_dir(&m->qfd, m->target);
+    if (t < 0) return t;
+    if (t != B2_NS_ABSENT && !(same_dir && strcmp(m->target, m->src) == 0)) return B2_E_EXIST;
+  }
+  int is_frame = m->kind != B2_NS_PLAIN;
+  b2_ns_overlay o = {b2_ns_probe_dir, &m->qfd,
+                     {m->ekind >= 0 ? m->esrc : NULL, same_dir ? m->src : NULL},
+                     m->target, is_frame ? B2_NS_FRAME : B2_NS_PRESENT};
+  return b2_ns_name_check(newname, m->target, is_frame, b2_ns_overlay_probe, &o);
+}

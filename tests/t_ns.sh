@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# t_ns.sh - the namespace layer seen by both programs: `b2f ls DIR` lists a
+# SOURCE directory exactly as the mount shows it (names chosen by the
+# collision rules of b2_ns.h, frames and arrays and sparse frames, hidden
+# temporaries left out), and `b2f ls -l` tells frames, arrays and plain
+# entries apart.
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+B2FS=${B2FS:-$PWD/build/san/b2fs}
+B2F=${B2F:-$PWD/build/san/b2f}
+if [ ! -x "$B2FS" ] || [ ! -x "$B2F" ]; then echo "skip ns: b2fs or b2f is not built"; exit 0; fi
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then echo "skip ns: no /dev/fuse"; exit 0; fi
+if ! have_fixtures; then echo "skip ns: no fixtures"; exit 0; fi
+
+TMP=$(mktemp -d /tmp/b2fs-t_ns.XXXXXX)
+. tests/mount_lib.sh
+trap 'unmount_all; rm -rf "$TMP"' EXIT
+S=$TMP/src M=$TMP/mnt
+mkdir -p "$S/sub" "$M"
+echo hello >"$TMP/t.txt"
+"$B2F" pack "$TMP/t.txt" "$S/a.b2frame" >/dev/null
+cp "$S/a.b2frame" "$S/a.b2"            # both want "a": a.b2frame wins, a.b2 keeps its name
+cp "$S/a.b2frame" "$S/b.b2"            # alone: shown as b
+cp "$S/a.b2frame" "$S/c.b2frame"; : >"$S/c"   # c taken by a plain file: c.b2frame stays
+cp "$B2FS_FIXTURES/b2nd/c128-1d.b2nd" "$S/arr.b2nd"   # shown as arr.npy
+cp "$B2FS_FIXTURES/b2nd/c128-1d.b2nd" "$S/z.b2nd"; : >"$S/z.npy" # z.npy taken
+sp=$(ls -d "$B2FS_FIXTURES"/sframe/*.b2frame | head -1)
+cp -r "$sp" "$S/sp.b2frame"            # a sparse frame: shown as sp
+mkdir "$S/notaframe.b2frame"           # a directory without an index
+: >"$S/.a.b2frame.b2tmp"; : >"$S/sub/chunks.b2frame.tmp" # hidden
+ln -s a.b2frame "$S/lnk.b2frame"       # a link named like a frame: a link
+echo plain >"$S/plain.txt"
+for d in "" /sub; do "$B2F" ls "$S$d" >"$TMP/ls$(basename "x$d").txt" 2>&1; done
+want="a a.b2 arr.npy b c c.b2frame lnk.b2frame notaframe.b2frame plain.txt sp sub z.b2nd z.npy"
+got=$(sort "$TMP/lsx.txt" | tr '\n' ' ' | sed 's/ $//')
+check ns_ls_names test "$got" = "$want"
+check ns_ls_hidden test ! -s "$TMP/lsxsub.txt"
+"$B2F" ls -l "$S" >"$TMP/long.txt"
+check ns_ls_long_kinds grep -qx 'frame  a  (a.b2frame)' "$TMP/long.txt"
+check ns_ls_long_array grep -qx 'array  arr.npy  (arr.b2nd)' "$TMP/long.txt"
+check ns_ls_long_sparse grep -qx 'frame  sp  (sp.b2frame)' "$TMP/long.txt"
+check ns_ls_long_plain grep -qx 'dir    notaframe.b2frame' "$TMP/long.txt"
+if mount_bg ns "$S" "$M" "ro"; then
+  for d in "" /sub; do
+    m=$(ls -A "$M$d" | sort | tr '\n' ' ')
+    l=$("$B2F" ls "$S$d" | sort | tr '\n' ' ')
+    check "ns_ls_as_mount$(echo "$d" | tr / _)" test "$m" = "$l"
+  done
+  unmount_fg "$M" ns
+else
+  notok ns_mount "daemon did not mount"
+fi
