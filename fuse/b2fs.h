@@ -127,6 +127,8 @@ typedef struct b2fs_inode {
                                     writable (0: none) */
   char *closing;                 /* path of a writable handle being closed
                                     (compacted): lookups of it wait */
+  struct b2fs_snode *sn;         /* kind STORE: the store's state (its own
+                                    inode) or the member's key (store.c) */
 } b2fs_inode;
 
 typedef struct b2fs {
@@ -298,6 +300,30 @@ void b2fs_sweep_dir(b2fs_inode *dir);
  * taken (or the rename is given up).  0 or -errno. */
 int b2fs_restore_mark(int dfd, const char *hidden, const char *esrc, const char *target);
 void b2fs_restore_unmark(int dfd, const char *hidden);
+
+/* ---- python-blosc2 stores (store.c) -------------------------------------- */
+/* Kind STORE inodes: a store (source entry NAME.b2d/.b2z/.b2e, shown as a
+ * directory) and its members that are not files of their own (groups,
+ * zip members, embedded values: virtual, read-only, outside the table). */
+/* Is entry `name` of dirfd a store?  1, 0. */
+int b2fs_is_store(int dirfd, const char *name);
+int b2fs_store_stat(b2fs_inode *in, struct stat *st);
+/* Entry `name` of store directory `dir` (counting one lookup); -errno. */
+int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param *e);
+int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh);
+size_t b2fs_store_readdir(fuse_req_t req, uint64_t fh, char *buf, size_t size, off_t off);
+void b2fs_store_releasedir(uint64_t fh);
+int b2fs_store_open(b2fs_inode *in, int flags, uint64_t *fh);
+ssize_t b2fs_store_read(b2fs_inode *in, uint64_t fh, void *buf, size_t size, off_t off);
+void b2fs_store_release(uint64_t fh);
+/* user.b2.* attributes of a store node (name NULL: the list); -errno. */
+ssize_t b2fs_store_xattr(b2fs_inode *in, const char *name, char *buf, size_t size);
+/* The inode is freed: its store state goes (a member lets go of its store). */
+void b2fs_store_free(b2fs_inode *in);
+/* Forget every member inode (unmount: before the table goes). */
+void b2fs_store_forget_all(void);
+/* A member inode (not in the table)? */
+int b2fs_store_member(const b2fs_inode *in);
 
 /* A per-thread buffer of at least n bytes (kept for the thread's life). */
 void *b2fs_tls_buf(size_t n);

@@ -119,6 +119,7 @@ static struct timespec ts_max(struct timespec a, struct timespec b) {
 }
 
 int b2fs_stat(b2fs_inode *in, struct stat *st) {
+  if (in->kind == B2_NS_STORE) return b2fs_store_stat(in, st);
   if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
     return -errno;
   if (in->kind == B2_NS_PLAIN) return 0;

@@ -48,6 +48,7 @@ static void remove_doomed(b2fs_inode *in) {
 }
 
 static void inode_free(b2fs_inode *in) {
+  b2fs_store_free(in);
   b2fs_frame_forget(in);
   remove_doomed(in);
   if (in->fd >= 0) close(in->fd);
@@ -60,6 +61,7 @@ static void inode_free(b2fs_inode *in) {
 }
 
 void b2fs_table_destroy(void) {
+  b2fs_store_forget_all(); /* they hold their stores' inodes */
   for (size_t b = 0; b < b2fs_g.nbuckets; b++) {
     b2fs_inode *in = b2fs_g.buckets[b];
     while (in) {
@@ -239,8 +241,10 @@ void b2fs_inode_forget(b2fs_inode *in, uint64_t n) {
     pthread_mutex_unlock(&b2fs_g.table_lock);
     return;
   }
-  unhook(in);
-  b2fs_g.count--;
+  if (!b2fs_store_member(in)) { /* store members are not in the table */
+    unhook(in);
+    b2fs_g.count--;
+  }
   pthread_mutex_unlock(&b2fs_g.table_lock);
   inode_free(in);
 }

@@ -34,6 +34,16 @@ static void snap_clear(dsnap *s) {
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (in->kind == B2_NS_STORE) { /* a store's directory (store.c) */
+    int rc = b2fs_store_opendir(in, &fi->fh);
+    if (rc < 0) {
+      fuse_reply_err(req, -rc);
+      return;
+    }
+    fi->cache_readdir = 0;
+    if (fuse_reply_open(req, fi) != 0) b2fs_store_releasedir(fi->fh);
+    return;
+  }
   if (in->kind != B2_NS_PLAIN) {
     fuse_reply_err(req, ENOTDIR);
     return;
@@ -63,6 +73,14 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (in->kind == B2_NS_STORE) {
+    char *sbuf = b2fs_tls_buf(size);
+    if (!sbuf)
+      fuse_reply_err(req, ENOMEM);
+    else
+      fuse_reply_buf(req, sbuf, b2fs_store_readdir(req, fi->fh, sbuf, size, off));
+    return;
+  }
   dsnap *s = (dsnap *)(uintptr_t)fi->fh;
   b2fs_sweep_dir(in); /* here, not at opendir: the kernel holds the
                          directory against creations in it */
@@ -97,7 +115,11 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  (void)ino;
+  if (b2fs_inode_get(ino)->kind == B2_NS_STORE) {
+    b2fs_store_releasedir(fi->fh);
+    fuse_reply_err(req, 0);
+    return;
+  }
   dsnap *s = (dsnap *)(uintptr_t)fi->fh;
   snap_clear(s);
   pthread_mutex_destroy(&s->lock);

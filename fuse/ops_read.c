@@ -77,7 +77,9 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
     return -err;
   }
   int sparse = 0;
-  if (kind != B2_NS_PLAIN && !S_ISREG(st.st_mode)) {
+  if (kind == B2_NS_STORE) {
+    if (!b2fs_is_store(pfd, src)) kind = B2_NS_PLAIN; /* changed meanwhile */
+  } else if (kind != B2_NS_PLAIN && !S_ISREG(st.st_mode)) {
     if (S_ISDIR(st.st_mode) && b2_ns_holds_sparse_index(fd))
       sparse = 1;
     else
@@ -97,8 +99,23 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
   return 0;
 }
 
+/* Reply to a lookup that found e (rc 0) or failed. */
+static void reply_lookup(fuse_req_t req, int rc, struct fuse_entry_param *e) {
+  if (rc == -ENOENT)
+    reply_negative(req);
+  else if (rc < 0)
+    fuse_reply_err(req, -rc);
+  else if (fuse_reply_entry(req, e) != 0)
+    b2fs_inode_forget(b2fs_inode_get(e->ino), 1);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   b2fs_inode *p = b2fs_inode_get(parent);
+  struct fuse_entry_param e;
+  if (p->kind == B2_NS_STORE) { /* a store's directory (store.c) */
+    reply_lookup(req, b2fs_store_lookup(p, name, &e), &e);
+    return;
+  }
   if (p->kind != B2_NS_PLAIN) {
     fuse_reply_err(req, ENOTDIR);
     return;
@@ -124,14 +141,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     char path[PATH_MAX];
     if (b2fs_path_at(pfd, src, path, sizeof path) == 0) b2fs_frame_follow_path(path);
   }
-  struct fuse_entry_param e;
-  int rc = b2fs_entry(pfd, src, kind, &e);
-  if (rc == -ENOENT)
-    reply_negative(req);
-  else if (rc < 0)
-    fuse_reply_err(req, -rc);
-  else if (fuse_reply_entry(req, &e) != 0)
-    b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+  reply_lookup(req, b2fs_entry(pfd, src, kind, &e), &e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -221,6 +231,17 @@ static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (in->kind == B2_NS_STORE) {
+    int rc = b2fs_store_open(in, fi->flags, &fi->fh);
+    if (rc < 0) {
+      fuse_reply_err(req, -rc);
+      return;
+    }
+    fi->keep_cache = 1; /* a member changes only with its store's inode */
+    fi->noflush = 1;
+    if (fuse_reply_open(req, fi) != 0) b2fs_store_release(fi->fh);
+    return;
+  }
   if (in->kind == B2_NS_PLAIN) {
     open_plain(req, in, fi);
     return;
@@ -272,6 +293,15 @@ static int read_failed(b2fs_inode *in, b2fs_handle *use, int64_t off, int rc) {
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (in->kind == B2_NS_STORE) {
+    unsigned char *sbuf = b2fs_tls_buf(size);
+    ssize_t n = sbuf ? b2fs_store_read(in, fi->fh, sbuf, size, off) : -ENOMEM;
+    if (n < 0)
+      fuse_reply_err(req, (int)-n);
+    else
+      fuse_reply_buf(req, (const char *)sbuf, (size_t)n);
+    return;
+  }
   if (in->kind == B2_NS_PLAIN) {
     struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
     bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
@@ -350,7 +380,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
                      struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc;
-  if (in->kind == B2_NS_PLAIN)
+  if (in->kind == B2_NS_STORE)
+    rc = 0; /* read-only */
+  else if (in->kind == B2_NS_PLAIN)
     rc = (datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) < 0 ? -errno : 0;
   else
     rc = commit(in, b2fs_fh_handle(fi), "fsync");
@@ -359,7 +391,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  if (in->kind == B2_NS_PLAIN)
+  if (in->kind == B2_NS_STORE)
+    b2fs_store_release(fi->fh);
+  else if (in->kind == B2_NS_PLAIN)
     close((int)fi->fh);
   else
     b2fs_frame_release(in, b2fs_fh_handle(fi)); /* errors are logged */

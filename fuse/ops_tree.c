@@ -34,7 +34,7 @@
 static b2fs_inode *dir_of(fuse_req_t req, fuse_ino_t parent) {
   b2fs_inode *p = b2fs_inode_get(parent);
   if (p->kind != B2_NS_PLAIN) {
-    fuse_reply_err(req, ENOTDIR);
+    fuse_reply_err(req, p->kind == B2_NS_STORE ? EROFS : ENOTDIR);
     return NULL;
   }
   return p;
@@ -221,6 +221,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
   int qfd = q->fd, frame;
   char src[B2_NS_NAME_MAX + 1];
   int rc = fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+  if (rc == 0 && in->kind == B2_NS_STORE) rc = -EROFS;
   if (rc == 0 && strlen(newname) > B2_NS_NAME_MAX) rc = -ENAMETOOLONG;
   if (rc == 0 && in->kind != B2_NS_PLAIN) {
     char real[PATH_MAX];
@@ -262,6 +263,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
  * (-errno). */
 static int resolve(int pfd, const char *name, char *src, struct stat *st) {
   int kind = b2_ns_resolve(pfd, name, src, st);
+  if (kind == B2_NS_STORE) return -EROFS; /* stores are not moved or removed */
   return kind < 0 ? -b2_to_errno(kind) : kind;
 }
 
@@ -463,6 +465,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
   m->qfd = q->fd;
   int rc = b2_ns_plan_rename(m, name, newname, (flags & RENAME_NOREPLACE) != 0);
   if (rc < 0) rc = -b2_to_errno(rc);
+  if (rc >= 0 && (m->kind == B2_NS_STORE || m->ekind == B2_NS_STORE))
+    rc = -EROFS; /* stores are not moved, nor replaced */
   if (rc == 0) {
     b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
     b2fs_inode *ein = m->ekind >= 0 ? b2fs_inode_find(&m->est, m->ekind) : NULL;

@@ -206,6 +206,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
                        int to_set, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc = 0;
+  if (in->kind == B2_NS_STORE) { /* stores are read-only under the mount */
+    fuse_reply_err(req, EROFS);
+    return;
+  }
   if (to_set & FUSE_SET_ATTR_MODE) rc = set_mode(in, attr->st_mode);
   if (!rc && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
     uid_t u = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;

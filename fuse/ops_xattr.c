@@ -65,6 +65,11 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     fuse_reply_err(req, ENOMEM);
     return;
   }
+  if (in->kind == B2_NS_STORE) {
+    ssize_t n = b2fs_store_xattr(in, NULL, buf, size);
+    reply_sized(req, size, n == -ENODATA ? 0 : n, buf);
+    return;
+  }
   if (in->kind == B2_NS_PLAIN) {
     char path[64];
     if (!plain_ok(in)) {
@@ -100,6 +105,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
   char *buf = size ? b2fs_tls_buf(size) : NULL;
   if (size && !buf) {
     fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  if (in->kind == B2_NS_STORE) {
+    reply_sized(req, size,
+                strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))
+                    ? -ENODATA
+                    : b2fs_store_xattr(in, name, buf, size),
+                buf);
     return;
   }
   if (in->kind == B2_NS_PLAIN) {
@@ -264,7 +277,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                         const char *value, size_t size, int flags) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc;
-  if (in->kind == B2_NS_PLAIN) {
+  if (in->kind == B2_NS_STORE) {
+    rc = -EROFS;
+  } else if (in->kind == B2_NS_PLAIN) {
     char path[64];
     if (!plain_ok(in))
       rc = -EPERM;
@@ -287,7 +302,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc;
-  if (in->kind == B2_NS_PLAIN) {
+  if (in->kind == B2_NS_STORE) {
+    rc = -EROFS;
+  } else if (in->kind == B2_NS_PLAIN) {
     char path[64];
     if (!plain_ok(in))
       rc = -ENODATA;

@@ -22,8 +22,10 @@
  *
  * A frame whose source name ends in `.b2frame`, `.b2f` or `.b2` is shown
  * without the suffix (its logical content); `NAME.b2nd` is shown as
- * `NAME.npy` (the .npy view).  The short name is used only while it is
- * free: no source entry of that name exists and no source entry that would
+ * `NAME.npy` (the .npy view), and a python-blosc2 store `NAME.b2d`,
+ * `NAME.b2z` or `NAME.b2e` (b2_store_detect) as the directory `NAME` (it
+ * counts as a frame for the names: the probe says FRAME).  The short name
+ * is used only while it is free: no source entry of that name exists and no source entry that would
  * take the same short name with a higher priority exists.  Otherwise the
  * frame keeps its full source name (and its view).  Everything else keeps
  * its name; the engine's temporaries (`.NAME.b2tmp`, `chunks.b2frame.tmp`)
@@ -49,11 +51,8 @@
  * ## What comes next in this layer (see docs/architecture.md)
  *
  * Nodes: a directory entry is a node (directory fd + source name + kind).
- * A python-blosc2 store (`NAME.b2e`, `NAME.b2d`, `NAME.b2z`, b2_store.h)
- * plugs in as another kind of node: b2_ns_classify tells the daemon it is
- * a directory `NAME` whose children are the store's keys (read-only nodes
- * that open with b2_store_open_file), so neither the names here nor the
- * daemon need another redesign.  Attributes of a frame node may come from
+ * Stores already plug in by kind: an entry of kind B2_NS_STORE is shown
+ * as a directory whose children are the store's keys (fuse/store.c).  Attributes of a frame node may come from
  * its header alone (a place for the "perf" work: the daemon asks the node,
  * the node asks the frame layer).
  */
@@ -69,7 +68,12 @@ extern "C" {
 #endif
 
 /* View selected by a source name's suffix. */
-enum b2_ns_kind { B2_NS_PLAIN = 0, B2_NS_LOGICAL = 1, B2_NS_NPY = 2 };
+enum b2_ns_kind {
+  B2_NS_PLAIN = 0,
+  B2_NS_LOGICAL = 1,
+  B2_NS_NPY = 2,
+  B2_NS_STORE = 3 /* a python-blosc2 store (b2_store.h): directory NAME */
+};
 
 /* What a directory holds under a name (returned by a probe). */
 enum b2_ns_probe_result {

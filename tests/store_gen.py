@@ -6,7 +6,8 @@ usage: store_gen.py SRC EXP
   (DictStore), o.b2d (objects), each with embedded and external values,
   nested keys, group and leaf attributes and a deleted key.
   EXP gets, per store NAME: NAME.keys (the keys python-blosc2 lists, sorted
-  bytewise) and NAME.tsv (KEY, kind nd/sc/obj, expectation file), with
+  bytewise) and NAME.tsv (KEY, kind nd/sc/obj, expectation file, the path
+  shown under the mount's store directory), with
   the expected bytes in EXP/NAME.N: NDArray values in C order, SChunk
   values their bytes, other objects repr(list(value)).
 """
@@ -84,17 +85,18 @@ def expect(name, opener):
         v = store[k]
         path = f"{exp}/{name}.{n}"
         if isinstance(v, blosc2.NDArray):
-            kind, data = "nd", np.ascontiguousarray(v[()]).tobytes()
+            kind, data, shown = "nd", np.ascontiguousarray(v[()]).tobytes(), k + ".npy"
             np.save(path + ".npy", v[()])
         elif type(v).__name__ in ("ObjectArray", "BatchArray"):
             kind, data = "obj", repr(list(v)).encode()
+            shown = k + (".b2b" if type(v).__name__ == "BatchArray" else ".b2f")
         elif isinstance(v, blosc2.SChunk):
-            kind, data = "sc", bytes(v[:])
+            kind, data, shown = "sc", bytes(v[:]), k
         else:
             continue  # a group
         with open(path, "wb") as f:
             f.write(data)
-        rows.append(f"{k}\t{kind}\t{path}\n")
+        rows.append(f"{k}\t{kind}\t{path}\t{shown}\n")
     with open(f"{exp}/{name}.tsv", "w") as f:
         f.write("".join(rows))
     if hasattr(store, "close"):

@@ -31,7 +31,7 @@ keys() {
 # values NAME STORE: every value through b2f cat.
 values() {
   local name=$1 store=$2 bad=0 n=0 key kind file
-  while IFS=$'\t' read -r key kind file; do
+  while IFS=$'\t' read -r key kind file _; do
     n=$((n + 1))
     case $kind in
       nd)  "$B2F" cat --c-order "$store" "$key" >"$out/v" 2>"$tmp/err" &&
@@ -167,3 +167,104 @@ check "damaged leaf: the others still read" [ $? -eq 0 ]
 "$B2F" cat "$src/t.b2d" /nope >/dev/null 2>&1; check "cat of a missing key fails" [ $? -eq 1 ]
 "$B2F" cat --c-order "$src/x.b2e" /d >/dev/null 2>&1; check "cat --c-order of an SChunk fails" [ $? -eq 1 ]
 "$B2F" ls "$tmp/plain.txt" >/dev/null 2>&1; check "ls of a non-store fails" [ $? -eq 1 ]
+
+# ---- through the mount ------------------------------------------------------
+# A SOURCE holding every store: each is a directory whose tree is its keys,
+# values read as python-blosc2 returns them, attributes as xattrs,
+# bookkeeping hidden, .b2z/.b2e read-only, .b2d leaves writable, a damaged
+# store EIO with one log line while the rest works.
+if [ ! -x "$B2FS" ] || [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+  skip "store mount" "no b2fs, /dev/fuse or fusermount3"; exit 0
+fi
+TMP=$tmp
+. "$here/mount_lib.sh"
+msrc=$tmp/msrc mnt=$tmp/mnt
+mkdir -p "$msrc" "$mnt"
+cp -r "$src"/. "$msrc"/
+cp "$tmp/trunc.b2z" "$msrc/bad.b2z"
+echo "plain" >"$msrc/plain.txt"
+trap 'unmount_all; rm -rf "$tmp"' EXIT
+if ! mount_bg store "$msrc" "$mnt" "timeout=0"; then
+  notok "store mount" "the daemon did not start: $(tail -3 "$tmp/store.log")"; exit 0
+fi
+
+# The directory each store is shown as: its short name unless taken (t.b2d
+# and t.b2z: the directory takes "t", the zip keeps its full name).
+declare -A shown_as=([x.b2e]=x [t.b2d]=t [t.b2z]=t.b2z [d.b2d]=d [d.b2z]=d.b2z [o.b2d]=o)
+for s in $stores; do
+  top=$mnt/${shown_as[$s]}
+  # Files: exactly the values' shown paths; directories: the groups.
+  (cd "$top" 2>/dev/null && find . -type f | sed 's|^\.||' | LC_ALL=C sort) >"$out/m.files"
+  cut -f4 "$exp/$s.tsv" | LC_ALL=C sort >"$out/m.want"
+  check "mount $s: files are the values" cmp -s "$out/m.files" "$out/m.want"
+  # Values, compared in one python run.
+  if "$PYB2" - "$top" "$exp/$s.tsv" 2>"$tmp/err" <<'PY'; then ok "mount $s: values as python-blosc2 returns them"; else notok "mount $s: values" "$(tail -c 300 "$tmp/err")"; fi
+import sys, numpy as np, blosc2
+top, tsv = sys.argv[1:]
+for line in open(tsv):
+    key, kind, file, shown = line.rstrip("\n").split("\t")
+    p = top + shown
+    if kind == "nd":
+        a, b = np.load(p), np.load(file + ".npy")
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), key
+    elif kind == "sc":
+        assert open(p, "rb").read() == open(file, "rb").read(), key
+    else:
+        v = blosc2.from_cframe(open(p, "rb").read())
+        assert repr(list(v)).encode() == open(file, "rb").read(), key
+PY
+done
+check "mount: a store is a directory" test -d "$mnt/t/g/h"
+check "mount: bookkeeping hidden" test ! -e "$mnt/t/embed.b2e" -a ! -e "$mnt/t/__vlmeta__" -a ! -e "$mnt/t.b2z/a/__vlmeta__"
+
+# Attributes: the groups' (TreeStore vlmeta) on directories, the leaves'
+# own with the frame's on files.
+if "$PYB2" - "$mnt" 2>"$tmp/err" <<'PY'; then ok "mount: group and leaf attributes"; else notok "mount: attributes" "$(tail -c 300 "$tmp/err")"; fi
+import os, sys, msgpack
+m = sys.argv[1]
+def attr(p, n): return msgpack.unpackb(os.getxattr(p, "user.b2.vlmeta." + n))
+for t in ("t", "t.b2z"):
+    assert attr(f"{m}/{t}/a", "x") == 1
+    assert attr(f"{m}/{t}/g/h", "deep") == "yes"
+    assert attr(f"{m}/{t}/a/b.npy", "leafattr") == "hi"
+    assert os.getxattr(f"{m}/{t}/a/b.npy", "user.b2.dtype") == b"<i4"
+    assert "user.b2.vlmeta.k" in os.listxattr(f"{m}/{t}")
+assert attr(f"{m}/o", "root") == "file carrier"
+assert os.getxattr(f"{m}/o/o.b2f", "user.b2.kind") == b"objectarray"
+PY
+
+# Read-only: nothing in a zip or an EmbedStore is written, no store entry
+# created, removed or renamed.
+erofs() { # NAME COMMAND...: fails with "Read-only file system"
+  local name=$1; shift
+  if "$@" 2>"$tmp/err"; then notok "$name" "succeeded"
+  elif grep -q "Read-only file system" "$tmp/err"; then ok "$name"
+  else notok "$name" "$(head -c 200 "$tmp/err")"; fi
+}
+before=$(sha256sum <"$msrc/t.b2z")
+erofs "EROFS: write into a .b2z value" sh -c "echo x >>'$mnt/t.b2z/s'"
+erofs "EROFS: new file in a .b2z" touch "$mnt/t.b2z/a/new"
+erofs "EROFS: remove from an EmbedStore" rm "$mnt/x/d"
+erofs "EROFS: mkdir in a store" mkdir "$mnt/t/a/sub"
+erofs "EROFS: rename a store" mv "$mnt/x" "$mnt/y"
+erofs "EROFS: chmod of a member" chmod 600 "$mnt/x/u.npy"
+check "the .b2z is unchanged" [ "$(sha256sum <"$msrc/t.b2z")" = "$before" ]
+
+# A .b2d leaf is an ordinary frame: writable, and python-blosc2 reads it.
+old=$(grep -P '^/s\t' "$exp/t.b2d.tsv" | cut -f3)
+printf 'APPENDED' >>"$mnt/t/s"
+"$PYB2" - "$msrc/t.b2d" "$old" 2>"$tmp/err" <<'PY'
+import sys, blosc2
+ts = blosc2.TreeStore(sys.argv[1], mode="r")
+assert bytes(ts["/s"][:]) == open(sys.argv[2], "rb").read() + b"APPENDED"
+PY
+check "a .b2d leaf written through the mount reads in python-blosc2" [ $? -eq 0 ]
+
+# A damaged store: EIO inside it, one log line naming it, the rest works.
+ls "$mnt/bad" >/dev/null 2>"$tmp/err"
+check "damaged store: EIO" grep -q "Input/output error" "$tmp/err"
+ls "$mnt/bad" >/dev/null 2>&1
+check "damaged store: one log line naming it" [ "$(grep -c 'bad.b2z' "$tmp/store.log")" -eq 1 ]
+check "damaged store: the rest of the mount works" cmp -s "$mnt/plain.txt" "$msrc/plain.txt"
+check "damaged store: other stores still read" test -s "$mnt/x/multi.npy"
+unmount_fg "$mnt" store_unmount

@@ -12,7 +12,10 @@
 #include "cli/cli.h"
 
 static const char *kind_of(const b2_ns_entry *e) {
-  if (e->frame) return b2_ns_name_kind(e->name, NULL) == B2_NS_NPY ? "array" : "frame";
+  if (e->frame) {
+    int k = b2_ns_name_kind(e->name, NULL);
+    return k == B2_NS_NPY ? "array" : k == B2_NS_STORE ? "store" : "frame";
+  }
   switch (e->type) {
   case DT_DIR: return "dir";
   case DT_REG: return "file";

@@ -16,6 +16,7 @@
 #include "b2_error.h"
 #include "b2_frame.h"
 #include "b2_ns.h"
+#include "b2_store.h"
 
 static int fail_sys(int err) { return b2_from_errno(err); }
 
@@ -32,7 +33,9 @@ int b2_ns_holds_data(int dirfd, const char *name) {
 }
 
 int b2_ns_is_frame(int dirfd, const char *name, const struct stat *st) {
-  if (b2_ns_name_kind(name, NULL) == B2_NS_PLAIN) return 0;
+  int kind = b2_ns_name_kind(name, NULL);
+  if (kind == B2_NS_PLAIN) return 0;
+  if (kind == B2_NS_STORE) return b2_store_detect(dirfd, name) != B2_STORE_NONE;
   if (S_ISREG(st->st_mode)) return b2_ns_holds_data(dirfd, name);
   if (!S_ISDIR(st->st_mode)) return 0;
   int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
@@ -53,7 +56,7 @@ int b2_ns_probe_dir(void *ctx, const char *name) {
 }
 
 int b2_ns_is_sparse(int kind, const struct stat *st) {
-  return kind != B2_NS_PLAIN && S_ISDIR(st->st_mode);
+  return kind != B2_NS_PLAIN && kind != B2_NS_STORE && S_ISDIR(st->st_mode);
 }
 
 int b2_ns_resolve(int dirfd, const char *shown, char *src, struct stat *st) {
@@ -96,7 +99,13 @@ static int list_probe(void *ctx, const char *name) {
 static void classify(int dfd, const struct dirent *de, b2_ns_entry *d) {
   d->type = de->d_type;
   d->frame = 0;
-  if (b2_ns_name_kind(de->d_name, NULL) == B2_NS_PLAIN) return;
+  int kind = b2_ns_name_kind(de->d_name, NULL);
+  if (kind == B2_NS_PLAIN) return;
+  if (kind == B2_NS_STORE) { /* shown as a directory */
+    d->frame = b2_store_detect(dfd, de->d_name) != B2_STORE_NONE;
+    if (d->frame) d->type = DT_DIR;
+    return;
+  }
   struct stat st;
   if (de->d_type == DT_REG) {
     d->frame = b2_ns_holds_data(dfd, de->d_name);

@@ -2,7 +2,8 @@
  * names.c - the source-name <-> shown-name mapping (see b2_ns.h).
  *
  * For a shown name M the source names that may be shown as M are, in
- * priority order: STEM.b2nd (when M is STEM.npy), M.b2frame, M.b2f, M.b2.
+ * priority order: STEM.b2nd (when M is STEM.npy), M.b2frame, M.b2f, M.b2,
+ * then the stores M.b2d, M.b2z, M.b2e.
  * A frame S takes its short name M when no entry named M exists and no
  * candidate of M ahead of S exists; the reverse direction takes the first
  * existing candidate of M when it is a frame and M itself does not exist.
@@ -22,10 +23,13 @@ static const struct {
     {".b2f", B2_NS_LOGICAL},
     {".b2", B2_NS_LOGICAL},
     {".b2nd", B2_NS_NPY},
+    {".b2d", B2_NS_STORE},
+    {".b2z", B2_NS_STORE},
+    {".b2e", B2_NS_STORE},
 };
 #define NSUFFIXES (sizeof suffixes / sizeof suffixes[0])
 #define NPY_EXT ".npy"
-#define MAX_CANDIDATES 4
+#define MAX_CANDIDATES 7
 
 static int stem_ok(const char *s, size_t n) {
   if (n == 0) return 0;
@@ -67,7 +71,7 @@ static int candidates(const char *m, char out[MAX_CANDIDATES][B2_NS_NAME_MAX + 1
     k++;
   if (!stem_ok(m, n)) return k;
   for (size_t i = 0; i < NSUFFIXES; i++)
-    if (suffixes[i].kind == B2_NS_LOGICAL &&
+    if ((suffixes[i].kind == B2_NS_LOGICAL || suffixes[i].kind == B2_NS_STORE) &&
         join(out[k], m, n, suffixes[i].suffix) == 0)
       k++;
   return k;
@@ -164,6 +168,7 @@ int b2_ns_name_target(int kind, const char *suffix, const char *shown,
   case B2_NS_PLAIN:
     return copy_out(out, cap, shown);
   case B2_NS_LOGICAL:
+  case B2_NS_STORE:
     if (join(buf, shown, n, suffix) < 0) return B2_E_NAMETOOLONG;
     return copy_out(out, cap, buf);
   case B2_NS_NPY:
