@@ -201,6 +201,13 @@ void b2fs_unuse(b2fs_handle *h);
  * handle while there is one: that handle with one more user (release it),
  * or NULL to use h itself. */
 b2fs_handle *b2fs_frame_redirect(b2fs_inode *in, b2fs_handle *h);
+/* The engine creates a frame anew at its path (a new .npy file once its
+ * header is in, or at its first flush; a parameter set on an empty frame):
+ * take b2fs_frame_gen(h) before a use of h that may do so, and call
+ * b2fs_frame_renewed after it (b2fs_unuse done): the inode then moves to
+ * the new entry, with the old one's owner, mode and times. */
+uint64_t b2fs_frame_gen(b2fs_handle *h);
+void b2fs_frame_renewed(b2fs_inode *in, b2fs_handle *h, uint64_t g0);
 /* Log what became of a new .npy file (a plain frame, and why), once. */
 void b2fs_frame_note(b2_file *f);
 /* A write changed the frame (for the times shown). */

@@ -358,10 +358,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static int commit(b2fs_inode *in, b2fs_handle *h, const char *what) {
   b2fs_handle *w = b2fs_frame_redirect(in, h);
   b2fs_handle *use = w ? w : h;
+  uint64_t g0 = b2fs_frame_gen(use);
   b2_file *f = b2fs_use(use);
   int rc = f ? b2_file_flush(f) : B2_E_IO;
   if (rc < 0 && f) b2fs_frame_log(in, use, what, rc);
+  if (f && use->writable) b2fs_frame_note(f);
   b2fs_unuse(use);
+  if (use->writable) b2fs_frame_renewed(in, use, g0);
   b2fs_frame_follow(in);
   if (w) b2fs_frame_release(in, w);
   return rc < 0 ? -b2fs_werrno(rc) : 0;

@@ -56,17 +56,17 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
     fuse_reply_err(req, EBADF);
     return;
   }
+  uint64_t g0 = in->kind == B2_NS_NPY ? b2fs_frame_gen(h) : 0;
   b2_file *f = b2fs_use(h);
   ssize_t n = f ? b2_file_pwrite(f, buf, size, (int64_t)off) : B2_E_IO;
   if (f && in->kind == B2_NS_NPY) b2fs_frame_note(f);
   b2fs_unuse(h);
+  if (in->kind == B2_NS_NPY) b2fs_frame_renewed(in, h, g0);
   if (n < 0) {
     if (n != B2_E_INVAL) b2fs_frame_log(in, h, "write", (int)n);
     fuse_reply_err(req, b2fs_werrno((int)n));
     return;
   }
-  /* A new .npy file's frame is created anew once its header is in. */
-  if (in->kind == B2_NS_NPY) b2fs_frame_follow(in);
   b2fs_frame_touched(in);
   if (n > 0) b2fs_kill_privs(req, in);
   fuse_reply_write(req, (size_t)n);
@@ -105,9 +105,11 @@ static int set_size(b2fs_inode *in, off_t size, struct fuse_file_info *fi) {
   int own;
   int rc = rw_for(in, fi, &h, &own);
   if (rc < 0) return rc;
+  uint64_t g0 = b2fs_frame_gen(h);
   b2_file *f = b2fs_use(h);
   int brc = f ? b2_file_truncate(f, (int64_t)size) : B2_E_IO;
   b2fs_unuse(h);
+  b2fs_frame_renewed(in, h, g0);
   if (brc < 0) {
     if (brc != B2_E_INVAL) b2fs_frame_log(in, h, "truncate", brc);
     rc = -b2fs_werrno(brc);

@@ -175,9 +175,9 @@ static int is_param(const char *key) {
   return 0;
 }
 
-/* A new creation parameter for an empty frame: the engine creates the
- * frame anew, so the inode moves to the new file (owner, mode and times of
- * the old one kept), with renames and removals of the entry held off. */
+/* A new creation parameter for an empty frame (or a new .npy file): the
+ * engine creates the frame anew, so the inode moves to the new file (owner,
+ * mode and times of the old one kept: b2fs_frame_renewed). */
 static int set_param(b2fs_inode *in, const char *key, const char *value, size_t size) {
   char *val = malloc(size + 1);
   if (!val) return -ENOMEM;
@@ -190,12 +190,10 @@ static int set_param(b2fs_inode *in, const char *key, const char *value, size_t 
     return rc;
   }
   char path[PATH_MAX];
-  struct stat before;
+  uint64_t g0 = b2fs_frame_gen(h);
   pthread_mutex_lock(&in->nslock);
   rc = b2fs_real_path(in, path, sizeof path);
   if (rc == 0 && strcmp(path, h->path) != 0) rc = -EBUSY; /* renamed while open */
-  if (rc == 0 && fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-    rc = -errno;
   b2_file *f = b2fs_use(h);
   if (rc == 0 && !f) rc = -EIO;
   if (rc == 0) {
@@ -204,20 +202,11 @@ static int set_param(b2fs_inode *in, const char *key, const char *value, size_t 
       if (brc != B2_E_INVAL && brc != B2_E_BUSY) b2fs_frame_log(in, h, "set parameter", brc);
       rc = -b2fs_werrno(brc);
     }
-    /* Rebind even after a failure: the frame may have been recreated. */
-    int nfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (nfd >= 0 && fstat(nfd, &st) == 0 &&
-        (st.st_ino != before.st_ino || st.st_dev != before.st_dev)) {
-      b2fs_copy_attrs(nfd, &before, 1);
-      fstat(nfd, &st);
-      b2fs_inode_rebind(in, nfd, &st);
-    } else if (nfd >= 0) {
-      close(nfd);
-    }
   }
   b2fs_unuse(h);
   pthread_mutex_unlock(&in->nslock);
+  /* Even after a failure: the frame may have been recreated. */
+  b2fs_frame_renewed(in, h, g0);
   int rc2 = b2fs_frame_release(in, h);
   free(val);
   return rc ? rc : rc2;

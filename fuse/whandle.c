@@ -181,6 +181,34 @@ int b2fs_frame_install_rw(b2fs_inode *in, b2_file *f, const char *path, b2fs_han
   return busy ? -EBUSY : 0;
 }
 
+uint64_t b2fs_frame_gen(b2fs_handle *h) {
+  b2_file *f = b2fs_use(h);
+  uint64_t g = f ? b2_file_recreations(f) : 0;
+  b2fs_unuse(h);
+  return g;
+}
+
+void b2fs_frame_renewed(b2fs_inode *in, b2fs_handle *h, uint64_t g0) {
+  pthread_mutex_lock(&in->nslock); /* no rename of the entry meanwhile */
+  b2_file *f = b2fs_use(h);
+  char *path = f && b2_file_recreations(f) != g0 && h->path ? strdup(h->path) : NULL;
+  b2fs_unuse(h);
+  struct stat before, st;
+  if (path && fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0) {
+    int nfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (nfd >= 0 && fstat(nfd, &st) == 0 &&
+        (st.st_ino != before.st_ino || st.st_dev != before.st_dev)) {
+      b2fs_copy_attrs(nfd, &before, 1);
+      fstat(nfd, &st);
+      b2fs_inode_rebind(in, nfd, &st);
+    } else if (nfd >= 0) {
+      close(nfd);
+    }
+  }
+  pthread_mutex_unlock(&in->nslock);
+  free(path);
+}
+
 void b2fs_frame_note(b2_file *f) {
   char note[256];
   if (b2_file_take_note(f, note, sizeof note)) b2fs_log("%s", note);
@@ -491,11 +519,13 @@ static void note_size(b2fs_inode *in, int64_t size) {
 
 int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   /* Commit while still current: a new open may still take the handle. */
+  uint64_t g0 = b2fs_frame_gen(h);
   b2_file *f = b2fs_use(h);
   int rc = f ? b2_file_flush(f) : B2_E_IO;
   if (rc < 0 && f) b2fs_frame_log(in, h, "commit at close", rc);
   if (f) b2fs_frame_note(f);
   b2fs_unuse(h);
+  b2fs_frame_renewed(in, h, g0);
   b2fs_frame_follow(in);
   pthread_mutex_lock(&in->wlock);
   pthread_mutex_lock(&in->lock);

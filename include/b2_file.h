@@ -137,6 +137,11 @@ int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p,
 int b2_file_create_npy(b2_env *env, const char *path,
                        const b2_frame_params *p, b2_file **out);
 
+/* How many times the frame was created anew at its path (a new .npy file
+ * getting its array or plain frame, b2_file_set_param): a new file or
+ * directory there, which whoever tracks the entry must follow. */
+uint64_t b2_file_recreations(b2_file *f);
+
 /* The note a new .npy file left (copied into buf, then cleared): 1 if
  * there was one, else 0.  For one log line. */
 int b2_file_take_note(b2_file *f, char *buf, size_t cap);

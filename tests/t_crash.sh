@@ -10,7 +10,9 @@
 # close with low thresholds, chunksize 64K so files of up to 2 MiB have
 # many chunks), starts tests/crash_writer.c (random writes, appends,
 # truncates, fsync/fdatasync, close, reads, renames, renames over open
-# files, unlinks of open files; logged outside the mount), waits a random
+# files, unlinks of open files; logged outside the mount) and, where NumPy
+# is installed, tests/crash_npy.py (a b2nd array written through its .npy
+# view: item writes, resizes by rows, fsync, reopen; same log), waits a random
 # time and kills the daemon with SIGKILL, then the writer; unmounts with
 # fusermount3 -uz and checks:
 #   - `b2f verify` passes for every frame in SOURCE (sparse ones included);
@@ -20,6 +22,8 @@
 #     commit (completed fsync, fdatasync, close, creation) and the state after the
 #     operation under way: nothing acknowledged is lost, no chunk mixes two
 #     versions, no commit is torn across chunks;
+#   - `crash_npy.py check`: the array equals one state between its last
+#     acknowledged commit and the operation under way (shape and items);
 #   - the daemon log holds no sanitizer report from before the kill.
 # The next trial mounts the same SOURCE and the writer first reads every
 # file through the new mount: the listing and the bytes must be exactly
@@ -59,9 +63,11 @@ TMP=$(mktemp -d /tmp/b2fs-t_crash.XXXXXX)
 KEEP=${CRASH_KEEP:-}
 SRC=$TMP/src MNT=$TMP/mnt LOGD=$TMP/log W=$TMP/crash_writer
 mkdir -p "$MNT" "$LOGD"
-DPID="" WPID=""
+DPID="" WPID="" NPID=""
+NPY_OK=0; have_numpy && NPY_OK=1
 cleanup() {
   [ -n "$WPID" ] && kill -9 "$WPID" 2>/dev/null
+  [ -n "$NPID" ] && kill -9 "$NPID" 2>/dev/null
   [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null
   mountpoint -q "$MNT" && fusermount3 -uz "$MNT"
   rm -rf "$TMP"
@@ -160,7 +166,7 @@ for ((t = 0; t < N; t++)); do
   name="crash_${t}"
   tag="seed=$seed $layout $codec kill=${delay}ms"
   : >"$TMP/daemon.log"
-  rm -f "$LOGD/log" "$LOGD"/*.new
+  rm -f "$LOGD/log" "$LOGD/npy.log" "$LOGD"/*.new
   if ! mount_src "$opts"; then
     notok "$name" "$tag: no mount: $(head -c 300 "$TMP/daemon.log")"
     keep_trial "$name"; failed=$((failed + 1)); fresh=1
@@ -170,18 +176,27 @@ for ((t = 0; t < N; t++)); do
   fi
   "$W" run "$MNT/d" "$LOGD" "$seed" -1 2>"$LOGD/writer.err" &
   WPID=$!
+  if [ "$NPY_OK" = 1 ]; then
+    "$PY" tests/crash_npy.py run "$MNT/a" "$LOGD" "$seed" 2>"$LOGD/npy.err" &
+    NPID=$!
+  fi
   why=""
   for _ in $(seq 600); do
-    [ -s "$LOGD/log" ] && break
+    [ -s "$LOGD/log" ] && { [ "$NPY_OK" = 0 ] || grep -q '^[RS]' "$LOGD/npy.log" 2>/dev/null; } && break
     kill -0 "$WPID" 2>/dev/null || break
+    [ -n "$NPID" ] && ! kill -0 "$NPID" 2>/dev/null && break
     sleep 0.05
   done
-  if ! kill -0 "$WPID" 2>/dev/null || [ ! -s "$LOGD/log" ]; then
+  if [ -n "$NPID" ] && ! kill -0 "$NPID" 2>/dev/null; then
+    why="array writer stopped (remount check?): $(tail -c 500 "$LOGD/npy.err")"
+  elif ! kill -0 "$WPID" 2>/dev/null || [ ! -s "$LOGD/log" ]; then
     why="writer did not start (remount check?): $(head -c 500 "$LOGD/writer.err")"
   else
     sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
     kill -0 "$WPID" 2>/dev/null ||
       why="writer stopped before the kill: $(head -c 500 "$LOGD/writer.err")"
+    [ -n "$NPID" ] && ! kill -0 "$NPID" 2>/dev/null &&
+      why="$why array writer stopped before the kill: $(tail -c 500 "$LOGD/npy.err")"
   fi
   kill -9 "$DPID" 2>/dev/null
   wait "$DPID" 2>/dev/null
@@ -190,6 +205,7 @@ for ((t = 0; t < N; t++)); do
   kill -9 "$WPID" 2>/dev/null
   wait "$WPID" 2>/dev/null
   WPID=""
+  if [ -n "$NPID" ]; then kill -9 "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null; NPID=""; fi
   fusermount3 -uz "$MNT" 2>/dev/null
   for _ in $(seq 100); do mountpoint -q "$MNT" || break; sleep 0.05; done
   hit=$(sanitizer_hits)
@@ -197,7 +213,7 @@ for ((t = 0; t < N; t++)); do
   # Every frame in SOURCE must verify.  Hidden entries are not frames:
   # engine temporaries (.NAME.b2tmp, chunks.b2frame.tmp) are partial by
   # design, and .b2fs-gone-* are frames the daemon was deleting.
-  mapfile -t frames < <(find "$SRC" -name '.*' -prune -o -name '*.b2frame' -prune -print | sort)
+  mapfile -t frames < <(find "$SRC" -name '.*' -prune -o \( -name '*.b2frame' -o -name '*.b2nd' \) -prune -print | sort)
   if [ ${#frames[@]} -gt 0 ] && ! out=$("$B2F" verify "${frames[@]}" 2>&1); then
     why="$why verify: $(grep -v ': ok' <<<"$out" | head -c 500)"
   fi
@@ -205,9 +221,16 @@ for ((t = 0; t < N; t++)); do
     why="$why check: $(grep -v '^#' <<<"$out" | head -c 800)"
   fi
   summary=$(grep '^#' <<<"$out" | head -1)
+  if [ "$NPY_OK" = 1 ]; then
+    if nout=$("$PY" tests/crash_npy.py check "$SRC/a" "$LOGD" "$B2F" 2>&1); then
+      summary="$summary; ${nout#ok }"
+    else
+      why="$why array check: $(head -c 600 <<<"$nout")"
+    fi
+  fi
   if [ -z "$why" ]; then
     mv "$LOGD/state.new" "$LOGD/state"
-    for f in "$LOGD"/base*.new; do [ -e "$f" ] && mv "$f" "${f%.new}"; done
+    for f in "$LOGD"/base*.new "$LOGD"/npy.base.new; do [ -e "$f" ] && mv "$f" "${f%.new}"; done
     ok "$name $tag ${summary#\# }"
     passed=$((passed + 1))
   else

@@ -17,6 +17,11 @@
 #      exactly the edit; rows added and removed by truncate; header writes
 #      that change it and other sizes give EINVAL; user.b2.chunkshape /
 #      blockshape before the data; a read-only mount refuses all of it.
+#   4. tests/mount_ex_npy.py on a contiguous and a sparse mount with a small
+#      cache: memmap slice writes, pwrite, pread, numpy.load and resizes
+#      against a NumPy shadow on six arrays (uneven edge chunks and blocks,
+#      blocks that do not divide chunks), then verify and a remount check.
+#      B2FS_EX_NPY_SEED replays, B2FS_EX_NPY_OPS sets the operations (120).
 # Env: B2FS, B2F, B2FS_FIXTURES, PY, PYB2 (tests/run.sh, tests/lib.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -252,3 +257,29 @@ sys.exit(0 if b.shape == (52, 60, 70) and (b[()] == w).all() else 1)' "$SRC/i16-
 else
   skip npy_edit_fixture "no fixtures at $FIX"
 fi
+
+# ---- 4. the random exerciser on both layouts -------------------------------------
+OPS=${B2FS_EX_NPY_OPS:-120}
+for layout in contiguous sparse; do
+  S=$TMP/ex-$layout M=$TMP/mnt-$layout
+  mkdir -p "$S/d" "$M"
+  seed=${B2FS_EX_NPY_SEED:-$RANDOM}
+  mount_bg "ex_$layout" "$S" "$M" "layout=$layout,cache_size=2M,dirty_max=512K" ||
+    { nok "npy_exercise_$layout" "cannot mount"; continue; }
+  if "$PY" tests/mount_ex_npy.py "$M/d" "$seed" "$OPS" >"$TMP/ex.out" 2>&1; then
+    ok "npy_exercise_$layout"
+  else
+    nok "npy_exercise_$layout" "seed $seed: $(tail -2 "$TMP/ex.out")"
+  fi
+  unmount_fg "$M" "ex_$layout"
+  bad=""
+  for f in "$S"/d/*.b2nd; do "$B2F" verify "$f" >/dev/null 2>&1 || bad+=" $(basename "$f")"; done
+  [ -z "$bad" ] && ok "npy_exercise_${layout}_verify" || nok "npy_exercise_${layout}_verify" "$bad"
+  mount_bg "ex2_$layout" "$S" "$M" "ro" || { nok "npy_exercise_${layout}_remount" "cannot mount"; continue; }
+  if "$PY" tests/mount_ex_npy.py "$M/d" 0 0 check >"$TMP/ex.out" 2>&1; then
+    ok "npy_exercise_${layout}_remount"
+  else
+    nok "npy_exercise_${layout}_remount" "seed $seed: $(tail -2 "$TMP/ex.out")"
+  fi
+  unmount_fg "$M" "ex2_$layout"
+done

@@ -85,6 +85,7 @@ struct b2_file {
   int32_t want_cs[B2_B2ND_MAXDIM], want_bs[B2_B2ND_MAXDIM];
   char note[256];             /* what became of a new .npy file, for a log
                                  line (b2_file_take_note) */
+  atomic_uint_fast64_t recreations; /* frames created anew at path */
 };
 
 /* Decoded bytes of the frame under a writable handle: the logical view's

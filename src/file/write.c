@@ -348,9 +348,12 @@ int b2_file_recreate(b2_file *f, const b2_frame_params *p) {
     b2_fail(rc, "%s: cannot recreate the frame", f->path);
   }
   atomic_fetch_add(&f->epoch, 1);
+  atomic_fetch_add(&f->recreations, 1);
   pthread_mutex_unlock(&f->fmu);
   return rc;
 }
+
+uint64_t b2_file_recreations(b2_file *f) { return f->writable ? atomic_load(&f->recreations) : 0; }
 
 int b2_file_set_param(b2_file *f, const char *key, const char *value) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
