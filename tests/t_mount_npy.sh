@@ -229,6 +229,11 @@ b = np.concatenate([b, np.zeros((2, 60, 70), dtype="<i2")])
 c = np.load(p)
 assert c.shape == (52, 60, 70) and c.tobytes() == b.tobytes(), "resized content"
 b.tofile(f"{tmp}/i16.want")
+# numpy.save over an existing array: a new array of another shape and dtype.
+np.save(f"{mnt}/over.npy", np.arange(5000.).reshape(50, 100))
+np.save(f"{mnt}/over.npy", np.arange(77, dtype="<i2"))
+o = np.load(f"{mnt}/over.npy")
+assert o.dtype == np.dtype("<i2") and o.tobytes() == np.arange(77, dtype="<i2").tobytes(), "overwrite"
 # Shapes asked for before the data.
 fd = os.open(f"{mnt}/shaped.npy", os.O_CREAT | os.O_WRONLY, 0o644)
 os.setxattr(f"{mnt}/shaped.npy", "user.b2.chunkshape", b"100,30")
@@ -241,6 +246,8 @@ PY
   check npy_edit_fixture_memmap cmp -s "$TMP/f32.want" <("$B2F" cat --c-order "$SRC/f32-2d-uneven.b2nd")
   check npy_edit_pwrite_resize cmp -s "$TMP/i16.want" <("$B2F" cat --c-order "$SRC/i16-3d.b2nd")
   "$B2F" info "$SRC/i16-3d.b2nd" | grep -q '^shape *52 x 60 x 70' && ok npy_resize_meta || nok npy_resize_meta
+  "$B2F" info "$SRC/over.b2nd" 2>/dev/null | grep -q '^shape *77$' && ok npy_save_over_existing ||
+    nok npy_save_over_existing "$("$B2F" info "$SRC/over.b2nd" 2>&1 | grep shape | head -1)"
   "$B2F" info "$SRC/shaped.b2nd" 2>/dev/null | grep -q '^chunkshape *100 x 30' &&
     "$B2F" info "$SRC/shaped.b2nd" | grep -q '^blockshape *20 x 30' && ok npy_xattr_shapes ||
     nok npy_xattr_shapes "$("$B2F" info "$SRC/shaped.b2nd" 2>&1 | grep shape | tr '\n' ' ')"
