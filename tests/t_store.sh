@@ -260,6 +260,26 @@ assert bytes(ts["/s"][:]) == open(sys.argv[2], "rb").read() + b"APPENDED"
 PY
 check "a .b2d leaf written through the mount reads in python-blosc2" [ $? -eq 0 ]
 
+# Changes behind the mount: python-blosc2 adds values to the .b2d (a file
+# and an embedded one) and rewrites the .b2z; the mount shows them.
+"$PYB2" - "$msrc" 2>"$tmp/err" <<'PY'
+import sys, numpy as np, blosc2
+src = sys.argv[1]
+with blosc2.TreeStore(f"{src}/t.b2d", mode="a", threshold=1000) as ts:
+    ts["/a/new"] = np.arange(500, dtype="<i4")  # a file
+    ts["/a/tiny2"] = np.arange(5, dtype="<i2")  # embedded: embed.b2e changes
+with blosc2.TreeStore(f"{src}/t.b2z", mode="a") as ts:
+    ts["/z/new"] = np.arange(6, dtype="<u2")
+PY
+"$PYB2" - "$mnt" 2>>"$tmp/err" <<'PY'
+import sys, numpy as np
+m = sys.argv[1]
+assert (np.load(f"{m}/t/a/new.npy") == np.arange(500)).all()
+assert (np.load(f"{m}/t/a/tiny2.npy") == np.arange(5)).all()
+assert np.load(f"{m}/t.b2z/z/new.npy").dtype == np.dtype("<u2")
+PY
+check "stores changed behind the mount show their new values" [ $? -eq 0 ]
+
 # A damaged store: EIO inside it, one log line naming it, the rest works.
 ls "$mnt/bad" >/dev/null 2>"$tmp/err"
 check "damaged store: EIO" grep -q "Input/output error" "$tmp/err"
