@@ -127,7 +127,7 @@ typedef struct b2fs_inode {
                                     writable (0: none) */
   char *closing;                 /* path of a writable handle being closed
                                     (compacted): lookups of it wait */
-  struct b2fs_snode *sn;         /* kind STORE: the store's state (its own
+  _Atomic(struct b2fs_snode *) sn; /* kind STORE: the store's state (its own
                                     inode) or the member's key (store.c) */
 } b2fs_inode;
 

@@ -108,15 +108,19 @@ int b2fs_store_member(const b2fs_inode *in) {
   return in->kind == B2_NS_STORE && in->sn && in->sn->root;
 }
 
+/* The store state of a store's own inode, made at its first use. */
 static b2fs_snode *root_sn(b2fs_inode *in) {
-  pthread_mutex_lock(&in->lock);
-  if (!in->sn) {
-    b2fs_snode *sn = calloc(1, sizeof *sn);
-    if (sn) pthread_mutex_init(&sn->mu, NULL);
-    in->sn = sn;
+  b2fs_snode *sn = atomic_load(&in->sn);
+  if (sn) return sn;
+  sn = calloc(1, sizeof *sn);
+  if (!sn) return NULL;
+  pthread_mutex_init(&sn->mu, NULL);
+  b2fs_snode *none = NULL;
+  if (!atomic_compare_exchange_strong(&in->sn, &none, sn)) { /* another thread was first */
+    pthread_mutex_destroy(&sn->mu);
+    free(sn);
+    return none;
   }
-  b2fs_snode *sn = in->sn;
-  pthread_mutex_unlock(&in->lock);
   return sn;
 }
 
@@ -216,9 +220,8 @@ static int resolve(b2fs_inode *in, b2fs_snap **p, int64_t *i) {
 }
 
 void b2fs_store_free(b2fs_inode *in) {
-  b2fs_snode *sn = in->sn;
+  b2fs_snode *sn = atomic_exchange(&in->sn, NULL);
   if (!sn) return;
-  in->sn = NULL;
   if (sn->root) {
     members_del(sn);
     b2fs_inode_forget(sn->root, 1);
