@@ -73,6 +73,7 @@ typedef struct b2fs_sig {
   struct timespec mtime, ctime;
   ino_t ino;                     /* of the frame file / chunks.b2frame */
   struct timespec dmtime, dctime; /* the sparse directory's own times */
+  uint64_t gen;                  /* its .b2lock generation counter (0: none) */
 } b2fs_sig;
 
 typedef struct b2fs_handle {

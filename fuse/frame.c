@@ -46,7 +46,7 @@ static int ts_eq(struct timespec a, struct timespec b) {
 }
 
 int b2fs_sig_eq(const b2fs_sig *a, const b2fs_sig *b) {
-  return a->size == b->size && a->ino == b->ino && ts_eq(a->mtime, b->mtime) &&
+  return a->size == b->size && a->ino == b->ino && a->gen == b->gen && ts_eq(a->mtime, b->mtime) &&
          ts_eq(a->ctime, b->ctime) && ts_eq(a->dmtime, b->dmtime) &&
          ts_eq(a->dctime, b->dctime);
 }
@@ -68,6 +68,10 @@ int b2fs_sig_of(b2fs_inode *in, const struct stat *st, b2fs_sig *sig) {
   sig->mtime = f->st_mtim;
   sig->ctime = f->st_ctim;
   sig->ino = f->st_ino;
+  /* another program's change under the reference library's locking may
+   * keep size and times: its sidecar's counter moves */
+  char path[64];
+  if (b2_frame_lock_gen(b2fs_fd_path(in->fd, path, sizeof path), &sig->gen) < 0) sig->gen = 0;
   return 0;
 }
 

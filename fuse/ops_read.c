@@ -284,6 +284,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 /* Log a failed read of a frame (one line naming file, chunk and reason);
  * the errno to reply. */
 static int read_failed(b2fs_inode *in, b2fs_handle *use, int64_t off, int rc) {
+  if (rc == B2_E_STALE) return ESTALE; /* op_read reads the new state */
   char what[64];
   snprintf(what, sizeof what, "read at offset %lld", (long long)off);
   b2fs_frame_log(in, use, what, rc);
@@ -315,10 +316,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   b2fs_handle *use = w ? w : h;
   unsigned char *buf = b2fs_tls_buf(size);
   b2_file *f = b2fs_use(use);
-  size_t done = 0;
+  size_t done = 0, want = size;
   int err = !buf ? ENOMEM : !f ? EIO : 0;
-  int tries = 0;
+  int tries = 0, stale = 0;
   b2_file_pin pin = {0};
+again:
   if (!err && !use->writable) {
     /* Read-only: a sequential read is sent straight from the cache. */
     ssize_t n = b2_file_pread_pin(f, buf, size, (int64_t)off, &pin);
@@ -343,6 +345,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (n == 0) break;
     done += (size_t)n;
   }
+  /* Another program changed the frame under the reference library's
+   * locking (its bytes may have moved): read the whole request again from
+   * the frame as it is now, so that it shows one committed state. */
+  if (err == ESTALE && stale++ < 8) {
+    b2_file_unpin(&pin);
+    memset(&pin, 0, sizeof pin);
+    b2fs_unuse(use);
+    if (w) b2fs_frame_release(in, w);
+    w = NULL;
+    int rc = b2fs_frame_peek(in, &w);
+    if (rc < 0) w = NULL;
+    use = w ? w : h;
+    f = b2fs_use(use);
+    done = 0;
+    size = want;
+    err = rc < 0 || !f ? EIO : 0;
+    goto again;
+  }
+  if (err == ESTALE) err = read_failed(in, use, (int64_t)off, B2_E_IO);
   /* Done with the handle before replying: once the reply is out, a release
    * may free it.  The pin holds only the cache entry the reply sends. */
   b2fs_unuse(use);

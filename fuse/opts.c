@@ -29,6 +29,7 @@ enum {
   KEY_COMPACT_PCT,
   KEY_COMPACT_MIN,
   KEY_READ_AHEAD_KB,
+  KEY_LOCKING,
 };
 
 static const struct fuse_opt spec[] = {
@@ -37,6 +38,7 @@ static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("read_ahead_kb=", KEY_READ_AHEAD_KB),
     FUSE_OPT_KEY("nthreads=", KEY_NTHREADS),
     FUSE_OPT_KEY("verify=", KEY_VERIFY),
+    FUSE_OPT_KEY("locking=", KEY_LOCKING),
     FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
     FUSE_OPT_KEY("idle_frames=", KEY_IDLE),
     FUSE_OPT_KEY("no_default_permissions", KEY_NO_DP),
@@ -148,6 +150,18 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
       o->env.verify = 0;
     else {
       fprintf(stderr, "b2fs: bad verify '%s' (on or off)\n", val);
+      return -1;
+    }
+    return 0;
+  case KEY_LOCKING: /* the .b2lock sidecars of the reference library */
+    if (!strcmp(val, "auto"))
+      b2_frame_set_locking(B2_LOCKING_AUTO);
+    else if (!strcmp(val, "on"))
+      b2_frame_set_locking(B2_LOCKING_ON);
+    else if (!strcmp(val, "off"))
+      b2_frame_set_locking(B2_LOCKING_OFF);
+    else {
+      fprintf(stderr, "b2fs: bad locking '%s' (auto, on or off)\n", val);
       return -1;
     }
     return 0;

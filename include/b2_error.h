@@ -37,7 +37,8 @@ enum b2_error {
   B2_E_XDEV = -18,       /* a move that must copy instead (another kind of entry) */
   B2_E_NOTDIR = -19,     /* a directory was needed */
   B2_E_ISDIR = -20,      /* a directory where it cannot be */
-  B2_E_LAST = -20
+  B2_E_STALE = -21,      /* another program changed the frame since it was opened */
+  B2_E_LAST = -21
 };
 
 /* Short English name of a code ("damaged or malformed data"). Never NULL. */

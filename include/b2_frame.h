@@ -178,6 +178,36 @@ const char *b2_frame_kind_name(int kind);
  * NDARRAY), else 0. */
 int b2_frame_kind_is_data(int kind);
 
+/* ---- sharing frames with other processes --------------------------------
+ * The reference library (c-blosc2 3.2+, python-blosc2 with locking=True or
+ * BLOSC_LOCKING=1) serialises access to a frame with flock on a sidecar,
+ * `<file>.b2lock` (contiguous) or `<dir>/.b2lock` (sparse): shared while
+ * reading header, index and chunks, exclusive while changing the frame,
+ * with a generation counter (bytes 8-15, host order) bumped by every
+ * exclusive locker.  Frames take part when the sidecar exists (AUTO, the
+ * default; BLOSC_LOCKING set to anything but "" or "0" acts as ON), always
+ * (ON: the sidecar is created) or never (OFF).  A read-only frame loads
+ * under the shared lock and reads every stored chunk under it, failing
+ * with B2_E_STALE once the counter has moved (the other program may have
+ * rewritten the bytes in place: open the frame again).  A writable frame
+ * holds the exclusive lock from b2_frame_open_rw to its close and bumps the
+ * counter then and at each commit.  Frames inside other files
+ * (b2_frame_open_fd) never lock.  See src/frame/lock.c. */
+#define B2_FRAME_LOCK_SUFFIX ".b2lock" /* beside a contiguous frame */
+#define B2_FRAME_LOCK_FILE ".b2lock"   /* inside a sparse frame */
+enum { B2_LOCKING_AUTO = 0, B2_LOCKING_ON, B2_LOCKING_OFF };
+
+/* Set the mode for frames opened from now on (process-wide). */
+void b2_frame_set_locking(int mode);
+
+/* 1 if f takes part in sidecar locking. */
+int b2_frame_locked(const b2_frame *f);
+
+/* The counter in the sidecar of the frame at `path` (a file or a sparse
+ * frame's directory), read without locking (a hint for change detection):
+ * 0 and *gen, B2_E_NOENT when there is no sidecar. */
+int b2_frame_lock_gen(const char *path, uint64_t *gen);
+
 /* ---- writing ----------------------------------------------------------
  * A writable frame stages changes in memory and in new bytes on disk;
  * b2_frame_commit makes them durable and visible to other openers.  The

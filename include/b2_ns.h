@@ -112,7 +112,8 @@ int b2_ns_name_to_source(const char *shown, b2_ns_probe_fn probe, void *ctx,
                          char *out, size_t cap);
 
 /* Is `src` a name never shown (engine temporaries: ".NAME.b2tmp" and
- * "chunks.b2frame.tmp")?  1, 0. */
+ * "chunks.b2frame.tmp"; the reference library's lock sidecars
+ * "NAME.b2lock")?  1, 0. */
 int b2_ns_name_hidden(const char *src);
 
 /* The frame suffix of source name `src` (a pointer into it; "" for none). */

@@ -32,6 +32,7 @@ static const char *const names[] = {
     "cross-kind move",
     "not a directory",
     "is a directory",
+    "changed by another program",
 };
 
 const char *b2_strerror(int code) {
@@ -76,7 +77,7 @@ static const struct {
     {EIO, B2_E_IO},       {ENOMEM, B2_E_NOMEM},   {EINVAL, B2_E_INVAL},
     {ERANGE, B2_E_RANGE}, {ENOENT, B2_E_NOENT},   {EEXIST, B2_E_EXIST},
     {ENOSPC, B2_E_NOSPC}, {EDQUOT, B2_E_NOSPC},   {EROFS, B2_E_ROFS},
-    {EACCES, B2_E_PERM},  {EPERM, B2_E_PERM},     {EBUSY, B2_E_BUSY},
+    {EACCES, B2_E_PERM},  {EPERM, B2_E_PERM},     {EBUSY, B2_E_BUSY},  {ESTALE, B2_E_STALE},
     {EFBIG, B2_E_LIMIT},  {ENOTSUP, B2_E_UNSUPPORTED},
     {ENAMETOOLONG, B2_E_NAMETOOLONG}, {EXDEV, B2_E_XDEV},
     {ENOTDIR, B2_E_NOTDIR}, {EISDIR, B2_E_ISDIR},

@@ -196,6 +196,8 @@ int b2_frame_redo(int dirfd, const char *name) {
 }
 
 int b2_frame_rewrite(b2_frame *f) {
+  int lrc = b2_frame_lk_bump(f); /* other lockers see the change */
+  if (lrc < 0) return lrc;
   b2_frame_w *w = f->w;
   const char *base;
   int dirfd = b2_io_open_parent(w->rpath, &base);

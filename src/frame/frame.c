@@ -188,11 +188,21 @@ int b2_frame_open(const char *path, b2_frame **out) {
   b2_frame *f = frame_new(path);
   if (!f) return B2_E_NOMEM;
   int rc = open_files(f, path);
+  if (rc == 0) rc = b2_frame_lk_attach(f, path);
+  int locked = 0;
+  if (rc == 0 && f->lk) { /* loaded under the shared lock, sized under it */
+    struct stat st;
+    rc = locked = b2_frame_lk_rd_begin(f, 0);
+    if (rc > 0) rc = 0;
+    if (locked > 0 && fstat(f->fd, &st) == 0) f->file_size = (int64_t)st.st_size;
+  }
   if (rc < 0) {
     b2_frame_close(f);
     return rc;
   }
-  return load(f, out);
+  rc = load(f, out); /* closes f on failure, which releases the lock */
+  if (rc == 0) b2_frame_lk_rd_end(f, locked);
+  return rc;
 }
 
 int b2_frame_open_fd(int fd, int64_t offset, int64_t length, const char *name,
@@ -228,6 +238,7 @@ int b2_frame_open_fd(int fd, int64_t offset, int64_t length, const char *name,
 void b2_frame_close(b2_frame *f) {
   if (!f) return;
   b2_frame_w_free(f); /* discards what was not committed */
+  b2_frame_lk_free(f);
   if (f->fd >= 0) close(f->fd);
   if (f->dirfd >= 0) close(f->dirfd);
   free(f->path);

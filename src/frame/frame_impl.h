@@ -90,6 +90,9 @@ typedef struct b2_frame_csum {
   char why[160];
 } b2_frame_csum;
 
+/* Sidecar locking with other processes (lock.c). */
+typedef struct b2_frame_lk b2_frame_lk;
+
 struct b2_frame {
   b2_frame_info info;
   char *path;
@@ -125,6 +128,9 @@ struct b2_frame {
 
   b2_frame_csum csum;
 
+  /* The `.b2lock` sidecar when this frame takes part in locking, else
+   * NULL (lock.c). */
+  b2_frame_lk *lk;
   /* Writer state; NULL for a frame opened read-only. */
   struct b2_frame_w *w;
 };
@@ -238,6 +244,29 @@ int b2_frame_parse_legacy_trailer(const uint8_t *trailer, size_t len,
 /* Where the trailer starts, from the last bytes of the frame: `tail` holds
  * the B2_FRAME_TRAILER_MIN bytes that end at frame_size. */
 int b2_frame_trailer_len(const uint8_t *tail, uint32_t *len);
+
+/* ---- sidecar locking (lock.c) --------------------------------------------
+ * Attach the sidecar of the frame opened from `path` when it takes part
+ * (nothing otherwise); free it at close.  rd_begin takes the shared lock
+ * (one flock for all threads of this frame): check 0 records the counter
+ * (loading), check 1 fails with B2_E_STALE when it moved.  It returns 1
+ * when it took the lock, 0 when there is nothing to lock (no sidecar, a
+ * writable frame, which holds the exclusive lock, or a frame this process
+ * is writing through another b2_frame); rd_end(f, that result) releases.
+ * wr_begin takes the exclusive lock for a write session (B2_E_AGAIN_INTERNAL
+ * when the counter moved since loading) and bumps the counter; bump bumps
+ * it again (each commit). */
+#define B2_E_AGAIN_INTERNAL (B2_E_LAST - 100)
+int b2_frame_lk_attach(b2_frame *f, const char *path);
+void b2_frame_lk_free(b2_frame *f);
+int b2_frame_lk_rd_begin(const b2_frame *f, int check);
+void b2_frame_lk_rd_end(const b2_frame *f, int locked);
+int b2_frame_lk_wr_begin(b2_frame *f);
+int b2_frame_lk_bump(b2_frame *f);
+/* Who holds an exclusive flock on the file at fd, from /proc/locks (this
+ * host only): "held by pid N (comm) on this host", else "holder unknown
+ * (...)".  1 when found, 0 when not. */
+int b2_frame_lock_holder(int fd, char *out, size_t cap);
 
 /* ---- I/O ----------------------------------------------------------------- */
 

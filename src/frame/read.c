@@ -136,11 +136,15 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
     return 0;
   }
   chunk_loc l;
+  int locked = b2_frame_lk_rd_begin(f, 1);
+  if (locked < 0) return b2_context(locked, "chunk %lld", (long long)i);
   rc = locate(f, entry, &l);
-  if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
   int32_t nb;
-  rc = b2_frame_read_stored(l.fd, l.pos, l.limit, b, len, &nb);
-  release(&l);
+  if (rc == 0) {
+    rc = b2_frame_read_stored(l.fd, l.pos, l.limit, b, len, &nb);
+    release(&l);
+  }
+  b2_frame_lk_rd_end(f, locked);
   if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
   if ((rc = b2_frame_csum_check(f, i, b->p, *len)) < 0) return rc;
   if (nb != expect)
@@ -166,13 +170,17 @@ static int64_t cbytes_of(const b2_frame *f, int64_t i) {
   int64_t entry = b2_frame_entry(f, i);
   if (b2_frame_entry_kind(entry) != B2_SPECIAL_NONE) return 0;
   chunk_loc l;
+  int locked = b2_frame_lk_rd_begin(f, 1);
+  if (locked < 0) return b2_context(locked, "chunk %lld", (long long)i);
   rc = locate(f, entry, &l);
-  if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
   uint8_t hdr[B2_CHUNK_HEADER_EXT];
   size_t hl;
   int32_t nb, cb;
-  rc = peek(&l, hdr, &hl, &nb, &cb);
-  release(&l);
+  if (rc == 0) {
+    rc = peek(&l, hdr, &hl, &nb, &cb);
+    release(&l);
+  }
+  b2_frame_lk_rd_end(f, locked);
   if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
   return cb;
 }

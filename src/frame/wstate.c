@@ -24,7 +24,6 @@
  * a table over the numbers in use. */
 #define NUM_SPREAD 4
 /* w_init: the frame changed between parsing and locking (retry). */
-#define B2_E_AGAIN_INTERNAL (B2_E_LAST - 100)
 #define NUM_MARGIN 65536
 
 void b2_sframe_name(int64_t num, char name[32]) {
@@ -257,8 +256,9 @@ static int reopen_rw(b2_frame *f) {
 
 static int lock_fd(int fd) {
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK)
-      return b2_fail(B2_E_BUSY, "the frame is open for writing elsewhere");
+    char who[128];
+    if (errno == EWOULDBLOCK && (b2_frame_lock_holder(fd, who, sizeof who), 1))
+      return b2_fail(B2_E_BUSY, "the frame is open for writing elsewhere: %s", who);
     return b2_fail(b2_from_errno(errno), "lock: %s", strerror(errno));
   }
   return 0;
@@ -313,6 +313,7 @@ int b2_frame_w_init(b2_frame *f) {
                      strerror(errno));
     rc = lock_fd(f->dirfd);
     if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
+    if (!rc) rc = b2_frame_lk_wr_begin(f);
     if (!rc) rc = fill_sizes_sparse(f);
   } else {
     /* Strict paths are canonical already, and must not be re-resolved
@@ -323,6 +324,7 @@ int b2_frame_w_init(b2_frame *f) {
                             f->path, strerror(errno));
     if (!rc) rc = lock_fd(f->fd);
     if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
+    if (!rc) rc = b2_frame_lk_wr_begin(f);
     if (!rc) rc = fill_sizes_contiguous(f);
     /* Bytes past frame_size belong to no committed frame (an abandoned
      * staged state): drop them. */

@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "b2_chunk.h"
@@ -1576,6 +1578,103 @@ static void test_kinds(void) {
   CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
 }
 
+/* The reference library's .b2lock sidecar (lock.c): the counter bumped by
+ * a write session and each commit, a foreign change seen by a read-only
+ * frame as B2_E_STALE, readers of a frame this process writes never
+ * blocked, another process kept out while we write, OFF and AUTO. */
+static uint64_t sidecar_gen(const char *lock) {
+  uint8_t b[8] = {0};
+  uint64_t g = 0;
+  int fd = open(lock, O_RDONLY);
+  if (fd >= 0 && pread(fd, b, 8, 8) == 8) memcpy(&g, b, 8);
+  if (fd >= 0) close(fd);
+  return g;
+}
+
+/* What another process does: take the exclusive lock, bump the counter. */
+static void foreign_bump(const char *lock) {
+  int fd = open(lock, O_RDWR);
+  CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+  uint64_t g = sidecar_gen(lock) + 1;
+  CHECK(pwrite(fd, &g, 8, 8) == 8);
+  close(fd);
+}
+
+/* Whether the frame at path, opened under `mode`, takes part in locking. */
+static int locked_as(const char *path, int mode) {
+  b2_frame_set_locking(mode);
+  b2_frame *r;
+  if (b2_frame_open(path, &r) < 0) return -1;
+  int yes = b2_frame_locked(r);
+  b2_frame_close(r);
+  return yes;
+}
+
+static void test_locking(void) {
+  for (int layout = 0; layout < 2; layout++) {
+    char path[512], lock[600];
+    tpath(path, sizeof path, layout ? "locked.sparse" : "locked.b2frame");
+    snprintf(lock, sizeof lock, layout ? "%s/.b2lock" : "%s.b2lock", path);
+    b2_frame_set_locking(B2_LOCKING_ON);
+    b2_frame_params p;
+    params(&p, layout, B2_CODEC_LZ4, 4, 4096);
+    b2_frame *w;
+    CHECK_EQ(b2_frame_create(path, &p, &w), 0);
+    if (!w) continue;
+    CHECK(b2_frame_locked(w));
+    uint64_t g0 = sidecar_gen(lock);
+    CHECK(g0 >= 1); /* bumped when the write session took the lock */
+    model m = {NULL, 0, p.chunksize};
+    model_resize(&m, 3 * 4096);
+    fill(&m, 0, m.n, 7);
+    for (int64_t i = 0; i < 3; i++) CHECK(put_model_chunk(w, &p.cparams, &m, i) >= 0);
+    CHECK_EQ(b2_frame_commit(w), 0);
+    CHECK_EQ(sidecar_gen(lock), g0 + 1);
+    uint64_t g;
+    CHECK_EQ(b2_frame_lock_gen(path, &g), 0);
+    CHECK_EQ(g, g0 + 1);
+    /* another process is kept out while we write */
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd = open(lock, O_RDWR);
+      _exit(fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK ? 0 : 1);
+    }
+    int st = -1;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* a reader in this process is not blocked by our own writer */
+    b2_frame *r;
+    CHECK_EQ(b2_frame_open(path, &r), 0);
+    if (r) {
+      CHECK(frame_equals(r, &m, "read beside our writer"));
+      b2_frame_close(r);
+    }
+    b2_frame_close(w);
+    /* a read-only frame notices a foreign change through the counter */
+    CHECK_EQ(b2_frame_open(path, &r), 0);
+    if (!r) continue;
+    CHECK(b2_frame_locked(r));
+    CHECK(frame_equals(r, &m, "locked read"));
+    foreign_bump(lock);
+    uint8_t buf[4096];
+    CHECK_EQ(b2_frame_decode_chunk(r, 0, buf, sizeof buf), B2_E_STALE);
+    b2_frame_close(r);
+    CHECK_EQ(b2_frame_open(path, &r), 0); /* opened again: reads */
+    if (r) {
+      CHECK(frame_equals(r, &m, "reopened"));
+      b2_frame_close(r);
+    }
+    /* OFF: no part in it; AUTO: only with a sidecar */
+    CHECK_EQ(locked_as(path, B2_LOCKING_OFF), 0);
+    CHECK_EQ(locked_as(path, B2_LOCKING_AUTO), 1);
+    unlink(lock);
+    CHECK_EQ(locked_as(path, B2_LOCKING_AUTO), 0);
+    CHECK_EQ(b2_frame_lock_gen(path, &g), B2_E_NOENT);
+    free(m.b);
+  }
+  b2_frame_set_locking(B2_LOCKING_AUTO);
+}
+
 int main(void) {
   make_root();
   T_RUN(test_roundtrip_contiguous);
@@ -1594,6 +1693,7 @@ int main(void) {
   T_RUN(test_modify_reference_frames);
   T_RUN(test_concurrent_readers);
   T_RUN(test_kinds);
+  T_RUN(test_locking);
 #ifdef B2_FAULT_INJECTION
   T_RUN(test_fault_commit_contiguous);
   T_RUN(test_fault_commit_sparse);

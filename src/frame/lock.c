@@ -1,0 +1,329 @@
+/*
+ * lock.c - sharing frames with other processes through the reference
+ * library's `.b2lock` sidecar (c-blosc2 3.2+, python-blosc2 with
+ * locking=True or BLOSC_LOCKING=1).
+ *
+ * The sidecar is `<file>.b2lock` beside a contiguous frame and `.b2lock`
+ * inside a sparse frame's directory.  Access is serialised with flock on
+ * it: shared while a process reads a frame's header, index and chunks,
+ * exclusive while it changes the frame.  Bytes 8-15 hold a generation
+ * counter (host byte order, little-endian here; a short file reads as 0)
+ * that every exclusive locker bumps when it takes the lock, so a reader
+ * notices another process's changes through the counter even when size
+ * and times stay the same.
+ *
+ * b2fs takes part when the sidecar exists (b2_frame_set_locking AUTO, the
+ * default; also when BLOSC_LOCKING is set to anything but "" or "0" the
+ * sidecar is created as the reference library does) or always (ON:
+ * created when missing), never with OFF.  A read-only frame:
+ *   - is loaded (header, trailer, index) under the shared lock, and
+ *     remembers the counter it saw;
+ *   - reads each stored chunk under the shared lock and checks the counter
+ *     first: another value means the bytes may have moved (the reference
+ *     library rewrites frames in place), and the read fails with
+ *     B2_E_STALE, for the caller to open the frame again.
+ * A writable frame holds the exclusive lock from b2_frame_open_rw until it
+ * is closed (its staged chunks lie past the committed end, where another
+ * writer would append), bumping the counter then and at every commit.
+ *
+ * flock belongs to the open file description, so the shared lock of a
+ * read-only frame is taken once for all its threads (a count under a
+ * mutex) and released by the last of them.  It conflicts with this
+ * process's own exclusive lock too (another description): readers of a
+ * frame this process is writing skip the lock instead (b2fs's own writer
+ * never moves committed bytes), and they never block on it, so a reader
+ * (a pool worker, a FUSE thread the writer's client waits for) cannot
+ * stall the write session it waits behind: the shared lock is tried
+ * without blocking and, while another process holds the exclusive one,
+ * tried again every millisecond.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "common/fileio.h"
+#include "frame/frame_impl.h"
+
+struct b2_frame_lk {
+  int fd;              /* the sidecar */
+  dev_t dev;           /* its identity, for the registry of exclusive locks */
+  ino_t ino;
+  pthread_mutex_t mu;  /* `shared` */
+  int shared;          /* threads inside a shared section */
+  uint64_t gen;        /* counter of the state this frame describes */
+  int exclusive;       /* held for a write session */
+};
+
+static atomic_int locking_mode = B2_LOCKING_AUTO;
+
+/* Sidecars this process holds exclusively (write sessions). */
+#define MAX_HELD 256
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  dev_t dev;
+  ino_t ino;
+} held[MAX_HELD];
+static int nheld;
+
+static int held_here(const b2_frame_lk *lk) {
+  pthread_mutex_lock(&held_mu);
+  int yes = 0;
+  for (int k = 0; k < nheld && !yes; k++) yes = held[k].dev == lk->dev && held[k].ino == lk->ino;
+  pthread_mutex_unlock(&held_mu);
+  return yes;
+}
+
+static void set_held(const b2_frame_lk *lk, int on) {
+  pthread_mutex_lock(&held_mu);
+  if (on && nheld < MAX_HELD) {
+    held[nheld].dev = lk->dev;
+    held[nheld].ino = lk->ino;
+    nheld++;
+  } else if (!on) {
+    for (int k = 0; k < nheld; k++)
+      if (held[k].dev == lk->dev && held[k].ino == lk->ino) {
+        held[k] = held[--nheld];
+        break;
+      }
+  }
+  pthread_mutex_unlock(&held_mu);
+}
+
+void b2_frame_set_locking(int mode) { atomic_store(&locking_mode, mode); }
+
+/* The effective mode: AUTO turns into ON when BLOSC_LOCKING asks for it. */
+static int effective_mode(void) {
+  int m = atomic_load(&locking_mode);
+  if (m == B2_LOCKING_AUTO) {
+    const char *e = getenv("BLOSC_LOCKING");
+    if (e && *e && strcmp(e, "0") != 0) m = B2_LOCKING_ON;
+  }
+  return m;
+}
+
+/* The frame file's real path: paths of the form /proc/self/fd/N (how the
+ * daemon opens frames) name a descriptor, not a place for a sidecar. */
+static int real_path(const char *path, char *out, size_t cap) {
+  if (strncmp(path, "/proc/self/fd/", 14) != 0) {
+    if (strlen(path) >= cap) return b2_fail(B2_E_LIMIT, "path too long for a lock file");
+    strcpy(out, path);
+    return 0;
+  }
+  ssize_t n = readlink(path, out, cap - 1);
+  if (n < 0 || (size_t)n >= cap - 1)
+    return b2_fail(B2_E_IO, "cannot resolve %s for its lock file", path);
+  out[n] = 0;
+  return 0;
+}
+
+/* Open the sidecar of the frame at `path` (a file, or with dirfd >= 0 a
+ * sparse frame's directory): fd, or B2_E_NOENT when it does not exist and
+ * `create` is 0. */
+static int open_sidecar(const char *path, int dirfd, int create) {
+  int flags = O_RDWR | O_NONBLOCK | (create ? O_CREAT : 0);
+  char p[PATH_MAX];
+  int fd;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (dirfd >= 0) {
+      fd = openat(dirfd, B2_FRAME_LOCK_FILE, flags | O_NOFOLLOW | O_CLOEXEC, 0666);
+    } else {
+      int rc = real_path(path, p, sizeof p - sizeof B2_FRAME_LOCK_SUFFIX);
+      if (rc < 0) return rc;
+      strcat(p, B2_FRAME_LOCK_SUFFIX);
+      fd = b2_io_open_path(p, flags | O_CLOEXEC, 0666);
+    }
+    if (fd >= 0) return fd;
+    if (errno == ENOENT && !create) return B2_E_NOENT;
+    if (errno != EACCES && errno != EROFS) break;
+    flags = O_RDONLY | O_NONBLOCK; /* a reader may lock what it cannot write */
+  }
+  return b2_fail(b2_from_errno(errno), "lock file: %s", strerror(errno));
+}
+
+static int do_flock(int fd, int op) {
+  while (flock(fd, op) != 0) {
+    if (errno == EINTR) continue;
+    return b2_fail(b2_from_errno(errno), "lock file: flock: %s", strerror(errno));
+  }
+  return 0;
+}
+
+static uint64_t read_gen(int fd) {
+  uint8_t b[8];
+  uint64_t g = 0;
+  if (pread(fd, b, sizeof b, 8) == (ssize_t)sizeof b) memcpy(&g, b, sizeof g);
+  return g;
+}
+
+int b2_frame_lk_attach(b2_frame *f, const char *path) {
+  int mode = effective_mode();
+  if (mode == B2_LOCKING_OFF || f->base != 0) return 0;
+  int fd = open_sidecar(path, f->dirfd, mode == B2_LOCKING_ON);
+  if (fd == B2_E_NOENT) return 0;
+  if (fd < 0) return b2_context(fd, "%s", path);
+  b2_frame_lk *lk = calloc(1, sizeof *lk);
+  if (!lk) {
+    close(fd);
+    return b2_fail(B2_E_NOMEM, "out of memory");
+  }
+  lk->fd = fd;
+  struct stat st;
+  if (fstat(fd, &st) == 0) {
+    lk->dev = st.st_dev;
+    lk->ino = st.st_ino;
+  }
+  pthread_mutex_init(&lk->mu, NULL);
+  f->lk = lk;
+  return 0;
+}
+
+void b2_frame_lk_free(b2_frame *f) {
+  b2_frame_lk *lk = f->lk;
+  if (!lk) return;
+  if (lk->exclusive) set_held(lk, 0);
+  close(lk->fd); /* releases what this description holds */
+  pthread_mutex_destroy(&lk->mu);
+  free(lk);
+  f->lk = NULL;
+}
+
+/* The shared lock without ever blocking on this process's own exclusive
+ * lock: 1 taken, 0 skipped (this process writes the frame), or an error. */
+static int shared_lock(b2_frame_lk *lk) {
+  for (;;) {
+    if (flock(lk->fd, LOCK_SH | LOCK_NB) == 0) return 1;
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK)
+      return b2_fail(b2_from_errno(errno), "lock file: flock: %s", strerror(errno));
+    if (held_here(lk)) return 0;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
+int b2_frame_lk_rd_begin(const b2_frame *f, int check) {
+  b2_frame_lk *lk = f->lk;
+  if (!lk || lk->exclusive) return 0;
+  int rc = 0;
+  pthread_mutex_lock(&lk->mu);
+  if (lk->shared == 0) {
+    rc = shared_lock(lk);
+    if (rc == 0) { /* our own writer holds it: nothing moves under us */
+      pthread_mutex_unlock(&lk->mu);
+      return 0;
+    }
+    if (rc == 1) rc = 0;
+  }
+  if (rc == 0) {
+    lk->shared++;
+    uint64_t g = read_gen(lk->fd);
+    if (!check) {
+      lk->gen = g;
+    } else if (g != lk->gen) {
+      rc = b2_fail(B2_E_STALE, "changed by another program (lock generation %llu, was %llu)",
+                   (unsigned long long)g, (unsigned long long)lk->gen);
+    }
+  }
+  pthread_mutex_unlock(&lk->mu);
+  if (rc == B2_E_STALE) b2_frame_lk_rd_end(f, 1);
+  return rc == 0 ? 1 : rc;
+}
+
+void b2_frame_lk_rd_end(const b2_frame *f, int locked) {
+  b2_frame_lk *lk = f->lk;
+  if (!lk || locked != 1) return;
+  pthread_mutex_lock(&lk->mu);
+  if (lk->shared > 0 && --lk->shared == 0) (void)flock(lk->fd, LOCK_UN);
+  pthread_mutex_unlock(&lk->mu);
+}
+
+int b2_frame_lk_bump(b2_frame *f) {
+  b2_frame_lk *lk = f->lk;
+  if (!lk || !lk->exclusive) return 0;
+  uint64_t g = read_gen(lk->fd) + 1;
+  uint8_t b[8];
+  memcpy(b, &g, sizeof b);
+  int rc = b2_io_pwrite(lk->fd, b, sizeof b, 8);
+  if (rc < 0) return b2_context(rc, "lock file: generation counter");
+  lk->gen = g;
+  return 0;
+}
+
+int b2_frame_lk_wr_begin(b2_frame *f) {
+  b2_frame_lk *lk = f->lk;
+  if (!lk) return 0;
+  int rc = do_flock(lk->fd, LOCK_EX);
+  if (rc < 0) return rc;
+  lk->exclusive = 1;
+  set_held(lk, 1);
+  if (read_gen(lk->fd) != lk->gen) return B2_E_AGAIN_INTERNAL; /* changed since loaded */
+  return b2_frame_lk_bump(f);
+}
+
+int b2_frame_locked(const b2_frame *f) { return f && f->lk; }
+
+int b2_frame_lock_gen(const char *path, uint64_t *gen) {
+  if (!path || !gen) return b2_fail(B2_E_INVAL, "lock generation: missing argument");
+  *gen = 0;
+  int dirfd = -1;
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    dirfd = b2_io_open_path(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (dirfd < 0) return b2_fail(b2_from_errno(errno), "%s: %s", path, strerror(errno));
+  }
+  int fd = open_sidecar(path, dirfd, 0);
+  if (dirfd >= 0) close(dirfd);
+  if (fd < 0) return fd;
+  *gen = read_gen(fd);
+  close(fd);
+  return 0;
+}
+
+/* ---- who holds a frame --------------------------------------------------- */
+
+int b2_frame_lock_holder(int fd, char *out, size_t cap) {
+  struct stat st;
+  if (!out || cap == 0) return B2_E_INVAL;
+  snprintf(out, cap, "holder unknown (another host, or no /proc/locks)");
+  if (fstat(fd, &st) != 0) return 0;
+  char want[64];
+  snprintf(want, sizeof want, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+           (unsigned long long)st.st_ino);
+  FILE *fp = fopen("/proc/locks", "re");
+  if (!fp) return 0;
+  char line[256];
+  long pid = -1;
+  while (fgets(line, sizeof line, fp)) {
+    char kind[16], adv[16], mode[16], dev[64];
+    long p;
+    /* "1: FLOCK  ADVISORY  WRITE 2463 fd:01:1316378 0 EOF"; waiters have "->" */
+    if (strstr(line, "->")) continue;
+    if (sscanf(line, "%*[^:]: %15s %15s %15s %ld %63s", kind, adv, mode, &p, dev) != 5) continue;
+    if (!strcmp(kind, "FLOCK") && !strcmp(mode, "WRITE") && !strcmp(dev, want)) {
+      pid = p;
+      break;
+    }
+  }
+  fclose(fp);
+  if (pid <= 0) return 0;
+  char comm[64] = "?", path[64];
+  snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+  FILE *cf = fopen(path, "re");
+  if (cf) {
+    if (fgets(comm, sizeof comm, cf)) comm[strcspn(comm, "\n")] = 0;
+    fclose(cf);
+  }
+  snprintf(out, cap, "held by pid %ld (%s) on this host", pid, comm);
+  return 1;
+}

@@ -1,0 +1,382 @@
+"""pyb2_lock.py - frames shared between python-blosc2 and b2fs under the
+reference library's `.b2lock` locking, for tests/t_pyb2_lock.sh.
+
+Every state k a writer commits is recognisable: an int64 array (or a byte
+stream) whose every item is k, of a size that depends on k.  A reader checks
+that each piece it gets is whole: every item of a page (4 KiB, one FUSE
+request) or of a chunk holds one value, and that value is a state that was
+or is being written.  At the end, after the attribute timeout, the reader
+sees exactly the last state.
+
+  pyb2_lock.py pywrite PATH SECONDS DONEFILE
+      python-blosc2 (locking=True) appends to, updates and resizes the array
+      at PATH (created first), one state per holding_lock() bracket; writes
+      the last k to DONEFILE when done
+  pyb2_lock.py mountread NPY SECONDS DONEFILE TIMEOUT SIDECAR
+      reads the array's .npy view at NPY through a mount: random pages (each
+      one read request) and whole numpy.load()s (several reads: under a
+      shared flock of the frame's SIDECAR in SOURCE, as the reference
+      library's readers lock) until DONEFILE appears, then the last state
+  pyb2_lock.py mountwrite FILE SECONDS DONEFILE
+      writes states of a plain file through a mount (open, write, truncate,
+      close: one commit each); the last k to DONEFILE
+  pyb2_lock.py pyread FRAME SECONDS DONEFILE
+      python-blosc2 (locking=True) reads the frame b2fs writes, whole under
+      holding_lock() and chunk by chunk, until DONEFILE appears, then
+      checks the last state
+  pyb2_lock.py plainread FILE SECONDS DONEFILE TIMEOUT TAG
+      pages of a plain file another mount writes (mountwrite): each page
+      one state; after the writer and TIMEOUT, exactly the last state
+  pyb2_lock.py busy FIRST SECOND LOG FRAME
+      FIRST open for writing, SECOND (the same frame through another mount)
+      gets EBUSY, and LOG (that mount's daemon) holds one line naming FRAME
+      and the holder
+  pyb2_lock.py npyread NPY SECONDS DONEFILE TIMEOUT SIDECAR TAG
+      mountread under another test name (a second mount of one SOURCE)
+
+Prints "ok NAME" / "not ok NAME: why" lines with counts.
+"""
+import os
+import random
+import sys
+import time
+
+import numpy as np
+
+PAGE = 4096
+
+
+def size_of(k):
+    """items of state k (grows, shrinks, and keeps its size at times)"""
+    return 3000 + (k * 7919) % 60000 if k % 4 else 3000 + ((k - 1) * 7919) % 60000
+
+
+def nbytes_of(k):
+    return 10000 + (k * 104729) % 3000000
+
+
+def wait_for(path):
+    """until the writer has made its file (at most a minute)"""
+    end = time.time() + 60
+    while not os.path.exists(path) and time.time() < end:
+        time.sleep(0.05)
+
+
+def done_k(donefile):
+    try:
+        return int(open(donefile).read())
+    except (OSError, ValueError):
+        return None
+
+
+def cmd_pywrite(path, seconds, donefile):
+    import blosc2
+
+    arr = blosc2.asarray(np.zeros(size_of(0), np.int64), urlpath=path, mode="w",
+                         chunks=(4096,), blocks=(1024,), locking=True)
+    k = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        k += 1
+        with arr.holding_lock():
+            n = size_of(k)
+            if arr.shape[0] != n:
+                arr.resize((n,))
+            arr[:] = np.full(n, k, np.int64)
+        time.sleep(random.random() * 0.01)
+    open(donefile + ".tmp", "w").write(str(k))
+    os.rename(donefile + ".tmp", donefile)
+    print("ok pywrite: %d states committed" % k)
+
+
+def check_items(items, maxk, what):
+    """items all equal one k in [0, maxk]; None, or why not"""
+    if len(items) == 0:
+        return None
+    k = int(items[0])
+    if not (items == k).all():
+        vals = sorted(set(int(x) for x in items))[:5]
+        return "%s mixes values %s" % (what, vals)
+    if k < 0 or (maxk is not None and k > maxk):
+        return "%s holds %d, never written" % (what, k)
+    return None
+
+
+def npy_header_len(head):
+    if head[:6] != b"\x93NUMPY":
+        return None
+    if head[6] == 1:
+        return 10 + int.from_bytes(head[8:10], "little")
+    return 12 + int.from_bytes(head[8:12], "little")
+
+
+def load_locked(npy, sidecar):
+    """numpy.load through the mount while holding the reference library's
+    shared lock on the frame's sidecar in SOURCE: one consistent state even
+    over the several read() calls numpy makes"""
+    import fcntl
+
+    fd = os.open(sidecar, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return np.load(npy)
+    finally:
+        os.close(fd)
+
+
+def cmd_mountread(npy, seconds, donefile, timeout, sidecar, tag="mountread"):
+    reads = loads = bad = 0
+    why = []
+    wait_for(npy)
+    wait_for(sidecar)
+    end = time.time() + seconds + 60
+    final = None
+    while time.time() < end:
+        final = done_k(donefile)
+        if final is not None:
+            break
+        try:
+            fd = os.open(npy, os.O_RDONLY)
+        except OSError as e:
+            why.append("open: %s" % e)
+            bad += 1
+            time.sleep(0.05)
+            continue
+        try:
+            head = os.pread(fd, PAGE, 0)
+            hl = npy_header_len(head)
+            if hl is None:
+                raise ValueError("no .npy header in the first page")
+            size = os.fstat(fd).st_size
+            for _ in range(8):
+                page = random.randrange(0, max(1, size // PAGE + 1))
+                data = os.pread(fd, PAGE, page * PAGE)
+                reads += 1
+                start = hl - page * PAGE if page * PAGE < hl else 0
+                start += (8 - (page * PAGE + start - hl) % 8) % 8
+                body = data[start:]
+                body = body[: len(body) // 8 * 8]
+                r = check_items(np.frombuffer(body, np.int64), None, "page %d" % page)
+                if r:
+                    why.append(r)
+                    bad += 1
+            if random.random() < 0.2:
+                a = load_locked(npy, sidecar)
+                loads += 1
+                r = check_items(a, None, "numpy.load")
+                if r is None and a.size and len(a) != size_of(int(a[0])):
+                    r = "numpy.load: %d items of state %d (wants %d)" % (
+                        len(a), int(a[0]), size_of(int(a[0])))
+                if r:
+                    why.append(r)
+                    bad += 1
+        except Exception as e:  # noqa: BLE001 - any failure is a finding
+            why.append("%s: %s" % (type(e).__name__, e))
+            bad += 1
+        finally:
+            os.close(fd)
+    if final is None:
+        print("not ok %s: the writer never finished" % tag)
+        return
+    time.sleep(timeout + 0.5)
+    a = np.load(npy)
+    if len(a) != size_of(final) or not (a == final).all():
+        why.append("after the writer: %d items, values %s; wants state %d (%d items)" % (
+            len(a), sorted(set(a.tolist()))[:3], final, size_of(final)))
+        bad += 1
+    if bad:
+        print("not ok %s: %d bad of %d page reads, %d loads: %s" % (
+            tag, bad, reads, loads, "; ".join(why[:4])))
+    else:
+        print("ok %s: %d page reads, %d numpy.load, all whole states; last state %d seen" % (
+            tag, reads, loads, final))
+
+
+def cmd_mountwrite(path, seconds, donefile):
+    k = 0
+    end = time.time() + seconds
+    bad = []
+    while time.time() < end:
+        k += 1
+        data = bytes([k % 251]) * nbytes_of(k)
+        try:
+            with open(path, "r+b" if os.path.exists(path) else "wb") as f:
+                f.write(data)
+                f.truncate(len(data))
+        except OSError as e:
+            bad.append("state %d: %s" % (k, e))
+        time.sleep(random.random() * 0.01)
+    open(donefile + ".tmp", "w").write(str(k))
+    os.rename(donefile + ".tmp", donefile)
+    if bad:
+        print("not ok mountwrite: %s" % "; ".join(bad[:3]))
+    else:
+        print("ok mountwrite: %d states committed through the mount" % k)
+
+
+def whole_state(data):
+    """why bytes are not exactly one state k (all bytes k % 251, nbytes_of(k)
+    of them), or None"""
+    if not data:
+        return "no bytes"
+    v = data[0]
+    ks = [k for k in range(v, 100000, 251) if nbytes_of(k) == len(data)]
+    if data.count(v) != len(data) or not ks:
+        return "%d bytes, values %s: no state" % (len(data), sorted(set(data))[:4])
+    return None
+
+
+def cmd_pyread(frame, seconds, donefile):
+    """python-blosc2 reads with locking: the whole frame in one
+    holding_lock() bracket (one state, exactly), and single chunks outside it
+    (each chunk whole; python-blosc2's own call sequence, number of chunks
+    then a chunk, is not atomic, so its errors there are counted apart)"""
+    import blosc2
+
+    chunks = opens = bad = races = 0
+    why = []
+    wait_for(frame)
+    end = time.time() + seconds + 60
+    final = None
+    while time.time() < end:
+        final = done_k(donefile)
+        if final is not None:
+            break
+        try:
+            s = blosc2.open(frame, mode="r", locking=True)
+            opens += 1
+        except Exception as e:  # noqa: BLE001 - any failure is a finding
+            why.append("open: %s: %s" % (type(e).__name__, e))
+            bad += 1
+            continue
+        try:
+            with s.holding_lock():
+                data = b"".join(s.decompress_chunk(i) for i in range(s.nchunks))
+            r = whole_state(data)
+            if r:
+                why.append("holding_lock read: " + r)
+                bad += 1
+        except Exception as e:  # noqa: BLE001
+            why.append("holding_lock read: %s: %s" % (type(e).__name__, e))
+            bad += 1
+        for i in random.sample(range(s.nchunks), min(3, s.nchunks)):
+            try:
+                c = np.frombuffer(s.decompress_chunk(i), np.uint8)
+            except Exception:  # noqa: BLE001 - the chunk left with a new state
+                races += 1
+                continue
+            chunks += 1
+            r = check_items(c, None, "chunk %d" % i)
+            if r:
+                why.append(r)
+                bad += 1
+        del s
+    if final is None:
+        print("not ok pyread: the writer never finished")
+        return
+    s = blosc2.open(frame, mode="r", locking=True)
+    data = b"".join(s.decompress_chunk(i) for i in range(s.nchunks))
+    if data != bytes([final % 251]) * nbytes_of(final):
+        why.append("after the writer: %d bytes, wants state %d (%d bytes)" % (
+            len(data), final, nbytes_of(final)))
+        bad += 1
+    if bad:
+        print("not ok pyread: %d bad in %d opens, %d chunks: %s" % (
+            bad, opens, chunks, "; ".join(why[:4])))
+    else:
+        print("ok pyread: %d whole-frame reads under holding_lock, %d single chunks (%d "
+              "left behind by python-blosc2's own unlocked sequence), all whole; last state %d"
+              % (opens, chunks, races, final))
+
+
+def cmd_plainread(path, seconds, donefile, timeout, tag):
+    """pages of a plain file written through another mount: each page one
+    state's bytes; after the writer and the attribute timeout, the last
+    state exactly"""
+    reads = bad = 0
+    why = []
+    wait_for(path)
+    end = time.time() + seconds + 60
+    final = None
+    while time.time() < end:
+        final = done_k(donefile)
+        if final is not None:
+            break
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                for _ in range(8):
+                    page = random.randrange(0, max(1, size // PAGE + 1))
+                    data = os.pread(f.fileno(), PAGE, page * PAGE)
+                    reads += 1
+                    if data and data.count(data[0]) != len(data):
+                        why.append("page %d mixes %s" % (page, sorted(set(data))[:4]))
+                        bad += 1
+        except OSError as e:
+            why.append(str(e))
+            bad += 1
+    if final is None:
+        print("not ok %s: the writer never finished" % tag)
+        return
+    time.sleep(timeout + 0.5)
+    data = open(path, "rb").read()
+    if data != bytes([final % 251]) * nbytes_of(final):
+        why.append("after the writer: %s" % whole_state(data))
+        bad += 1
+    if bad:
+        print("not ok %s: %d bad of %d page reads: %s" % (tag, bad, reads, "; ".join(why[:4])))
+    else:
+        print("ok %s: %d page reads, all whole; the last state (%d) seen within the "
+              "attribute timeout" % (tag, reads, final))
+
+
+def cmd_busy(first, second, log, frame):
+    """a second writer of a frame, through another mount, gets EBUSY and its
+    daemon logs one line naming the frame and the holder"""
+    import errno
+
+    a = os.open(first, os.O_WRONLY)
+    try:
+        os.write(a, b"x")
+        try:
+            b = os.open(second, os.O_WRONLY)
+            os.close(b)
+            print("not ok second_writer: the second open for writing succeeded")
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                print("not ok second_writer: %s (wants EBUSY)" % e)
+                return
+        time.sleep(0.2)
+        lines = [x for x in open(log, errors="replace") if frame in x and "held by pid" in x]
+        if len(lines) != 1:
+            print("not ok second_writer: EBUSY, but %d log lines naming %s and the holder"
+                  % (len(lines), frame))
+        else:
+            print("ok second_writer: EBUSY; log: %s" % lines[0].strip())
+    finally:
+        os.close(a)
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "pywrite":
+        cmd_pywrite(args[0], float(args[1]), args[2])
+    elif cmd == "mountread":
+        cmd_mountread(args[0], float(args[1]), args[2], float(args[3]), args[4])
+    elif cmd == "npyread":
+        cmd_mountread(args[0], float(args[1]), args[2], float(args[3]), args[4], tag=args[5])
+    elif cmd == "mountwrite":
+        cmd_mountwrite(args[0], float(args[1]), args[2])
+    elif cmd == "plainread":
+        cmd_plainread(args[0], float(args[1]), args[2], float(args[3]), args[4])
+    elif cmd == "busy":
+        cmd_busy(args[0], args[1], args[2], args[3])
+    elif cmd == "pyread":
+        cmd_pyread(args[0], float(args[1]), args[2])
+    else:
+        sys.exit("unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# t_pyb2_lock.sh - sharing frames with python-blosc2 and with other b2fs
+# daemons (the reference library's .b2lock locking; skipped without the
+# python-blosc2 venv, see tests/lib.sh).
+#
+#  1. python-blosc2 (locking=True) appends to, updates and resizes an array
+#     while b2fs (default locking=auto: the sidecar exists) reads its .npy
+#     view: every page read is one committed state, numpy.load under the
+#     sidecar's shared flock is one state, the last state is seen after the
+#     attribute timeout.  The same run with -o locking=off must fail (the
+#     check can tell).
+#  2. b2fs (-o locking=on) writes a file through the mount while
+#     python-blosc2 (locking=True) reads the frame: whole-frame reads under
+#     holding_lock() are exactly one state, single chunks are whole.
+#  3. Two daemons over one SOURCE: pages read through one while the other
+#     writes are whole, the last commit is seen within the attribute
+#     timeout; a second writer gets EBUSY with a log line naming the frame
+#     and the holder.  Sidecars are never listed.
+# Each scenario runs for a bounded time (B2FS_LOCK_SECONDS, default 6).
+#
+# Env: B2FS, PYB2 (tests/run.sh, tests/lib.sh).
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+B2FS=${B2FS:-$PWD/build/san/b2fs}
+L="$PWD/tests/pyb2_lock.py"
+SECS=${B2FS_LOCK_SECONDS:-6}
+T="timeout -s KILL 300"
+
+if ! have_pyb2; then skip pyb2_lock "no python-blosc2 venv (make venv, or set PYB2)"; exit 0; fi
+if [ ! -x "$B2FS" ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+  skip pyb2_lock "no b2fs build, /dev/fuse or fusermount3"; exit 0
+fi
+
+TMP=$(mktemp -d /tmp/b2fs-t_pyb2_lock.XXXXXX)
+SRC=$TMP/src M1=$TMP/m1 M2=$TMP/m2
+mkdir -p "$SRC" "$M1" "$M2"
+. tests/mount_lib.sh
+cleanup() {
+  unmount_all
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# run_pair NAME WRITER... -- READER...: both at once, their lines printed.
+run_pair() {
+  local name=$1; shift
+  local w=() r=()
+  while [ "$1" != "--" ]; do w+=("$1"); shift; done
+  shift
+  r=("$@")
+  $T "${w[@]}" >"$TMP/$name.w" 2>&1 &
+  local wp=$!
+  $T "${r[@]}" 2>&1
+  wait $wp
+  cat "$TMP/$name.w"
+}
+
+# ---- 1. python-blosc2 writes, b2fs reads -----------------------------------
+mount_bg lock1 "$SRC" "$M1" "timeout=1" || { notok lock_mount "$(tail -3 "${LOGS[$M1]}")"; exit 0; }
+run_pair py_writes "$PYB2" "$L" pywrite "$SRC/arr.b2nd" "$SECS" "$TMP/done1" -- \
+  "$PYB2" "$L" mountread "$M1/arr.npy" "$SECS" "$TMP/done1" 1 "$SRC/arr.b2nd.b2lock"
+listed=$(ls -a "$M1")
+[[ "$listed" != *b2lock* ]] && ok lock_sidecar_hidden || notok lock_sidecar_hidden "listed: $listed"
+unmount_fg "$M1" lock1
+
+# the same without locking: the check must see torn states
+rm -f "$TMP/done1"
+mount_bg lock1off "$SRC" "$M1" "timeout=1,locking=off" || { notok lock_mount_off "no mount"; exit 0; }
+out=$(run_pair py_writes_off "$PYB2" "$L" pywrite "$SRC/arr.b2nd" "$SECS" "$TMP/done1" -- \
+  "$PYB2" "$L" mountread "$M1/arr.npy" "$SECS" "$TMP/done1" 1 "$SRC/arr.b2nd.b2lock")
+sed "s/^/  [locking=off] /" <<<"$out" >&2
+if grep -q "^not ok mountread" <<<"$out"; then ok lock_off_detected
+else notok lock_off_detected "locking=off read only whole states: the check cannot tell"; fi
+unmount_fg "$M1" lock1off
+
+# ---- 2. b2fs writes, python-blosc2 reads -------------------------------------
+mount_bg lock2 "$SRC" "$M1" "timeout=1,locking=on" || { notok lock_mount_on "no mount"; exit 0; }
+run_pair b2fs_writes "$PYB2" "$L" mountwrite "$M1/plain" "$SECS" "$TMP/done2" -- \
+  "$PYB2" "$L" pyread "$SRC/plain.b2frame" "$SECS" "$TMP/done2"
+[ -f "$SRC/plain.b2frame.b2lock" ] && ok lock_on_sidecar || notok lock_on_sidecar "no sidecar made"
+unmount_fg "$M1" lock2
+
+# ---- 3. two daemons over one SOURCE ------------------------------------------
+mount_bg d1 "$SRC" "$M1" "timeout=1" || { notok lock_mount_d1 "no mount"; exit 0; }
+mount_bg d2 "$SRC" "$M2" "timeout=1" || { notok lock_mount_d2 "no mount"; exit 0; }
+run_pair two_daemons "$PYB2" "$L" mountwrite "$M1/shared" "$SECS" "$TMP/done3" -- \
+  "$PYB2" "$L" plainread "$M2/shared" "$SECS" "$TMP/done3" 1 two_daemons_read
+$T "$PYB2" "$L" busy "$M1/shared" "$M2/shared" "${LOGS[$M2]}" "shared.b2frame"
+unmount_fg "$M2" d2
+unmount_fg "$M1" d1
