@@ -103,6 +103,12 @@ typedef struct b2_store_entry {
   int64_t nchildren;   /* groups: shown children, sorted by shown name */
   const int64_t *children;
   int has_attrs;       /* groups: a __vlmeta__ carrier exists */
+  int object_root;     /* groups of a TreeStore: the root of an object kept
+                          as a subtree (a CTable: registered in the store's
+                          `_object_registry`, or holding a `_meta` SChunk of
+                          vlmeta kind "ctable"); python-blosc2 lists it as
+                          one key and hides the keys below it (objkind
+                          "ctable"); shown as a directory */
   const char *error;   /* leaves: why the frame could not be read when the
                           store was opened (NULL: it could) */
 } b2_store_entry;
@@ -152,7 +158,8 @@ int64_t b2_store_find_group(const b2_store *s, const char *key);
 
 /* Keys python-blosc2 lists, in byte order, as entry indices: the leaves
  * (remote references included), and for a TreeStore also the groups
- * (not the root).  Returns the count; fills idx up to cap. */
+ * (not the root), but nothing below an object root.  Returns the count;
+ * fills idx up to cap. */
 int64_t b2_store_keys(const b2_store *s, int64_t *idx, int64_t cap);
 
 /* Notes gathered while opening (members left out: deflated, encrypted,

@@ -11,6 +11,7 @@ usage: store_gen.py SRC EXP
   the expected bytes in EXP/NAME.N: NDArray values in C order, SChunk
   values their bytes, other objects repr(list(value)).
 """
+import dataclasses
 import os
 import sys
 
@@ -19,6 +20,12 @@ import numpy as np
 
 src, exp = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(5)
+
+
+@dataclasses.dataclass
+class Row:
+    x: int = 0
+    y: float = 0.0
 
 
 def fill_tree(ts):
@@ -63,6 +70,9 @@ for ext in ("b2d", "b2z"):
         fill_tree(ts)
     with blosc2.DictStore(f"{src}/d.{ext}", mode="w", threshold=1000) as ds:
         fill_dict(ds)
+table = blosc2.CTable(Row)
+table.append(Row(x=1, y=2.5))
+table.append(Row(x=3, y=-1.0))
 with blosc2.TreeStore(f"{src}/o.b2d", mode="w") as ts:
     oa = blosc2.ObjectArray()
     oa.append({"x": 1})
@@ -73,16 +83,26 @@ with blosc2.TreeStore(f"{src}/o.b2d", mode="w") as ts:
     ts["/b"] = ba
     ts["/n"] = np.arange(4, dtype="<i4")
     ts.vlmeta["root"] = "file carrier"
+    ts["/tbl"] = table  # a CTable: python lists one key, its columns below it
 
 
-def expect(name, opener):
+
+def expect(name, opener, raw=None):
     store = opener()
     keys = sorted(store.keys(), key=lambda k: k.encode())
+    shown_keys = list(keys)
+    if raw:  # the keys inside objects kept as subtrees (CTables): shown, not listed
+        roots = [k for k in keys if type(store[k]).__name__ == "CTable"]
+        inner = [k for k in raw().keys() if any(k.startswith(r + "/") for r in roots)]
+        shown_keys += sorted(inner, key=lambda k: k.encode())
+        store_get = raw()
+    else:
+        store_get = store
     with open(f"{exp}/{name}.keys", "w") as f:
         f.write("".join(k + "\n" for k in keys))
     rows = []
-    for n, k in enumerate(keys):
-        v = store[k]
+    for n, k in enumerate(shown_keys):
+        v = store[k] if k in keys else store_get[k]
         path = f"{exp}/{name}.{n}"
         if isinstance(v, blosc2.NDArray):
             kind, data, shown = "nd", np.ascontiguousarray(v[()]).tobytes(), k + ".npy"
@@ -107,4 +127,5 @@ expect("x.b2e", lambda: blosc2.EmbedStore(urlpath=f"{src}/x.b2e", mode="r"))
 for ext in ("b2d", "b2z"):
     expect(f"t.{ext}", lambda: blosc2.TreeStore(f"{src}/t.{ext}", mode="r"))
     expect(f"d.{ext}", lambda: blosc2.DictStore(f"{src}/d.{ext}", mode="r"))
-expect("o.b2d", lambda: blosc2.TreeStore(f"{src}/o.b2d", mode="r"))
+expect("o.b2d", lambda: blosc2.TreeStore(f"{src}/o.b2d", mode="r"),
+       raw=lambda: blosc2.DictStore(f"{src}/o.b2d", mode="r"))

@@ -132,3 +132,62 @@ int b2_embed_parse(const uint8_t *buf, size_t len, int64_t nbytes,
   }
   return 0;
 }
+
+/* Whether the map at r (an entry of the registry) says kind "ctable". */
+static int is_ctable(b2_mp_reader *r, int *yes) {
+  uint32_t n;
+  int rc = b2_mp_read_map(r, &n);
+  *yes = 0;
+  for (uint32_t k = 0; rc == 0 && k < n; k++) {
+    const uint8_t *name;
+    uint32_t nlen;
+    rc = b2_mp_read_str(r, &name, &nlen);
+    if (rc == 0 && str_is(name, nlen, "kind")) {
+      const uint8_t *v;
+      uint32_t vlen;
+      rc = b2_mp_read_str(r, &v, &vlen);
+      if (rc == 0) *yes = str_is(v, vlen, "ctable");
+    } else if (rc == 0) {
+      rc = b2_mp_skip(r);
+    }
+  }
+  return rc;
+}
+
+int b2_embed_roots(const uint8_t *buf, size_t len, char ***roots, int *count) {
+  *roots = NULL;
+  *count = 0;
+  b2_mp_reader r;
+  b2_mp_reader_init(&r, buf, len);
+  uint32_t n;
+  int rc = b2_mp_read_map(&r, &n);
+  if (rc == 0 && n > B2_STORE_MAX_ROOTS)
+    rc = b2_fail(B2_E_LIMIT, "%u object roots (at most %d)", n, B2_STORE_MAX_ROOTS);
+  char **out = rc == 0 ? calloc(n ? n : 1, sizeof *out) : NULL;
+  if (rc == 0 && !out) rc = b2_fail(B2_E_NOMEM, "out of memory");
+  int got = 0;
+  for (uint32_t k = 0; rc == 0 && k < n; k++) {
+    const uint8_t *key;
+    uint32_t klen;
+    int yes;
+    rc = b2_mp_read_str(&r, &key, &klen);
+    if (rc == 0) rc = is_ctable(&r, &yes);
+    if (rc == 0 && yes) {
+      out[got] = malloc((size_t)klen + 1);
+      if (!out[got]) {
+        rc = b2_fail(B2_E_NOMEM, "out of memory");
+        break;
+      }
+      memcpy(out[got], key, klen);
+      out[got++][klen] = 0;
+    }
+  }
+  if (rc < 0) {
+    for (int k = 0; k < got; k++) free(out[k]);
+    free(out);
+    return b2_context(rc, "_object_registry");
+  }
+  *roots = out;
+  *count = got;
+  return 0;
+}

@@ -21,6 +21,7 @@
 
 #define EMBED_NAME "embed.b2e"
 #define INDEX_VLMETA "estore_metadata"
+#define REGISTRY_VLMETA "_object_registry"
 #define XATTR_VLMETA "user.b2.vlmeta."
 
 void b2_store_add_note(b2_store *s, const char *fmt, ...) {
@@ -439,6 +440,14 @@ static int load_embed(b2_store *s, b2_frame *fr) {
     b2_frame_close(fr);
     return b2_context(rc, "%s", INDEX_VLMETA);
   }
+  uint8_t *reg = NULL;
+  size_t rlen;
+  if (b2_frame_vlmeta_get(fr, REGISTRY_VLMETA, NULL, &rlen) == 0 && rlen <= B2_STORE_MAX_INDEX &&
+      b2_frame_vlmeta_get(fr, REGISTRY_VLMETA, &reg, &rlen) == 0 &&
+      b2_embed_roots(reg, rlen, &s->roots, &s->nroots) < 0) {
+    b2_store_add_note(s, "%s", b2_last_detail()); /* the keys are still there */
+  }
+  free(reg);
   rc = b2_file_open_frame(s->env, fr, B2_VIEW_LOGICAL, &s->embed);
   b2_embed_item *it = NULL;
   int64_t n = 0;
@@ -559,6 +568,8 @@ void b2_store_close(b2_store *s) {
   free(s->bykey);
   free(s->src);
   for (int k = 0; k < s->nnotes; k++) free(s->notes[k]);
+  for (int k = 0; k < s->nroots; k++) free(s->roots[k]);
+  free(s->roots);
   b2_file_close(s->embed);
   if (s->fd >= 0) close(s->fd);
   if (s->pfd >= 0) close(s->pfd);

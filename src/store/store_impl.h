@@ -16,6 +16,7 @@
 #define B2_STORE_MAX_INDEX ((size_t)256 << 20) /* estore_metadata bytes */
 #define B2_STORE_MAX_VALUE ((int64_t)1 << 30)  /* one embedded value */
 #define B2_STORE_MAX_NOTES 64
+#define B2_STORE_MAX_ROOTS 4096               /* registered object roots */
 
 /* ---- zip (zip.c) --------------------------------------------------------- */
 typedef struct b2_zip_member {
@@ -45,6 +46,10 @@ typedef struct b2_embed_item {
 int b2_embed_parse(const uint8_t *buf, size_t len, int64_t nbytes,
                    b2_embed_item **out, int64_t *n);
 void b2_embed_free(b2_embed_item *it, int64_t n);
+
+/* Parse `_object_registry` ({KEY: {"kind": str, ...}}): the keys whose
+ * kind is "ctable", malloc'd (each too).  B2_E_FORMAT when malformed. */
+int b2_embed_roots(const uint8_t *buf, size_t len, char ***roots, int *n);
 
 /* ---- leaves as gathered before the tree is built (store.c, tree.c) ---- */
 typedef struct b2_store_src {
@@ -89,6 +94,9 @@ struct b2_store {
                          or -1 */
   b2_store_src *srcs; /* leaves and carriers as found */
   int64_t nsrcs, srccap;
+
+  char **roots;       /* object roots named by `_object_registry` */
+  int nroots;
 
   char *notes[B2_STORE_MAX_NOTES];
   int nnotes;

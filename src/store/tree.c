@@ -255,6 +255,47 @@ static int name_all(b2_store *s) {
   return rc;
 }
 
+/* ---- object roots ------------------------------------------------------------ */
+
+/* Does leaf i (a `_meta` SChunk) say vlmeta kind "ctable"? */
+static int says_ctable(b2_store *s, int64_t i) {
+  static const uint8_t want[] = {0xa6, 'c', 't', 'a', 'b', 'l', 'e'};
+  b2_frame *f;
+  if (b2_store_src_frame(s, &s->srcs[s->src[i]], &f) < 0) return 0;
+  uint8_t *v = NULL;
+  size_t len = 0;
+  int yes = b2_frame_vlmeta_get(f, "kind", NULL, &len) == 0 && len == sizeof want &&
+            b2_frame_vlmeta_get(f, "kind", &v, &len) == 0 && len == sizeof want &&
+            memcmp(v, want, len) == 0;
+  free(v);
+  b2_frame_close(f);
+  return yes;
+}
+
+/* Mark the groups of a TreeStore that are object roots (CTables). */
+static void mark_roots(b2_store *s) {
+  if (s->flavor != B2_STORE_FLAVOR_TREE) return;
+  for (int k = 0; k < s->nroots; k++) {
+    int64_t g = b2_store_find_group(s, s->roots[k]);
+    if (g > 0) s->e[g].object_root = 1;
+  }
+  for (int64_t i = 1; i < s->n; i++) {
+    b2_store_entry *e = &s->e[i];
+    if (e->kind == B2_STORE_SCHUNK && e->parent > 0 && !strcmp(e->name, "_meta") &&
+        !s->e[e->parent].object_root && says_ctable(s, i))
+      s->e[e->parent].object_root = 1;
+  }
+  for (int64_t i = 1; i < s->n; i++)
+    if (s->e[i].object_root) s->e[i].objkind = "ctable";
+}
+
+/* Is entry i below an object root? */
+static int inside_object(const b2_store *s, int64_t i) {
+  for (int64_t p = s->e[i].parent; p > 0; p = s->e[p].parent)
+    if (s->e[p].object_root) return 1;
+  return 0;
+}
+
 /* ---- build ------------------------------------------------------------------- */
 
 static int cmp_bykey(const void *a, const void *b, void *ctx) {
@@ -317,6 +358,7 @@ int b2_store_build(b2_store *s) {
     if (!s->bykey) return b2_fail(B2_E_NOMEM, "out of memory");
     for (int64_t i = 0; i < s->n; i++) s->bykey[i] = i;
     qsort_r(s->bykey, (size_t)s->n, sizeof *s->bykey, cmp_bykey, s);
+    mark_roots(s);
   }
   return rc;
 }
@@ -376,6 +418,7 @@ int64_t b2_store_keys(const b2_store *s, int64_t *idx, int64_t cap) {
     if (i == 0) continue;
     if (e->kind == B2_STORE_GROUP && s->flavor != B2_STORE_FLAVOR_TREE)
       continue;
+    if (s->flavor == B2_STORE_FLAVOR_TREE && inside_object(s, i)) continue;
     if (last && !strcmp(last, e->key)) continue; /* a leaf and a group */
     last = e->key;
     if (n < cap) idx[n] = i;

@@ -302,8 +302,34 @@ static void test_dir_store(void) {
     CHECK_EQ(b2_store_stale(s), 1);
     b2_store_close(s);
   }
-  /* A leaf whose frame is damaged stays listed and fails alone. */
+  /* A CTable kept as a subtree (found by its _meta's vlmeta kind, without
+   * a registry): one key for python, a directory under the mount. */
   char p[600];
+  snprintf(p, sizeof p, "%s/c", root);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/c/_meta.b2f", root);
+  CHECK_EQ(make_carrier(p, "kind", "ctable"), 0);
+  size_t alen;
+  uint8_t *arr = t_read_file(fixpath(ARR), &alen);
+  snprintf(p, sizeof p, "%s/c/v.b2nd", root);
+  put_file(p, arr, alen);
+  free(arr);
+  CHECK_EQ(b2_store_open(NULL, root, &s), 0);
+  if (s) {
+    int64_t idx[8];
+    CHECK_EQ(b2_store_keys(s, idx, 8), 3); /* /a, /a/b, /c */
+    int64_t c = b2_store_find(s, "/c");
+    CHECK(c > 0 && b2_store_entry_at(s, c)->object_root &&
+          !strcmp(b2_store_entry_at(s, c)->objkind, "ctable"));
+    CHECK(c > 0 && b2_store_child(s, c, "v.npy") > 0);
+    b2_store_close(s);
+  }
+  unlink(p);
+  snprintf(p, sizeof p, "%s/c/_meta.b2f", root);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/c", root);
+  rmdir(p);
+  /* A leaf whose frame is damaged stays listed and fails alone. */
   snprintf(p, sizeof p, "%s/a/b.b2nd", root);
   CHECK_EQ(truncate(p, 100), 0);
   CHECK_EQ(b2_store_open(NULL, root, &s), 0);
