@@ -4,6 +4,8 @@
  * both layouts and several codecs, with a cache small enough to force
  * evictions.  Every read is compared byte for byte; every frame left on
  * disk passes the strict frame check.  B2FS_SEED replays a run. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +232,84 @@ static void test_refusals(void) {
   b2_env_destroy(env);
 }
 
+/* An array written through its .npy view by one thread while two others
+ * read it: every byte read is 0 (not written yet) or its pattern value;
+ * the pool compresses completed chunks meanwhile (TSan runs this). */
+#define AR_ROWS 600
+#define AR_COLS 300
+static uint8_t pat(int64_t x) { return (uint8_t)((x * 7 + 3) | 1); }
+typedef struct {
+  b2_file *f;
+  size_t hl;
+  _Atomic int done;
+  int bad;
+} ar_ctx;
+
+static void *ar_reader(void *arg) {
+  ar_ctx *c = arg;
+  uint64_t s = (uint64_t)(uintptr_t)&s | 1;
+  uint8_t *buf = malloc(70000);
+  while (!atomic_load(&c->done)) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    int64_t n = (int64_t)(AR_ROWS * AR_COLS * 4), off = (int64_t)(s % (uint64_t)n);
+    size_t len = (size_t)B2_MIN(n - off, (int64_t)(s >> 40) % 70000 + 1);
+    ssize_t k = b2_file_pread(c->f, buf, len, (int64_t)c->hl + off);
+    if (k != (ssize_t)len) c->bad++;
+    for (ssize_t i = 0; i < k; i++)
+      if (buf[i] && buf[i] != pat(off + i)) c->bad++;
+  }
+  free(buf);
+  return NULL;
+}
+
+static void test_array_concurrent(void) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/conc.b2nd", dir);
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.cache_size = 4u << 20;
+  o.dirty_max = 1u << 20;
+  b2_env *env;
+  CHECK_EQ(b2_env_create(&o, &env), 0);
+  int64_t shape[2] = {AR_ROWS, AR_COLS};
+  int32_t cs[2] = {64, 300}, bs[2] = {10, 100};
+  b2_b2nd a;
+  CHECK_EQ(b2_b2nd_make(&a, 2, shape, cs, bs, 4, "<u4"), 0);
+  char hdr[256];
+  int hl = b2_npy_header(&a, hdr, sizeof hdr);
+  b2_b2nd_free(&a);
+  CHECK(hl > 0);
+  ar_ctx c = {NULL, (size_t)hl, 0, 0};
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &c.f), 0);
+  CHECK_EQ(b2_file_set_param(c.f, "chunkshape", "64,300"), 0);
+  CHECK_EQ(b2_file_set_param(c.f, "blockshape", "10,100"), 0);
+  CHECK_EQ(b2_file_pwrite(c.f, hdr, (size_t)hl, 0), hl);
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, ar_reader, &c);
+  int64_t n = AR_ROWS * AR_COLS * 4;
+  uint8_t *src = malloc((size_t)n);
+  for (int64_t x = 0; x < n; x++) src[x] = pat(x);
+  for (int64_t off = 0; off < n;) {
+    int64_t r = (int64_t)(rnd() % 50000) + 1, len = B2_MIN(n - off, r);
+    CHECK_EQ(b2_file_pwrite(c.f, src + off, (size_t)len, hl + off), len);
+    off += len;
+    if (rnd() % 8 == 0) CHECK_EQ(b2_file_flush(c.f), 0);
+  }
+  atomic_store(&c.done, 1);
+  for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+  CHECK_EQ(c.bad, 0);
+  CHECK_EQ(b2_file_close(c.f), 0);
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_CORDER, B2_OPEN_RDONLY, &f), 0);
+  uint8_t *got = malloc((size_t)n);
+  CHECK_EQ(b2_file_pread(f, got, (size_t)n, 0), n);
+  CHECK(memcmp(got, src, (size_t)n) == 0);
+  b2_file_close(f);
+  free(got);
+  free(src);
+  b2_env_destroy(env);
+}
+
 int main(void) {
   const char *seed = getenv("B2FS_SEED");
   rng_state = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
@@ -240,6 +320,7 @@ int main(void) {
   T_RUN(test_params);
   T_RUN(test_refusals);
   T_RUN(test_set_param);
+  T_RUN(test_array_concurrent);
   T_RUN(test_exercise_zstd_contiguous);
   T_RUN(test_exercise_lz4_sparse);
   T_RUN(test_exercise_blosclz_contiguous);
