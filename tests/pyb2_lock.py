@@ -12,6 +12,11 @@ sees exactly the last state.
       python-blosc2 (locking=True) appends to, updates and resizes the array
       at PATH (created first), one state per holding_lock() bracket; writes
       the last k to DONEFILE when done
+  pyb2_lock.py pyschunk PATH SECONDS DONEFILE
+      python-blosc2 (locking=True) updates, appends and deletes chunks of an
+      SChunk at PATH, one state per holding_lock() bracket
+  pyb2_lock.py schunkread FILE SECONDS DONEFILE TIMEOUT TAG
+      plainread of that SChunk's logical view through a mount
   pyb2_lock.py mountread NPY SECONDS DONEFILE TIMEOUT SIDECAR
       reads the array's .npy view at NPY through a mount: random pages (each
       one read request) and whole numpy.load()s (several reads: under a
@@ -55,6 +60,14 @@ def nbytes_of(k):
     return 10000 + (k * 104729) % 3000000
 
 
+SCHUNK_CHUNK = 40000
+
+
+def schunk_nbytes_of(k):
+    """bytes of state k of the SChunk python-blosc2 appends to"""
+    return SCHUNK_CHUNK * (1 + (k * 13) % 24)
+
+
 def wait_for(path):
     """until the writer has made its file (at most a minute)"""
     end = time.time() + 60
@@ -87,6 +100,32 @@ def cmd_pywrite(path, seconds, donefile):
     open(donefile + ".tmp", "w").write(str(k))
     os.rename(donefile + ".tmp", donefile)
     print("ok pywrite: %d states committed" % k)
+
+
+def cmd_pyschunk(path, seconds, donefile):
+    """python-blosc2 (locking=True) updates, appends and deletes chunks of an
+    SChunk: state k is schunk_nbytes_of(k) bytes of k % 251, one
+    holding_lock() bracket each"""
+    import blosc2
+
+    s = blosc2.SChunk(chunksize=SCHUNK_CHUNK, urlpath=path, mode="w", locking=True)
+    k = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        k += 1
+        n = schunk_nbytes_of(k) // SCHUNK_CHUNK
+        data = bytes([k % 251]) * SCHUNK_CHUNK
+        with s.holding_lock():
+            for i in range(min(n, s.nchunks)):
+                s.update_data(i, data, copy=True)
+            while s.nchunks < n:
+                s.append_data(data)
+            while s.nchunks > n:
+                s.delete_chunk(s.nchunks - 1)
+        time.sleep(random.random() * 0.01)
+    open(donefile + ".tmp", "w").write(str(k))
+    os.rename(donefile + ".tmp", donefile)
+    print("ok pyschunk: %d states committed (updates, appends, deletes)" % k)
 
 
 def check_items(items, maxk, what):
@@ -289,7 +328,7 @@ def cmd_pyread(frame, seconds, donefile):
               % (opens, chunks, races, final))
 
 
-def cmd_plainread(path, seconds, donefile, timeout, tag):
+def cmd_plainread(path, seconds, donefile, timeout, tag, size_of_k=None):
     """pages of a plain file written through another mount: each page one
     state's bytes; after the writer and the attribute timeout, the last
     state exactly"""
@@ -320,8 +359,9 @@ def cmd_plainread(path, seconds, donefile, timeout, tag):
         return
     time.sleep(timeout + 0.5)
     data = open(path, "rb").read()
-    if data != bytes([final % 251]) * nbytes_of(final):
-        why.append("after the writer: %s" % whole_state(data))
+    if data != bytes([final % 251]) * (size_of_k or nbytes_of)(final):
+        why.append("after the writer: %d bytes of %s, wants state %d" % (
+            len(data), sorted(set(data))[:3], final))
         bad += 1
     if bad:
         print("not ok %s: %d bad of %d page reads: %s" % (tag, bad, reads, "; ".join(why[:4])))
@@ -370,6 +410,11 @@ def main():
         cmd_mountwrite(args[0], float(args[1]), args[2])
     elif cmd == "plainread":
         cmd_plainread(args[0], float(args[1]), args[2], float(args[3]), args[4])
+    elif cmd == "schunkread":
+        cmd_plainread(args[0], float(args[1]), args[2], float(args[3]), args[4],
+                      schunk_nbytes_of)
+    elif cmd == "pyschunk":
+        cmd_pyschunk(args[0], float(args[1]), args[2])
     elif cmd == "busy":
         cmd_busy(args[0], args[1], args[2], args[3])
     elif cmd == "pyread":

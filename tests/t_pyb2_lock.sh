@@ -7,8 +7,9 @@
 #     while b2fs (default locking=auto: the sidecar exists) reads its .npy
 #     view: every page read is one committed state, numpy.load under the
 #     sidecar's shared flock is one state, the last state is seen after the
-#     attribute timeout.  The same run with -o locking=off must fail (the
-#     check can tell).
+#     attribute timeout; likewise an SChunk whose chunks python-blosc2
+#     updates, appends and deletes, read as a plain file.  The array run
+#     with -o locking=off must fail (the check can tell).
 #  2. b2fs (-o locking=on) writes a file through the mount while
 #     python-blosc2 (locking=True) reads the frame: whole-frame reads under
 #     holding_lock() are exactly one state, single chunks are whole.
@@ -60,6 +61,8 @@ run_pair() {
 mount_bg lock1 "$SRC" "$M1" "timeout=1" || { notok lock_mount "$(tail -3 "${LOGS[$M1]}")"; exit 0; }
 run_pair py_writes "$PYB2" "$L" pywrite "$SRC/arr.b2nd" "$SECS" "$TMP/done1" -- \
   "$PYB2" "$L" mountread "$M1/arr.npy" "$SECS" "$TMP/done1" 1 "$SRC/arr.b2nd.b2lock"
+run_pair py_appends "$PYB2" "$L" pyschunk "$SRC/log.b2frame" "$SECS" "$TMP/done1s" -- \
+  "$PYB2" "$L" schunkread "$M1/log" "$SECS" "$TMP/done1s" 1 schunk_read
 listed=$(ls -a "$M1")
 [[ "$listed" != *b2lock* ]] && ok lock_sidecar_hidden || notok lock_sidecar_hidden "listed: $listed"
 unmount_fg "$M1" lock1

@@ -3,7 +3,8 @@
  * the cache), sequential reads (read-ahead, drop-behind), requests
  * arriving slightly out of order, interleaved readers of one handle,
  * pinned zero-copy reads, handles without a cache, writable handles, and
- * several threads reading one handle.  Every byte read is compared with
+ * several threads reading one handle (also with a .b2lock sidecar, so that
+ * every chunk read takes the shared lock).  Every byte read is compared with
  * the data written.  B2FS_SEED replays a run. */
 #include <pthread.h>
 #include <stdint.h>
@@ -366,7 +367,14 @@ static void *reader(void *p) {
   return NULL;
 }
 
-static void test_threads(void) {
+static void threads(int locked) {
+  char lock[80];
+  snprintf(lock, sizeof lock, "%s.b2lock", sig_path);
+  if (locked) { /* the reference library's sidecar: every load and chunk read locks */
+    FILE *fp = fopen(lock, "wb");
+    CHECK(fp != NULL);
+    if (fp) fclose(fp);
+  }
   b2_env *env = make_env(2 << 20, 4);
   CHECK(env != NULL);
   if (!env) return;
@@ -384,7 +392,12 @@ static void test_threads(void) {
   }
   CHECK_EQ(b2_file_close(f), 0);
   b2_env_destroy(env);
+  if (locked) unlink(lock);
 }
+
+static void test_threads(void) { threads(0); }
+/* the shared flock of a frame is taken once for all its threads */
+static void test_threads_locked(void) { threads(1); }
 
 int main(void) {
   const char *seed = getenv("B2FS_SEED");
@@ -410,6 +423,7 @@ int main(void) {
   T_RUN(test_no_cache);
   T_RUN(test_writable);
   T_RUN(test_threads);
+  T_RUN(test_threads_locked);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) return 1;
