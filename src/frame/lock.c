@@ -68,13 +68,12 @@ struct b2_frame_lk {
 static atomic_int locking_mode = B2_LOCKING_AUTO;
 
 /* Sidecars this process holds exclusively (write sessions). */
-#define MAX_HELD 256
 static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
+static struct held_id {
   dev_t dev;
   ino_t ino;
-} held[MAX_HELD];
-static int nheld;
+} *held;
+static int nheld, held_cap;
 
 static int held_here(const b2_frame_lk *lk) {
   pthread_mutex_lock(&held_mu);
@@ -84,13 +83,26 @@ static int held_here(const b2_frame_lk *lk) {
   return yes;
 }
 
-static void set_held(const b2_frame_lk *lk, int on) {
+/* Register (on) or forget a sidecar held exclusively; registering can
+ * fail only for memory (then the write session is refused: readers of
+ * this process would otherwise wait for it). */
+static int set_held(const b2_frame_lk *lk, int on) {
   pthread_mutex_lock(&held_mu);
-  if (on && nheld < MAX_HELD) {
+  if (on && nheld == held_cap) {
+    int nc = held_cap ? held_cap * 2 : 16;
+    struct held_id *nh = realloc(held, (size_t)nc * sizeof *nh);
+    if (!nh) {
+      pthread_mutex_unlock(&held_mu);
+      return b2_fail(B2_E_NOMEM, "out of memory for the lock registry");
+    }
+    held = nh;
+    held_cap = nc;
+  }
+  if (on) {
     held[nheld].dev = lk->dev;
     held[nheld].ino = lk->ino;
     nheld++;
-  } else if (!on) {
+  } else {
     for (int k = 0; k < nheld; k++)
       if (held[k].dev == lk->dev && held[k].ino == lk->ino) {
         held[k] = held[--nheld];
@@ -98,6 +110,7 @@ static void set_held(const b2_frame_lk *lk, int on) {
       }
   }
   pthread_mutex_unlock(&held_mu);
+  return 0;
 }
 
 void b2_frame_set_locking(int mode) { atomic_store(&locking_mode, mode); }
@@ -191,7 +204,7 @@ int b2_frame_lk_attach(b2_frame *f, const char *path) {
 void b2_frame_lk_free(b2_frame *f) {
   b2_frame_lk *lk = f->lk;
   if (!lk) return;
-  if (lk->exclusive) set_held(lk, 0);
+  if (lk->exclusive) (void)set_held(lk, 0);
   close(lk->fd); /* releases what this description holds */
   pthread_mutex_destroy(&lk->mu);
   free(lk);
@@ -265,8 +278,12 @@ int b2_frame_lk_wr_begin(b2_frame *f) {
   if (!lk) return 0;
   int rc = do_flock(lk->fd, LOCK_EX);
   if (rc < 0) return rc;
+  rc = set_held(lk, 1);
+  if (rc < 0) {
+    (void)flock(lk->fd, LOCK_UN);
+    return rc;
+  }
   lk->exclusive = 1;
-  set_held(lk, 1);
   if (read_gen(lk->fd) != lk->gen) return B2_E_AGAIN_INTERNAL; /* changed since loaded */
   return b2_frame_lk_bump(f);
 }
