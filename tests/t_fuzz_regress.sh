@@ -29,10 +29,8 @@ for src in tests/fuzz/fuzz_*.c; do
   done
   [ ${#sets[@]} -eq 0 ] && continue
   bin=$out/replay_$name
-  extra=()
-  [ "$name" = names ] && extra=(fuse/names.c)
   # shellcheck disable=SC2086
-  if ! ${CC:-cc} $flags -o "$bin" "$src" tests/fuzz/replay_main.c "${extra[@]}" \
+  if ! ${CC:-cc} $flags -o "$bin" "$src" tests/fuzz/replay_main.c \
        build/san/libb2fs.a $libs -pthread >"$out/$name.build.log" 2>&1; then
     notok "fuzz-regress $name build" "$(head -3 "$out/$name.build.log")"; continue
   fi
