@@ -26,11 +26,14 @@ static int cmp_item(const void *a, const void *b) {
   return x->src < y->src ? -1 : x->src > y->src;
 }
 
-/* An external leaf wins over an embedded one of the same key. */
+/* Does a (found after b) replace b for their key?  An external leaf wins
+ * over an embedded one; between two files or two members the one found
+ * last, as in python-blosc2's maps (zip members in directory order, files
+ * in listing order). */
 static int prefer(const b2_store_src *a, const b2_store_src *b) {
   int ea = a->loc == B2_STORE_IN_FILE || a->loc == B2_STORE_IN_MEMBER;
   int eb = b->loc == B2_STORE_IN_FILE || b->loc == B2_STORE_IN_MEMBER;
-  return ea != eb ? ea : 0;
+  return ea != eb ? ea : 1;
 }
 
 static int64_t add_entry(b2_store *s, const char *key, size_t klen, int kind,
@@ -331,8 +334,7 @@ int b2_store_build(b2_store *s) {
   }
   if (!rc) {
     qsort(it, (size_t)m, sizeof *it, cmp_item);
-    /* One value per key: an external leaf beats an embedded one, else the
-     * first found. */
+    /* One value per key (prefer). */
     int64_t w = 0;
     for (int64_t i = 0; i < m; i++) {
       if (w > 0 && !strcmp(it[w - 1].sortkey, it[i].sortkey)) {

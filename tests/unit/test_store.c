@@ -443,6 +443,16 @@ static void test_zip_store(void) {
   }
   CHECK(refused > 0);
   free(z);
+  /* A name twice in the directory: the last one counts, as in python's map. */
+  zmember dup[] = {{"a/b.b2nd", sch, sl, 0, 0}, m[0], m[2], m[3], m[4]};
+  z = make_zip(dup, 5, &zlen);
+  put_file(p, z, zlen);
+  CHECK_EQ(b2_store_open(NULL, p, &s), 0);
+  if (s) {
+    check_tree(s);
+    b2_store_close(s);
+  }
+  free(z);
   /* A deflated embed.b2e makes the store unreadable. */
   m[4].method = 8;
   z = make_zip(m, 5, &zlen);
