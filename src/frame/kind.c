@@ -149,12 +149,17 @@ int b2_frame_kind_at(int dirfd, const char *name) {
   if (rc == 0 && h.header_size > size) /* the allocation is bounded by the file */
     rc = b2_fail(B2_E_TRUNCATED, "frame header: header_size %lld exceeds the file's %lld bytes",
                  (long long)h.header_size, (long long)size);
-  if (rc == 0 && !(hdr = malloc((size_t)h.header_size)))
-    rc = b2_fail(B2_E_NOMEM, "out of memory for the header");
-  if (rc == 0) rc = b2_frame_pread(fd, hdr, (size_t)h.header_size, 0);
-  if (rc == 0) rc = b2_frame_parse_header(hdr, (size_t)h.header_size, &h);
+  /* a listing probes every frame: one read when the header is small */
+  const uint8_t *hp = pre;
+  if (rc == 0 && (size_t)h.header_size > n) {
+    if (!(hdr = malloc((size_t)h.header_size)))
+      rc = b2_fail(B2_E_NOMEM, "out of memory for the header");
+    if (rc == 0) rc = b2_frame_pread(fd, hdr, (size_t)h.header_size, 0);
+    if (rc == 0) rc = b2_frame_parse_header(hdr, (size_t)h.header_size, &h);
+    hp = hdr;
+  }
   if (rc == 0)
-    rc = b2_frame_parse_metalayers(hdr, (size_t)h.header_size, h.meta_pos, B2_FRAME_MAX_META,
+    rc = b2_frame_parse_metalayers(hp, (size_t)h.header_size, h.meta_pos, B2_FRAME_MAX_META,
                                    &meta, &nmeta);
   close(fd);
   if (rc == 0) {
@@ -163,7 +168,7 @@ int b2_frame_kind_at(int dirfd, const char *name) {
     size_t len[B2_FRAME_MAX_META];
     for (int k = 0; k < nmeta && k < B2_FRAME_MAX_META; k++) {
       names[k] = meta[k].name;
-      data[k] = hdr + meta[k].pos;
+      data[k] = hp + meta[k].pos;
       len[k] = meta[k].len;
     }
     rc = classify(B2_MIN(nmeta, B2_FRAME_MAX_META), names, data, len);

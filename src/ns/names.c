@@ -151,7 +151,7 @@ int b2_ns_name_to_source(const char *shown, b2_ns_probe_fn probe, void *ctx,
 int b2_ns_name_hidden(const char *src) {
   size_t n = strlen(src), k = sizeof TMP_SUFFIX - 1, l = sizeof LOCK_SUFFIX - 1;
   if (strcmp(src, SPARSE_TMP) == 0) return 1;
-  if (n > l && memcmp(src + n - l, LOCK_SUFFIX, l) == 0) return 1; /* lock sidecars */
+  if (n >= l && memcmp(src + n - l, LOCK_SUFFIX, l) == 0) return 1; /* lock sidecars (".b2lock" in a sparse frame) */
   return src[0] == '.' && n > k + 1 && memcmp(src + n - k, TMP_SUFFIX, k) == 0;
 }
 

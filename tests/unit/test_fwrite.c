@@ -1526,7 +1526,11 @@ static void test_kinds(void) {
       {"b2embed", "x", NULL, B2_KIND_EMBEDSTORE},
       {"b2tree", "x", NULL, B2_KIND_TREESTORE},
       {"other", "x", NULL, B2_KIND_SCHUNK},
+      {"vlarray", NULL, "b2nd", B2_KIND_OBJECTARRAY}, /* a header of > 512 bytes */
   };
+  char big[1200];
+  memset(big, 'v', sizeof big - 1);
+  big[sizeof big - 1] = 0;
   static const char b2o[] = "\x82\xa4kind\xa8lazyexpr\xa7version\x01";
   for (int layout = 0; layout < 2; layout++) {
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
@@ -1537,7 +1541,8 @@ static void test_kinds(void) {
       params(&p, layout, B2_CODEC_LZ4, 1, 64);
       b2_frame_meta_init mi[2];
       p.nmeta = 0;
-      if (cases[k].m1) mi[p.nmeta++] = (b2_frame_meta_init){cases[k].m1, cases[k].v1, strlen(cases[k].v1)};
+      const char *v1 = cases[k].v1 ? cases[k].v1 : big;
+      if (cases[k].m1) mi[p.nmeta++] = (b2_frame_meta_init){cases[k].m1, v1, strlen(v1)};
       if (cases[k].m2)
         mi[p.nmeta++] = !strcmp(cases[k].m2, "b2o")
                             ? (b2_frame_meta_init){"b2o", b2o, sizeof b2o - 1}
