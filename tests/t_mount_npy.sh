@@ -11,7 +11,7 @@
 #      --c-order` gives the items; after a remount numpy.load gives them;
 #      python-blosc2 (when installed) opens an NDArray with the same shape,
 #      dtype and values.
-#   2. Fortran order, object arrays and damaged headers stay plain frames
+#   2. Fortran order, object arrays, damaged headers and 17 dimensions stay plain frames
 #      (one log line each) holding the bytes written.
 #   3. A fixture array copied into SOURCE, edited through memmap r+, holds
 #      exactly the edit; rows added and removed by truncate; header writes
@@ -130,13 +130,14 @@ np.save(f"{ref}/fortran.npy", np.asfortranarray(np.arange(12.).reshape(3, 4)))
 np.save(f"{ref}/object.npy", np.array([1, "a", None], dtype=object), allow_pickle=True)
 good = open(f"{ref}/f2.npy", "rb").read()
 open(f"{ref}/damaged.npy", "wb").write(good[:10] + b"{'descr': <f2'" + good[24:])
-for n in ("fortran", "object", "damaged"):
+np.save(f"{ref}/dims17.npy", np.arange(2.).reshape((2,) + (1,) * 16))
+for n in ("fortran", "object", "damaged", "dims17"):
     open(f"{mnt}/{n}.npy", "wb").write(open(f"{ref}/{n}.npy", "rb").read())
     if open(f"{mnt}/{n}.npy", "rb").read() != open(f"{ref}/{n}.npy", "rb").read():
         print("differs:", n); sys.exit(1)
 PY
 then ok npy_plain_fallback_bytes; else nok npy_plain_fallback_bytes "$(tail -3 "$TMP/plain.out")"; fi
-for n in fortran object damaged; do
+for n in fortran object damaged dims17; do
   if "$B2F" info "$SRC/$n.b2nd" 2>/dev/null | grep -q '^metalayers *-' &&
      [ "$(grep -c "$n.b2nd: stored as a plain frame" "${LOGS[$MNT]}")" = 1 ]; then
     ok "npy_plain_$n"
