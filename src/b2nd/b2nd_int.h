@@ -19,6 +19,12 @@ extern size_t b2_b2nd_window;
  * uses it to check a metalayer's structured dtype before copying it. */
 size_t b2_npy_literal_len(const char *s, size_t n);
 
+/* How text can be stored in a .npy header: 0 ASCII, 1 every code point
+ * fits Latin-1, 2 needs UTF-8 (format 3.0), -1 not valid UTF-8.  The
+ * header writer picks the format with it; the dtype parser refuses
+ * strings that are not UTF-8. */
+int b2_npy_text_kind(const char *s);
+
 /* Check ndim's shapes (chunk and block shapes, block within chunk, sizes
  * within limits) and set nitems, nchunks, chunk_nbytes and block_nbytes;
  * itemsize must be set.  Shared by the metalayer parser and b2_b2nd_make. */

@@ -32,6 +32,7 @@
 
 #include "b2_b2nd.h"
 #include "b2_error.h"
+#include "b2nd/b2nd_int.h"
 #include "common/util.h"
 
 #define MAX_DEPTH 32           /* nested dtypes */
@@ -158,6 +159,10 @@ static int lit_string(lex *l, lit *v) {
     n += put_utf8(d + n, cp);
   }
   d[n] = 0;
+  if (b2_npy_text_kind(d) < 0) { /* Python text is Unicode: UTF-8 here */
+    free(d);
+    return bad("a string is not valid UTF-8");
+  }
   v->type = L_STR;
   v->s = d;
   v->n = n;
@@ -165,6 +170,32 @@ static int lit_string(lex *l, lit *v) {
 bad_escape:
   free(d);
   return bad("an escape in a string is not valid here");
+}
+
+/* How the dtype text can be stored: 0 ASCII, 1 every code point fits
+ * Latin-1, 2 needs UTF-8 (format 3.0), -1 not valid UTF-8. */
+int b2_npy_text_kind(const char *s) {
+  int kind = 0;
+  const unsigned char *p = (const unsigned char *)s;
+  while (p && *p) {
+    if (*p < 0x80) {
+      p++;
+      continue;
+    }
+    int extra = *p >= 0xf0 && *p <= 0xf4 ? 3 : *p >= 0xe0 ? 2 : *p >= 0xc2 ? 1 : -1;
+    if (extra < 0 || *p > 0xf4) return -1;
+    uint32_t cp = *p & (0x3f >> extra);
+    for (int k = 1; k <= extra; k++) {
+      if ((p[k] & 0xc0) != 0x80) return -1;
+      cp = cp << 6 | (p[k] & 0x3f);
+    }
+    if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return -1;
+    kind = B2_MAX(kind, cp <= 0xff ? 1 : 2);
+    p += 1 + extra;
+  }
+  return kind;
 }
 
 static int lit_parse(lex *l, int depth, lit **out);
@@ -925,6 +956,10 @@ static int convert(const char *text, int from_npy, char **out, int64_t *itemsize
   if (out) *out = NULL;
   int rc = parse_text(text, from_npy, &d);
   if (rc < 0) return rc;
+  if (d->size == 0) { /* ('<f4', 0), a struct of empty fields: no array's items */
+    dt_free(d);
+    return bad("item size 0");
+  }
   if (itemsize) *itemsize = d->size;
   sbuf b = {0};
   if (out) {

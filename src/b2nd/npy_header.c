@@ -43,32 +43,6 @@ static void put_fill(out *o, char ch, size_t n) {
   o->n += n;
 }
 
-/* How the dtype text can be stored: 0 ASCII, 1 every code point fits
- * Latin-1, 2 needs UTF-8 (format 3.0), -1 not valid UTF-8. */
-static int text_kind(const char *s) {
-  int kind = 0;
-  const unsigned char *p = (const unsigned char *)s;
-  while (p && *p) {
-    if (*p < 0x80) {
-      p++;
-      continue;
-    }
-    int extra = *p >= 0xf0 && *p <= 0xf4 ? 3 : *p >= 0xe0 ? 2 : *p >= 0xc2 ? 1 : -1;
-    if (extra < 0 || *p > 0xf4) return -1;
-    uint32_t cp = *p & (0x3f >> extra);
-    for (int k = 1; k <= extra; k++) {
-      if ((p[k] & 0xc0) != 0x80) return -1;
-      cp = cp << 6 | (p[k] & 0x3f);
-    }
-    if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-      return -1;
-    kind = B2_MAX(kind, cp <= 0xff ? 1 : 2);
-    p += 1 + extra;
-  }
-  return kind;
-}
-
 /* The dtype text, as Latin-1 when o->latin1 (valid UTF-8 checked before). */
 static void put_text(out *o, const char *s) {
   if (!o->latin1) {
@@ -128,7 +102,7 @@ int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
   char *descr = NULL;
   if (a->dtype_format == 0 && a->dtype && b2_dtype_to_npy(a->dtype, &descr, NULL) < 0)
     descr = NULL; /* not a dtype NumPy rebuilds: raw bytes */
-  int kind = descr ? text_kind(descr) : 0;
+  int kind = descr ? b2_npy_text_kind(descr) : 0;
   if (kind < 0) {
     free(descr);
     descr = NULL;

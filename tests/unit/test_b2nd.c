@@ -969,6 +969,7 @@ static void test_dtype_convert(void) {
     "{'names': ['a'], 'formats': ['<f8'], 'offsets': [4], 'itemsize': 8}", "[('a', '<f4', (2, 'x'))]",
     "[('a\\q', '<f4')]", "[('a\\x0', '<f4')]", "[('a', '|O')]", "(numpy.record, [('a', '<i4')])", "[]", "{}",
     "[('a', '<f4', (1073741824, 4))]", "<M8[nsssssssssssssssssssssssssssss]",
+    "('<f4', 0)", "[('\xff', '<f4')]", "[('a\xc3', '<f4')]", /* no items; not UTF-8 */
   };
   for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
     char *descr = NULL;
