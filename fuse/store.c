@@ -198,6 +198,16 @@ static b2fs_snap *snap_get(b2fs_inode *in, int *err) {
   return np;
 }
 
+/* A read failed: check the store again at its next use (it may have been
+ * changed in place), whatever the timeout. */
+static void recheck(b2fs_inode *in) {
+  b2fs_snode *sn = atomic_load(&root_of(in)->sn);
+  if (!sn) return;
+  pthread_mutex_lock(&sn->mu);
+  memset(&sn->checked, 0, sizeof sn->checked);
+  pthread_mutex_unlock(&sn->mu);
+}
+
 /* The entry of node `in` in snapshot p (the root group for the store
  * itself); B2_E_NOENT when the store no longer has it. */
 static int64_t entry_of(b2fs_inode *in, b2fs_snap *p) {
@@ -466,6 +476,7 @@ int b2fs_store_open(b2fs_inode *in, int flags, uint64_t *fh) {
       char real[PATH_MAX];
       b2fs_log("%s/%s: %s", b2fs_src_path(root_of(in), real, sizeof real), in->sn->key,
                b2_last_detail());
+      recheck(in);
       snap_put(sf->snap);
       free(sf);
       return -b2fs_errno(erc);
@@ -486,6 +497,7 @@ ssize_t b2fs_store_read(b2fs_inode *in, uint64_t fh, void *buf, size_t size, off
       char real[PATH_MAX];
       b2fs_log("%s/%s: read at offset %lld: %s", b2fs_src_path(root_of(in), real, sizeof real),
                in->sn->key, (long long)(off + (off_t)done), b2_last_detail());
+      recheck(in);
       return -b2fs_errno((int)n);
     }
     if (n == 0) break;
