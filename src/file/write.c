@@ -433,7 +433,11 @@ static void *idler_main(void *arg) {
     for (b2_file *f = env->writers; f && !env->stop; f = f->reg_next) {
       if (atomic_load(&f->gen) == atomic_load(&f->committed_gen)) continue;
       if (now - atomic_load(&f->last_write_ms) < (int64_t)env->opts.idle_ms) continue;
-      b2_file_flush(f); /* an error stays for the owner's next flush */
+      /* An error stays for the owner's next flush; a new .npy file still
+       * waiting for its header is left alone (its writer may be slow). */
+      pthread_mutex_lock(&f->wmu);
+      if (!f->pending) flush_locked(f);
+      pthread_mutex_unlock(&f->wmu);
     }
   }
   pthread_mutex_unlock(&env->reg_mu);

@@ -241,11 +241,40 @@ static void test_edit_array(void) {
   b2_env_destroy(env);
 }
 
+/* A header written slowly: the idle flusher leaves the held bytes alone. */
+static void test_new_npy_slow_header(void) {
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.idle_ms = 20;
+  b2_env *env;
+  CHECK_EQ(b2_env_create(&o, &env), 0);
+  static const int64_t s1[] = {5000};
+  size_t hl, n;
+  uint8_t *npy = npy_bytes(1, s1, 4, "<i4", &hl, &n);
+  char path[300];
+  snprintf(path, sizeof path, "%s/slow.b2nd", dir);
+  b2_file *f;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_pwrite(f, npy, 30, 0), 30);
+  usleep(300 * 1000);
+  CHECK_EQ(stream(f, npy, n), 0);
+  char note[256];
+  CHECK_EQ(b2_file_take_note(f, note, sizeof note), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDONLY, &f), 0);
+  CHECK(b2_file_array(f) != NULL);
+  b2_file_close(f);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy, n));
+  free(npy);
+  b2_env_destroy(env);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/b2fs-farray-%d", (int)getpid());
   mkdir(dir, 0700);
   T_RUN(test_new_npy_streamed);
   T_RUN(test_new_npy_fallback);
+  T_RUN(test_new_npy_slow_header);
   T_RUN(test_edit_array);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
