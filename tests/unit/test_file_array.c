@@ -70,6 +70,17 @@ static int view_is(b2_env *env, const char *path, int view, const uint8_t *want,
   return same;
 }
 
+/* A new .npy file at DIR/name with the chunk and block shapes given. */
+static b2_file *create_shaped(b2_env *env, const char *name, const char *cs, const char *bs,
+                              char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s", dir, name);
+  b2_file *f = NULL;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_set_param(f, "chunkshape", cs), 0);
+  CHECK_EQ(b2_file_set_param(f, "blockshape", bs), 0);
+  return f;
+}
+
 static void test_new_npy_streamed(void) {
   b2_env *env;
   CHECK_EQ(b2_env_create(NULL, &env), 0);
@@ -77,11 +88,7 @@ static void test_new_npy_streamed(void) {
   size_t hl, n;
   uint8_t *npy = npy_bytes(3, s3, 4, "<f4", &hl, &n);
   char path[300];
-  snprintf(path, sizeof path, "%s/s.b2nd", dir);
-  b2_file *f;
-  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
-  CHECK_EQ(b2_file_set_param(f, "chunkshape", "10,100,13"), 0);
-  CHECK_EQ(b2_file_set_param(f, "blockshape", "5x20x13"), 0);
+  b2_file *f = create_shaped(env, "s.b2nd", "10,100,13", "5x20x13", path, sizeof path);
   CHECK_EQ(b2_file_set_param(f, "blockshape", "0,1"), B2_E_INVAL);
   CHECK_EQ(stream(f, npy, n), 0);
   CHECK_EQ(b2_file_size(f), (int64_t)n);
@@ -177,11 +184,7 @@ static void test_edit_array(void) {
   size_t hl, n;
   uint8_t *shadow = npy_bytes(2, s2, 2, "<u2", &hl, &n);
   char path[300];
-  snprintf(path, sizeof path, "%s/edit.b2nd", dir);
-  b2_file *f;
-  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
-  CHECK_EQ(b2_file_set_param(f, "chunkshape", "64,100"), 0);
-  CHECK_EQ(b2_file_set_param(f, "blockshape", "16,30"), 0);
+  b2_file *f = create_shaped(env, "edit.b2nd", "64,100", "16,30", path, sizeof path);
   CHECK_EQ(stream(f, shadow, n), 0);
   CHECK_EQ(b2_file_close(f), 0);
   int64_t rowb = 333 * 2;
