@@ -89,6 +89,13 @@ const b2_frame_info *b2_frame_get_info(const b2_frame *f);
 int b2_frame_info_copy(const b2_frame *f, b2_frame_info *out);
 const char *b2_frame_path(const b2_frame *f);
 
+/* The frame file's status (fstat) when it was opened by path (sparse
+ * frames: chunks.b2frame's): with st_dev, st_ino, st_size, st_mtim and
+ * st_ctim it identifies the bytes the frame was parsed from.  B2_E_INVAL
+ * for frames opened otherwise (b2_frame_open_fd, _mem). */
+struct stat;
+int b2_frame_stat(const b2_frame *f, struct stat *st);
+
 /* Logical geometry: byte offset of chunk i in the logical content (i may
  * be nchunks: then nbytes), its decoded size, and the chunk holding
  * logical byte `offset`.  Out of range: B2_E_RANGE. */

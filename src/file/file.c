@@ -34,6 +34,8 @@ int b2_env_create(const b2_env_opts *o, b2_env **out) {
   atomic_init(&env->next_id, 1);
   pthread_mutex_init(&env->reg_mu, NULL);
   pthread_cond_init(&env->reg_cv, NULL);
+  pthread_mutex_init(&env->park_mu, NULL);
+  env->park_max = B2_PARK_MAX;
   int rc = 0;
   if (env->opts.cache_size > 0) {
     b2_cache_config cc = {.capacity = env->opts.cache_size,
@@ -54,6 +56,8 @@ int b2_env_create(const b2_env_opts *o, b2_env **out) {
 void b2_env_destroy(b2_env *env) {
   if (!env) return;
   b2_env_stop_idler(env);
+  b2_file_park_clear(env);
+  pthread_mutex_destroy(&env->park_mu);
   b2_pool_destroy(env->pool);
   b2_cache_destroy(env->cache);
   pthread_mutex_destroy(&env->reg_mu);
@@ -118,6 +122,7 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
     atomic_init(&f->streams[k].used, 0);
   }
   atomic_init(&f->tick, 0);
+  atomic_init(&f->cached, 0);
   int rc = 0;
   if (view == B2_VIEW_LOGICAL)
     atomic_init(&f->size, b2_frame_get_info(fr)->nbytes);
@@ -188,8 +193,8 @@ int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **o
     return b2_fail(B2_E_INVAL, "unknown view %d", view);
   if ((flags & B2_OPEN_RDWR) && !(env && env->cache))
     return b2_fail(B2_E_INVAL, "writing needs an environment with a cache");
-  b2_frame *fr;
-  int rc = (flags & B2_OPEN_RDWR) ? b2_frame_open_rw(path, &fr) : b2_frame_open(path, &fr);
+  b2_frame *fr = (flags & B2_OPEN_RDWR) ? NULL : b2_file_park_take(env, path);
+  int rc = fr ? 0 : (flags & B2_OPEN_RDWR) ? b2_frame_open_rw(path, &fr) : b2_frame_open(path, &fr);
   if (rc < 0) return rc;
   return wrap(env, fr, path, view, flags, out);
 }
@@ -213,7 +218,8 @@ int b2_file_close(b2_file *f) {
   if (f->writable) rc = b2_file_flush(f);
   if (f->env && f->env->pool) b2_pool_wait(f->env->pool, &f->group);
   if (f->writable) b2_file_teardown_writer(f);
-  if (f->env && f->env->cache) {
+  /* A discard scans the whole cache: only for handles that loaded. */
+  if (f->env && f->env->cache && (f->writable || atomic_load(&f->cached))) {
     b2_cache_discard_file(f->env->cache, f->id);
     if (f->cid) b2_cache_discard_file(f->env->cache, f->cid);
   }
@@ -222,7 +228,7 @@ int b2_file_close(b2_file *f) {
   free(f->pend);
   free(f->pend_set);
   free(f->path);
-  b2_frame_close(f->frame);
+  if (f->writable || !b2_file_park_put(f->env, f->frame)) b2_frame_close(f->frame);
   free(f);
   return rc;
 }

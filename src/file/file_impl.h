@@ -4,10 +4,21 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 #include "b2_cache.h"
 #include "b2_file.h"
 #include "common/pool.h"
+
+/* Frames kept open after their last close, for the next open of the same
+ * unchanged file (park.c). */
+#define B2_PARK_MAX 64
+typedef struct b2_parked {
+  b2_frame *frame;
+  struct stat st;   /* of the frame file when it was opened */
+  int64_t since;    /* parked at (monotonic seconds) */
+  uint64_t seq;     /* order of parking */
+} b2_parked;
 
 struct b2_env {
   b2_env_opts opts;
@@ -22,11 +33,20 @@ struct b2_env {
   int stop;
   int have_idler;
   pthread_t idler;
+
+  pthread_mutex_t park_mu;
+  b2_parked park[B2_PARK_MAX];
+  int npark, park_max;
+  uint64_t park_seq;
 };
 
 /* Reads smaller than this, of chunks not in the cache and not part of a
- * sequential stream, decode only the blocks they cover. */
+ * sequential stream, decode only the blocks they cover, unless the chunk
+ * is at most B2_FILE_WHOLE_RATIO times the read: then the whole chunk is
+ * decoded into the cache (the first read of a small file, which the next
+ * one continues). */
 #define B2_FILE_PARTIAL_MAX (256u << 10)
+#define B2_FILE_WHOLE_RATIO 4
 
 /* A reader of a handle as read.c tracks it: up to B2_FILE_STREAMS readers
  * of one handle (processes reading the same file) are told apart by where
@@ -56,6 +76,8 @@ struct b2_file {
   b2_stream streams[B2_FILE_STREAMS]; /* readers of the handle (read.c) */
   atomic_uint_fast64_t tick;  /* counts reads, for the streams' LRU order */
   b2_pool_group group;        /* read-ahead jobs in flight */
+  atomic_int cached;          /* a loader ran for this handle: its keys
+                                 may have entries to discard at close */
 
   /* Writing (logical view of a frame opened for writing). */
   int writable;
@@ -120,6 +142,15 @@ int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off);
 /* A new .npy file still held is flushed (or closed): store it now, as an
  * array or a plain frame. */
 int b2_file_asettle(b2_file *f);
+
+/* A parked frame of `path` if stat(path) shows the very file it was
+ * parsed from, unchanged (taken out of the park), else NULL. */
+b2_frame *b2_file_park_take(b2_env *env, const char *path);
+/* Park a frame at its last close: 1 if kept (env owns it now), 0 if not
+ * (the caller closes it). */
+int b2_file_park_put(b2_env *env, b2_frame *fr);
+/* Close every parked frame. */
+void b2_file_park_clear(b2_env *env);
 
 /* Cache loader: decode chunk `chunk` of the file `arg` (a b2_file) whole. */
 int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len);

@@ -34,6 +34,7 @@
 static int load_stored(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
   b2_file *f = arg;
   (void)file;
+  atomic_store(&f->cached, 1);
   uint8_t *p;
   size_t n;
   int rc = b2_frame_read_chunk(f->frame, chunk, &p, &n);

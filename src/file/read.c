@@ -21,6 +21,7 @@
 int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
   b2_file *f = arg;
   (void)file;
+  atomic_store(&f->cached, 1);
   int32_t nb = b2_frame_chunk_nbytes(f->frame, chunk);
   if (nb < 0) return nb;
   uint8_t *buf = b2_cache_buf_alloc(nb ? (size_t)nb : 1);
@@ -69,7 +70,7 @@ static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, b2_stream *s
   b2_cache *c = f->env ? f->env->cache : NULL;
   if (!c) return 0;
   if (b2_cache_peek(c, f->id, i, e) == 0) return 1;
-  if (!seq && len <= B2_FILE_PARTIAL_MAX) return 0;
+  if (!seq && len <= B2_FILE_PARTIAL_MAX && (size_t)nb / B2_FILE_WHOLE_RATIO > len) return 0;
   /* A whole chunk goes straight to the caller unless read-ahead has queued
    * it (then wait for that decode rather than repeat it). */
   if (len == (size_t)nb && !(seq && i < atomic_load(&seq->ahead))) return 0;

@@ -51,6 +51,8 @@ static int open_files(b2_frame *f, const char *path) {
   if (!S_ISREG(st.st_mode))
     return b2_fail(B2_E_FORMAT, "not a regular file or a directory");
   f->file_size = (int64_t)st.st_size;
+  f->st = st;
+  f->st_valid = 1;
   return 0;
 }
 
@@ -257,6 +259,13 @@ const b2_frame_info *b2_frame_get_info(const b2_frame *f) {
 }
 
 const char *b2_frame_path(const b2_frame *f) { return f ? f->path : NULL; }
+
+int b2_frame_stat(const b2_frame *f, struct stat *st) {
+  if (!f || !f->st_valid)
+    return b2_fail(B2_E_INVAL, "frame stat: not a frame opened by path");
+  *st = f->st;
+  return 0;
+}
 
 /* ---- logical geometry ---------------------------------------------------- */
 

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "b2_frame.h"
 #include "common/msgpack.h"
@@ -103,6 +104,9 @@ struct b2_frame {
   int64_t base;         /* where the frame starts in fd (0 but for frames
                            opened inside another file, b2_frame_open_fd);
                            every offset below counts from here */
+  struct stat st;       /* fstat of the frame file (sparse: chunks.b2frame)
+                           when opened by path (st_valid), else unset */
+  int st_valid;
 
   /* Layout of the frame file. */
   int64_t data_pos;     /* chunk offsets count from here (header_size) */

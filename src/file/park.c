@@ -1,0 +1,116 @@
+/*
+ * park.c - parsed frames kept across opens.
+ *
+ * Opening a frame reads and checks its header, trailer, index and
+ * checksum table; for a small file that costs more than reading it.  A
+ * program that looks at a file and then opens it (a FUSE lookup or getattr
+ * followed by open; `ls -l` then `cat`) would parse it twice.  So a frame
+ * closed read-only is parked here, still open, and the next read-only open
+ * of a path whose stat(2) gives the same device, inode, size, modification
+ * and change times takes it back instead of parsing the file again: the
+ * same inode unchanged holds the same bytes.  A read-only frame is
+ * immutable, so nothing else needs checking.
+ *
+ * At most PARK_MAX frames (least recently parked go first), only
+ * contiguous frames whose index and trailer take at most PARK_META_MAX
+ * bytes, each for at most PARK_SECONDS (a parked frame keeps its file
+ * open, so a deleted file's space returns soon).  Frames are taken out
+ * while in use: each b2_frame still has one user at a time.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "b2_error.h"
+#include "common/fileio.h"
+#include "file/file_impl.h"
+
+#define PARK_META_MAX ((int64_t)256 << 10)
+#define PARK_SECONDS 30
+
+static int same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+static int64_t now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec;
+}
+
+/* Close the frames parked for longer than PARK_SECONDS (env->park_mu
+ * held); they are moved to *old for closing after the lock. */
+static int expire(b2_env *env, int64_t now, b2_frame **old, int nold) {
+  int k = 0;
+  for (int i = 0; i < env->npark;) {
+    if (now - env->park[i].since > PARK_SECONDS && k < nold) {
+      old[k++] = env->park[i].frame;
+      env->park[i] = env->park[--env->npark];
+    } else {
+      i++;
+    }
+  }
+  return k;
+}
+
+b2_frame *b2_file_park_take(b2_env *env, const char *path) {
+  if (!env || env->park_max <= 0) return NULL;
+  pthread_mutex_lock(&env->park_mu);
+  int n = env->npark;
+  pthread_mutex_unlock(&env->park_mu);
+  if (n == 0) return NULL; /* spare the stat */
+  struct stat st;
+  if (b2_io_stat_path(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+  b2_frame *fr = NULL;
+  pthread_mutex_lock(&env->park_mu);
+  for (int i = 0; i < env->npark; i++) {
+    if (!same_file(&env->park[i].st, &st)) continue;
+    fr = env->park[i].frame;
+    env->park[i] = env->park[--env->npark];
+    break;
+  }
+  pthread_mutex_unlock(&env->park_mu);
+  return fr;
+}
+
+int b2_file_park_put(b2_env *env, b2_frame *fr) {
+  if (!env || env->park_max <= 0 || b2_frame_writable(fr)) return 0;
+  b2_frame_info in;
+  struct stat st;
+  if (b2_frame_info_copy(fr, &in) < 0 || in.layout != B2_LAYOUT_CONTIGUOUS ||
+      in.frame_size - in.header_size - in.cbytes > PARK_META_MAX || b2_frame_stat(fr, &st) < 0)
+    return 0;
+  b2_frame *old[B2_PARK_MAX + 1];
+  int nold;
+  int64_t now = now_s();
+  pthread_mutex_lock(&env->park_mu);
+  nold = expire(env, now, old, B2_PARK_MAX);
+  if (env->npark >= env->park_max) { /* the oldest makes room */
+    int o = 0;
+    for (int i = 1; i < env->npark; i++)
+      if (env->park[i].seq < env->park[o].seq) o = i;
+    old[nold++] = env->park[o].frame;
+    env->park[o] = env->park[--env->npark];
+  }
+  env->park[env->npark].frame = fr;
+  env->park[env->npark].st = st;
+  env->park[env->npark].since = now;
+  env->park[env->npark].seq = ++env->park_seq;
+  env->npark++;
+  pthread_mutex_unlock(&env->park_mu);
+  for (int i = 0; i < nold; i++) b2_frame_close(old[i]);
+  return 1;
+}
+
+void b2_file_park_clear(b2_env *env) {
+  pthread_mutex_lock(&env->park_mu);
+  int n = env->npark;
+  b2_frame *old[B2_PARK_MAX];
+  for (int i = 0; i < n; i++) old[i] = env->park[i].frame;
+  env->npark = 0;
+  pthread_mutex_unlock(&env->park_mu);
+  for (int i = 0; i < n; i++) b2_frame_close(old[i]);
+}
