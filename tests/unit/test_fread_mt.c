@@ -399,6 +399,95 @@ static void test_threads(void) { threads(0); }
 /* the shared flock of a frame is taken once for all its threads */
 static void test_threads_locked(void) { threads(1); }
 
+/* A read of a quarter of a chunk or more loads the whole chunk decoded
+ * (the next read of a small file continues there). */
+static void test_quarter_chunk(void) {
+  b2_env *env = make_env(8 << 20, 4);
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  uint8_t *buf = malloc(CHUNK);
+  CHECK_EQ(check_read(f, sig, CHUNK / 4, 5 * CHUNK, buf), 0);
+  b2_cache_entry *e;
+  CHECK_EQ(b2_cache_peek(env->cache, f->id, 5, &e), 0);
+  if (e) b2_cache_release(env->cache, e);
+  CHECK_EQ(cached_stored(f, 5), 0);
+  CHECK_EQ(check_read(f, sig, CHUNK / 4 - 1, 9 * CHUNK + 100, buf), 0); /* partial */
+  CHECK(b2_cache_peek(env->cache, f->id, 9, &e) < 0);
+  CHECK_EQ(cached_stored(f, 9), 1);
+  free(buf);
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+
+static int parked(b2_env *env) {
+  pthread_mutex_lock(&env->park_mu);
+  int n = env->npark;
+  pthread_mutex_unlock(&env->park_mu);
+  return n;
+}
+
+static int copy_file(const char *from, const char *to) {
+  size_t len;
+  unsigned char *b = t_read_file(from, &len);
+  FILE *fp = b ? fopen(to, "wb") : NULL;
+  int ok = fp && fwrite(b, 1, len, fp) == len;
+  if (fp && fclose(fp) != 0) ok = 0;
+  free(b);
+  return ok ? 0 : -1;
+}
+
+/* Frames closed read-only are parked and taken back by the next open of
+ * the same unchanged file; a changed, replaced or removed file is opened
+ * afresh (never the parked parse). */
+static void test_park(void) {
+  b2_env *env = make_env(8 << 20, 4);
+  CHECK(env != NULL);
+  if (!env) return;
+  char path[96], other[96];
+  snprintf(path, sizeof path, "%s/park.b2frame", dir);
+  snprintf(other, sizeof other, "%s/park2.b2frame", dir);
+  CHECK_EQ(copy_file(sig_path, path), 0);
+  uint8_t *buf = malloc(PIECE);
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  CHECK_EQ(check_read(f, sig, PIECE, 7, buf), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(parked(env), 1);
+  /* unchanged: taken back */
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  CHECK_EQ(parked(env), 0);
+  CHECK_EQ(check_read(f, sig, PIECE, 3 * CHUNK - 5, buf), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(parked(env), 1);
+  /* rewritten in place with the same bytes: times change, parse again */
+  CHECK_EQ(copy_file(sig_path, path), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  CHECK_EQ(parked(env), 1);
+  CHECK_EQ(check_read(f, sig, PIECE, 100, buf), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(parked(env), 2);
+  /* replaced by another frame: its bytes, not the parked ones */
+  CHECK_EQ(copy_file(txt_path, other), 0);
+  CHECK_EQ(rename(other, path), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  CHECK_EQ(check_read(f, txt, PIECE, 100, buf), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  /* removed: the open fails though frames of it are parked */
+  CHECK_EQ(unlink(path), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), B2_E_NOENT);
+  /* writable handles never park */
+  int before = parked(env);
+  CHECK_EQ(copy_file(sig_path, path), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f), 0);
+  CHECK_EQ(check_read(f, sig, PIECE, 100, buf), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(parked(env), before);
+  free(buf);
+  b2_env_destroy(env); /* closes the parked frames (leak check) */
+}
+
 int main(void) {
   const char *seed = getenv("B2FS_SEED");
   seed0 = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
@@ -424,6 +513,8 @@ int main(void) {
   T_RUN(test_writable);
   T_RUN(test_threads);
   T_RUN(test_threads_locked);
+  T_RUN(test_quarter_chunk);
+  T_RUN(test_park);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) return 1;
