@@ -89,11 +89,23 @@ const b2_frame_info *b2_frame_get_info(const b2_frame *f);
 int b2_frame_info_copy(const b2_frame *f, b2_frame_info *out);
 const char *b2_frame_path(const b2_frame *f);
 
+/* Keeping a parsed frame across opens (src/file/park.c).  b2_frame_detach
+ * closes the file of a read-only contiguous frame opened by path: only
+ * b2_frame_close may follow, or reuse through b2_frame_open_reusing.  That
+ * opens `path` as b2_frame_open does, then asks fn(ctx, st) (st: fstat of
+ * the file just opened) for a detached frame parsed from that same file
+ * unchanged; given one, it gets the new descriptor and is returned instead
+ * of parsing the file again (fn hands it over; NULL: parse). */
+struct stat;
+typedef b2_frame *(*b2_frame_reuse_fn)(void *ctx, const struct stat *st);
+int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
+                          b2_frame **out);
+int b2_frame_detach(b2_frame *f);
+
 /* The frame file's status (fstat) when it was opened by path (sparse
  * frames: chunks.b2frame's): with st_dev, st_ino, st_size, st_mtim and
  * st_ctim it identifies the bytes the frame was parsed from.  B2_E_INVAL
  * for frames opened otherwise (b2_frame_open_fd, _mem). */
-struct stat;
 int b2_frame_stat(const b2_frame *f, struct stat *st);
 
 /* Logical geometry: byte offset of chunk i in the logical content (i may

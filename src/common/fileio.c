@@ -317,18 +317,6 @@ int b2_io_open_path(const char *path, int flags, mode_t mode) {
   return open(path, flags | O_NOFOLLOW, mode); /* old kernel: last component */
 }
 
-int b2_io_stat_path(const char *path, struct stat *st) {
-  if (!atomic_load(&strict_paths) || strncmp(path, "/proc/self/fd/", 14) == 0)
-    return stat(path, st);
-  int fd = b2_io_open_path(path, O_PATH | O_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  int rc = fstat(fd, st);
-  int e = errno;
-  close(fd);
-  errno = e;
-  return rc;
-}
-
 int b2_io_open_parent(const char *path, const char **base) {
   /* Ignore trailing slashes ("dir/" names dir). */
   size_t len = strlen(path);

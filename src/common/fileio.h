@@ -62,10 +62,6 @@ int b2_io_open_parent(const char *path, const char **base);
 void b2_io_set_strict_paths(int on);
 int b2_io_strict_paths(void);
 int b2_io_open_path(const char *path, int flags, mode_t mode);
-/* stat(2) of `path` resolved as b2_io_open_path resolves it (symbolic
- * links refused in strict mode); -1 and errno on failure. */
-struct stat;
-int b2_io_stat_path(const char *path, struct stat *st);
 
 #ifdef B2_FAULT_INJECTION
 enum b2_io_op {

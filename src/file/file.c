@@ -193,8 +193,8 @@ int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **o
     return b2_fail(B2_E_INVAL, "unknown view %d", view);
   if ((flags & B2_OPEN_RDWR) && !(env && env->cache))
     return b2_fail(B2_E_INVAL, "writing needs an environment with a cache");
-  b2_frame *fr = (flags & B2_OPEN_RDWR) ? NULL : b2_file_park_take(env, path);
-  int rc = fr ? 0 : (flags & B2_OPEN_RDWR) ? b2_frame_open_rw(path, &fr) : b2_frame_open(path, &fr);
+  b2_frame *fr;
+  int rc = (flags & B2_OPEN_RDWR) ? b2_frame_open_rw(path, &fr) : b2_file_park_open(env, path, &fr);
   if (rc < 0) return rc;
   return wrap(env, fr, path, view, flags, out);
 }

@@ -143,9 +143,9 @@ int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off);
  * array or a plain frame. */
 int b2_file_asettle(b2_file *f);
 
-/* A parked frame of `path` if stat(path) shows the very file it was
- * parsed from, unchanged (taken out of the park), else NULL. */
-b2_frame *b2_file_park_take(b2_env *env, const char *path);
+/* b2_frame_open, taking back a parked frame of the same file unchanged
+ * instead of parsing it again when there is one. */
+int b2_file_park_open(b2_env *env, const char *path, b2_frame **out);
 /* Park a frame at its last close: 1 if kept (env owns it now), 0 if not
  * (the caller closes it). */
 int b2_file_park_put(b2_env *env, b2_frame *fr);

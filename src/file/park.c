@@ -5,17 +5,17 @@
  * checksum table; for a small file that costs more than reading it.  A
  * program that looks at a file and then opens it (a FUSE lookup or getattr
  * followed by open; `ls -l` then `cat`) would parse it twice.  So a frame
- * closed read-only is parked here, still open, and the next read-only open
- * of a path whose stat(2) gives the same device, inode, size, modification
- * and change times takes it back instead of parsing the file again: the
- * same inode unchanged holds the same bytes.  A read-only frame is
- * immutable, so nothing else needs checking.
+ * closed read-only is parked here, its file closed (a parked frame must
+ * not keep a deleted file's space), and the next read-only open of a path
+ * whose file, once opened, has the same device, inode, size, modification
+ * and change times (fstat) takes it back with the new descriptor instead
+ * of parsing the file again: the same inode unchanged holds the same
+ * bytes.  A read-only frame is immutable, so nothing else needs checking.
  *
- * At most PARK_MAX frames (least recently parked go first), only
+ * At most B2_PARK_MAX frames (least recently parked go first), only
  * contiguous frames whose index and trailer take at most PARK_META_MAX
- * bytes, each for at most PARK_SECONDS (a parked frame keeps its file
- * open, so a deleted file's space returns soon).  Frames are taken out
- * while in use: each b2_frame still has one user at a time.
+ * bytes, each for at most PARK_SECONDS.  Frames are taken out while in
+ * use: each b2_frame still has one user at a time.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,6 @@
 #include <time.h>
 
 #include "b2_error.h"
-#include "common/fileio.h"
 #include "file/file_impl.h"
 
 #define PARK_META_MAX ((int64_t)256 << 10)
@@ -56,18 +55,13 @@ static int expire(b2_env *env, int64_t now, b2_frame **old, int nold) {
   return k;
 }
 
-b2_frame *b2_file_park_take(b2_env *env, const char *path) {
-  if (!env || env->park_max <= 0) return NULL;
-  pthread_mutex_lock(&env->park_mu);
-  int n = env->npark;
-  pthread_mutex_unlock(&env->park_mu);
-  if (n == 0) return NULL; /* spare the stat */
-  struct stat st;
-  if (b2_io_stat_path(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+/* b2_frame_reuse_fn: the parked frame of the file whose fstat is st. */
+static b2_frame *take(void *ctx, const struct stat *st) {
+  b2_env *env = ctx;
   b2_frame *fr = NULL;
   pthread_mutex_lock(&env->park_mu);
   for (int i = 0; i < env->npark; i++) {
-    if (!same_file(&env->park[i].st, &st)) continue;
+    if (!same_file(&env->park[i].st, st)) continue;
     fr = env->park[i].frame;
     env->park[i] = env->park[--env->npark];
     break;
@@ -76,12 +70,23 @@ b2_frame *b2_file_park_take(b2_env *env, const char *path) {
   return fr;
 }
 
+int b2_file_park_open(b2_env *env, const char *path, b2_frame **out) {
+  int use = 0;
+  if (env && env->park_max > 0) {
+    pthread_mutex_lock(&env->park_mu);
+    use = env->npark > 0;
+    pthread_mutex_unlock(&env->park_mu);
+  }
+  return use ? b2_frame_open_reusing(path, take, env, out) : b2_frame_open(path, out);
+}
+
 int b2_file_park_put(b2_env *env, b2_frame *fr) {
   if (!env || env->park_max <= 0 || b2_frame_writable(fr)) return 0;
   b2_frame_info in;
   struct stat st;
   if (b2_frame_info_copy(fr, &in) < 0 || in.layout != B2_LAYOUT_CONTIGUOUS ||
-      in.frame_size - in.header_size - in.cbytes > PARK_META_MAX || b2_frame_stat(fr, &st) < 0)
+      in.frame_size - in.header_size - in.cbytes > PARK_META_MAX || b2_frame_stat(fr, &st) < 0 ||
+      b2_frame_detach(fr) < 0)
     return 0;
   b2_frame *old[B2_PARK_MAX + 1];
   int nold;

@@ -63,7 +63,7 @@ static int load_header(b2_frame *f, b2_frame_header *h) {
   uint8_t pre[HEADER_PREFIX];
   size_t n = f->file_size < HEADER_PREFIX ? (size_t)f->file_size
                                           : HEADER_PREFIX;
-  int rc = b2_frame_pread(f->fd, pre, n, f->base);
+  int rc = b2_frame_fpread(f, f->fd, pre, n, f->base, 0);
   if (rc < 0) return b2_context(rc, "frame header");
   rc = b2_frame_parse_header(pre, n, h);
   if (rc == B2_E_TRUNCATED && (int64_t)n == f->file_size)
@@ -88,7 +88,10 @@ static int load_header(b2_frame *f, b2_frame_header *h) {
    * the real file. */
   f->header = malloc((size_t)h->header_size);
   if (!f->header) return b2_fail(B2_E_NOMEM, "out of memory for the header");
-  rc = b2_frame_pread(f->fd, f->header, (size_t)h->header_size, f->base);
+  if ((int64_t)n >= h->header_size)
+    memcpy(f->header, pre, (size_t)h->header_size); /* read already */
+  else
+    rc = b2_frame_fpread(f, f->fd, f->header, (size_t)h->header_size, f->base, 0);
   if (rc < 0) return b2_context(rc, "frame header");
   rc = b2_frame_parse_header(f->header, (size_t)h->header_size, h);
   if (rc < 0) return rc;
@@ -103,8 +106,8 @@ static int load_header(b2_frame *f, b2_frame_header *h) {
 static int load_trailer(b2_frame *f, const b2_frame_header *h) {
   uint8_t tail[B2_FRAME_TRAILER_MIN];
   int64_t fsize = (int64_t)h->frame_size;
-  int rc = b2_frame_pread(f->fd, tail, sizeof tail,
-                          f->base + fsize - B2_FRAME_TRAILER_MIN);
+  int rc = b2_frame_fpread(f, f->fd, tail, sizeof tail,
+                           f->base + fsize - B2_FRAME_TRAILER_MIN, 0);
   if (rc < 0) return b2_context(rc, "trailer");
   uint32_t tlen;
   rc = b2_frame_trailer_len(tail, &tlen);
@@ -118,7 +121,7 @@ static int load_trailer(b2_frame *f, const b2_frame_header *h) {
   f->trailer_pos = fsize - tlen;
   f->trailer = malloc(tlen);
   if (!f->trailer) return b2_fail(B2_E_NOMEM, "out of memory for the trailer");
-  rc = b2_frame_pread(f->fd, f->trailer, tlen, f->base + f->trailer_pos);
+  rc = b2_frame_fpread(f, f->fd, f->trailer, tlen, f->base + f->trailer_pos, 0);
   if (rc < 0) return b2_context(rc, "trailer");
   return b2_frame_parse_trailer(f->trailer, tlen, h->legacy, &f->vlmeta,
                                 &f->info.nvlmeta);
@@ -168,6 +171,7 @@ static b2_frame *frame_new(const char *name) {
  * closes f on error. */
 static int load(b2_frame *f, b2_frame **out) {
   b2_frame_header h;
+  b2_frame_image_load(f);
   int rc = load_header(f, &h);
   if (!rc) {
     fill_info(f, &h);
@@ -184,19 +188,38 @@ static int load(b2_frame *f, b2_frame **out) {
 }
 
 int b2_frame_open(const char *path, b2_frame **out) {
+  return b2_frame_open_reusing(path, NULL, NULL, out);
+}
+
+int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
+                          b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
   *out = NULL;
   if (!path || !*path) return b2_fail(B2_E_INVAL, "frame open: empty path");
   b2_frame *f = frame_new(path);
   if (!f) return B2_E_NOMEM;
   int rc = open_files(f, path);
+  b2_frame *old = rc == 0 && fn && f->info.layout == B2_LAYOUT_CONTIGUOUS ? fn(ctx, &f->st) : NULL;
+  if (old) { /* the same file, unchanged: the parse it had is right */
+    old->fd = f->fd;
+    f->fd = -1;
+    char *p = old->path;
+    old->path = f->path;
+    f->path = p;
+    b2_frame_close(f);
+    *out = old;
+    return 0;
+  }
   if (rc == 0) rc = b2_frame_lk_attach(f, path);
   int locked = 0;
   if (rc == 0 && f->lk) { /* loaded under the shared lock, sized under it */
     struct stat st;
     rc = locked = b2_frame_lk_rd_begin(f, 0);
     if (rc > 0) rc = 0;
-    if (locked > 0 && fstat(f->fd, &st) == 0) f->file_size = (int64_t)st.st_size;
+    if (locked > 0 && fstat(f->fd, &st) == 0) {
+      f->file_size = (int64_t)st.st_size;
+      f->st = st;
+    }
   }
   if (rc < 0) {
     b2_frame_close(f);
@@ -205,6 +228,14 @@ int b2_frame_open(const char *path, b2_frame **out) {
   rc = load(f, out); /* closes f on failure, which releases the lock */
   if (rc == 0) b2_frame_lk_rd_end(f, locked);
   return rc;
+}
+
+int b2_frame_detach(b2_frame *f) {
+  if (!f || f->w || f->info.layout != B2_LAYOUT_CONTIGUOUS || !f->st_valid || f->fd < 0)
+    return b2_fail(B2_E_INVAL, "frame detach: not a read-only frame opened by path");
+  close(f->fd);
+  f->fd = -1;
+  return 0;
 }
 
 int b2_frame_open_fd(int fd, int64_t offset, int64_t length, const char *name,
@@ -241,6 +272,7 @@ void b2_frame_close(b2_frame *f) {
   if (!f) return;
   b2_frame_w_free(f); /* discards what was not committed */
   b2_frame_lk_free(f);
+  b2_frame_image_drop(f);
   if (f->fd >= 0) close(f->fd);
   if (f->dirfd >= 0) close(f->dirfd);
   free(f->path);

@@ -107,6 +107,14 @@ struct b2_frame {
   struct stat st;       /* fstat of the frame file (sparse: chunks.b2frame)
                            when opened by path (st_valid), else unset */
   int st_valid;
+  /* A small frame file (at most B2_FRAME_IMAGE_MAX bytes) is read whole by
+   * one pread at open: `image` holds its bytes [base, base + file_size),
+   * and reads of them (header, trailer, index, chunks) are copied from it
+   * (io.c) until the chunk of a one-chunk frame has been read, when it is
+   * freed.  NULL otherwise (and always for frames opened for writing).
+   * img_mu guards freeing it; set up when an image is made. */
+  _Atomic(uint8_t *) image;
+  pthread_mutex_t img_mu;
 
   /* Layout of the frame file. */
   int64_t data_pos;     /* chunk offsets count from here (header_size) */
@@ -278,6 +286,19 @@ int b2_frame_lock_holder(int fd, char *out, size_t cap);
  * if the file ends first, B2_E_IO on an error. */
 int b2_frame_pread(int fd, void *buf, size_t n, int64_t off);
 
+/* The same for a read of the frame's own file (fd == f->fd; off counts
+ * from the file's start, base included): served from f->image when that
+ * holds the bytes.  `last`: the read brings the chunk of a one-chunk
+ * frame, after which the image is no longer needed (it is freed). */
+#define B2_FRAME_IMAGE_MAX ((int64_t)128 << 10)
+int b2_frame_fpread(const b2_frame *f, int fd, void *buf, size_t n,
+                    int64_t off, int last);
+/* At open: read a small frame file whole into f->image (no-op otherwise;
+ * failures only mean no image). */
+void b2_frame_image_load(b2_frame *f);
+/* Free the image (close, and frames opened for writing). */
+void b2_frame_image_drop(b2_frame *f);
+
 /* Sparse frames: open chunk file number `num` (%08X.chunk) for reading. */
 int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd,
                          int64_t *size);
@@ -389,9 +410,11 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
                         size_t *len);
 
 /* Read the chunk stored at `pos` of `fd`, with `limit` the end of the bytes
- * it may occupy, into b; checks sizes before reading. */
-int b2_frame_read_stored(int fd, int64_t pos, int64_t limit, b2_chunkbuf *b,
-                         size_t *len, int32_t *nbytes);
+ * it may occupy, into b; checks sizes before reading.  f (may be NULL):
+ * the frame whose file fd is, for its image (`last` as in
+ * b2_frame_fpread). */
+int b2_frame_read_stored(const b2_frame *f, int fd, int64_t pos, int64_t limit,
+                         b2_chunkbuf *b, size_t *len, int32_t *nbytes, int last);
 
 /* ---- checksums (checksum.c) ------------------------------------------ */
 

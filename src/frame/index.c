@@ -73,7 +73,7 @@ int b2_frame_stored_nbytes(const b2_frame *f, int64_t i, int32_t *nbytes) {
   if (limit - pos < B2_CHUNK_HEADER_MIN)
     rc = b2_fail(B2_E_TRUNCATED, "only %lld bytes at offset %lld, less than "
                  "a chunk header", (long long)(limit - pos), (long long)pos);
-  if (!rc) rc = b2_frame_pread(fd, hdr, sizeof hdr, pos);
+  if (!rc) rc = b2_frame_fpread(f, fd, hdr, sizeof hdr, pos, 0);
   if (!rc) rc = b2_chunk_sizes(hdr, sizeof hdr, nbytes, &cb, &bs);
   if (!rc && (cb < B2_CHUNK_HEADER_MIN || cb > limit - pos))
     rc = b2_fail(B2_E_FORMAT, "cbytes %d at offset %lld overruns the %lld "
@@ -123,9 +123,9 @@ int b2_frame_load_index(b2_frame *f) {
   b2_chunkbuf b = {NULL, 0};
   size_t len;
   int32_t inb;
-  int rc = b2_frame_read_stored(f->fd, f->base + f->index_pos,
+  int rc = b2_frame_read_stored(f, f->fd, f->base + f->index_pos,
                                 f->base + f->trailer_pos, &b, &len,
-                                &inb);
+                                &inb, 0);
   if (rc < 0) {
     free(b.p);
     return b2_context(rc, "index chunk");

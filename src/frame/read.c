@@ -40,6 +40,7 @@ static int reserve(b2_chunkbuf *b, size_t n) {
 /* Where chunk i is stored.  For sparse frames the chunk file is opened
  * and must be closed by the caller (owned = 1). */
 typedef struct chunk_loc {
+  const b2_frame *f; /* whose file fd may be (its image), or NULL */
   int fd;
   int owned;
   int64_t pos;
@@ -47,6 +48,7 @@ typedef struct chunk_loc {
 } chunk_loc;
 
 static int locate(const b2_frame *f, int64_t entry, chunk_loc *l) {
+  l->f = f;
   if (f->info.layout == B2_LAYOUT_SPARSE) {
     l->owned = 1;
     l->pos = 0;
@@ -71,7 +73,7 @@ static int peek(const chunk_loc *l, uint8_t *hdr, size_t *hl, int32_t *nbytes,
     return b2_fail(B2_E_TRUNCATED, "only %lld bytes at offset %lld, less "
                    "than a chunk header", (long long)left, (long long)l->pos);
   *hl = left < B2_CHUNK_HEADER_EXT ? (size_t)left : B2_CHUNK_HEADER_EXT;
-  int rc = b2_frame_pread(l->fd, hdr, *hl, l->pos);
+  int rc = b2_frame_fpread(l->f, l->fd, hdr, *hl, l->pos, 0);
   if (rc < 0) return rc;
   int32_t bs;
   rc = b2_chunk_sizes(hdr, *hl, nbytes, cbytes, &bs);
@@ -85,9 +87,9 @@ static int peek(const chunk_loc *l, uint8_t *hdr, size_t *hl, int32_t *nbytes,
   return 0;
 }
 
-int b2_frame_read_stored(int fd, int64_t pos, int64_t limit, b2_chunkbuf *b,
-                         size_t *len, int32_t *nbytes) {
-  chunk_loc l = {fd, 0, pos, limit};
+int b2_frame_read_stored(const b2_frame *f, int fd, int64_t pos, int64_t limit,
+                         b2_chunkbuf *b, size_t *len, int32_t *nbytes, int last) {
+  chunk_loc l = {f, fd, 0, pos, limit};
   uint8_t hdr[B2_CHUNK_HEADER_EXT];
   size_t hl;
   int32_t cb;
@@ -97,7 +99,7 @@ int b2_frame_read_stored(int fd, int64_t pos, int64_t limit, b2_chunkbuf *b,
   if (rc < 0) return rc;
   memcpy(b->p, hdr, B2_MIN(hl, (size_t)cb)); /* a chunk may be < 32 bytes */
   if ((size_t)cb > hl) {
-    rc = b2_frame_pread(fd, b->p + hl, (size_t)cb - hl, pos + (int64_t)hl);
+    rc = b2_frame_fpread(f, fd, b->p + hl, (size_t)cb - hl, pos + (int64_t)hl, last);
     if (rc < 0) return rc;
   }
   *len = (size_t)cb;
@@ -141,7 +143,8 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
   rc = locate(f, entry, &l);
   int32_t nb;
   if (rc == 0) {
-    rc = b2_frame_read_stored(l.fd, l.pos, l.limit, b, len, &nb);
+    rc = b2_frame_read_stored(f, l.fd, l.pos, l.limit, b, len, &nb,
+                              f->info.nchunks == 1);
     release(&l);
   }
   b2_frame_lk_rd_end(f, locked);

@@ -278,6 +278,7 @@ static int changed_since_open(const b2_frame *f) {
 }
 
 int b2_frame_w_init(b2_frame *f) {
+  b2_frame_image_drop(f); /* writers change the file under it */
   int rc = check_writable(f);
   if (rc < 0) return rc;
   b2_frame_w *w = calloc(1, sizeof *w);

@@ -6,6 +6,7 @@
  * several threads reading one handle (also with a .b2lock sidecar, so that
  * every chunk read takes the shared lock).  Every byte read is compared with
  * the data written.  B2FS_SEED replays a run. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -428,6 +429,15 @@ static int parked(b2_env *env) {
   return n;
 }
 
+static int open_fds(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
 static int copy_file(const char *from, const char *to) {
   size_t len;
   unsigned char *b = t_read_file(from, &len);
@@ -451,10 +461,12 @@ static void test_park(void) {
   CHECK_EQ(copy_file(sig_path, path), 0);
   uint8_t *buf = malloc(PIECE);
   b2_file *f;
+  int fds = open_fds();
   CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
   CHECK_EQ(check_read(f, sig, PIECE, 7, buf), 0);
   CHECK_EQ(b2_file_close(f), 0);
   CHECK_EQ(parked(env), 1);
+  CHECK_EQ(open_fds(), fds); /* parked without its file */
   /* unchanged: taken back */
   CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
   CHECK_EQ(parked(env), 0);
