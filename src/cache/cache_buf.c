@@ -8,9 +8,11 @@
  * the next entry pile up until the process holds far more than the
  * cache's capacity.  So a large buffer gets its own mapping, sized up to
  * a 64 KiB class, and goes back to the system when freed, except for a
- * few kept (up to KEEP_BYTES) for the next buffer of the same class: a
- * sequential reader frees one decoded chunk as it decodes the next, and
- * reusing those pages spares the page faults of a fresh mapping.
+ * few kept (up to KEEP_BYTES) for the next buffers: a sequential reader
+ * frees one decoded chunk as it decodes the next, a reader of many small
+ * files frees each file's chunk at its close, and reusing those pages
+ * (resized by mremap when the class differs) spares the page faults of a
+ * fresh mapping.
  *
  * Every buffer starts with a small header that records how it was made.
  *
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "b2_cache.h"
 #include "cache/cache_int.h"
@@ -58,20 +61,39 @@ static struct {
   size_t bytes;
 } keep = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0, 0};
 
-/* A kept mapping of exactly `size` bytes, or NULL. */
+/* A kept mapping made `size` bytes long, or NULL: one of exactly that
+ * size, else the one closest in size resized by mremap (the pages it keeps
+ * were touched already: no page faults for those, unlike a fresh mapping;
+ * shrinking gives the rest back). */
 static void *take_kept(size_t size) {
   void *p = NULL;
+  size_t have = 0;
   pthread_mutex_lock(&keep.mu);
+  int best = -1;
   for (int i = keep.n - 1; i >= 0; i--) {
-    if (keep.size[i] != size) continue;
-    p = keep.slot[i];
+    size_t d = keep.size[i] > size ? keep.size[i] - size : size - keep.size[i];
+    if (best < 0 || d < (keep.size[best] > size ? keep.size[best] - size : size - keep.size[best]))
+      best = i;
+    if (d == 0) break;
+  }
+  if (best >= 0) {
+    p = keep.slot[best];
+    have = keep.size[best];
     keep.n--;
-    keep.slot[i] = keep.slot[keep.n];
-    keep.size[i] = keep.size[keep.n];
-    keep.bytes -= size;
-    break;
+    keep.slot[best] = keep.slot[keep.n];
+    keep.size[best] = keep.size[keep.n];
+    keep.bytes -= have;
   }
   pthread_mutex_unlock(&keep.mu);
+  if (p && have != size) {
+    UNPOISON(p, have); /* the shadow of the old range must not stay poisoned */
+    void *q = mremap(p, have, size, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) {
+      munmap(p, have);
+      return NULL;
+    }
+    p = q;
+  }
   return p;
 }
 
@@ -90,6 +112,21 @@ static int put_kept(void *p, size_t size) {
   return kept;
 }
 
+/* The loader writes every byte of a new buffer at once: making its pages
+ * present in one call costs a fraction of a page fault for each (the
+ * mapping's tail past the buffer stays untouched).  Kernels before 5.14
+ * refuse the advice: then the pages fault in as written. */
+static void populate(void *base, size_t len) {
+#ifdef MADV_POPULATE_WRITE
+  long page = sysconf(_SC_PAGESIZE);
+  size_t n = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
+  (void)madvise(base, n, MADV_POPULATE_WRITE);
+#else
+  (void)base;
+  (void)len;
+#endif
+}
+
 uint8_t *b2_cache_buf_alloc(size_t n) {
   if (n > SIZE_MAX - HDR - CLASS - REDZONE) return NULL;
   size_t need = n + HDR;
@@ -102,6 +139,7 @@ uint8_t *b2_cache_buf_alloc(size_t n) {
       base = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (base == MAP_FAILED) return NULL;
     }
+    populate(base, HDR + n); /* also the part of a grown kept mapping */
   } else {
     base = aligned_alloc(HDR, (need + HDR - 1) / HDR * HDR);
     if (!base) return NULL;
