@@ -215,11 +215,13 @@ int b2_file_open_frame(b2_env *env, b2_frame *fr, int view, b2_file **out) {
 int b2_file_close(b2_file *f) {
   if (!f) return 0;
   int rc = 0;
-  if (f->writable) rc = b2_file_flush(f);
+  int writable = f->writable; /* the teardown clears it */
+  if (writable) rc = b2_file_flush(f);
   if (f->env && f->env->pool) b2_pool_wait(f->env->pool, &f->group);
-  if (f->writable) b2_file_teardown_writer(f);
-  /* A discard scans the whole cache: only for handles that loaded. */
-  if (f->env && f->env->cache && (f->writable || atomic_load(&f->cached))) {
+  if (writable) b2_file_teardown_writer(f);
+  /* A discard scans the whole cache: only for handles that loaded (read
+   * only: the loaders say so) or wrote. */
+  if (f->env && f->env->cache && (writable || atomic_load(&f->cached))) {
     b2_cache_discard_file(f->env->cache, f->id);
     if (f->cid) b2_cache_discard_file(f->env->cache, f->cid);
   }
@@ -228,7 +230,7 @@ int b2_file_close(b2_file *f) {
   free(f->pend);
   free(f->pend_set);
   free(f->path);
-  if (f->writable || !b2_file_park_put(f->env, f->frame)) b2_frame_close(f->frame);
+  if (writable || !b2_file_park_put(f->env, f->frame)) b2_frame_close(f->frame);
   free(f);
   return rc;
 }
