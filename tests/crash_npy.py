@@ -1,6 +1,6 @@
 """crash_npy.py - the array writer and oracle of tests/t_crash.sh.
 
-  crash_npy.py run DIR LOGDIR SEED
+  crash_npy.py run DIR LOGDIR SEED [MAXOPS]
       DIR is a directory under a b2fs mount.  Without LOGDIR/npy.base it
       first creates DIR/arr.npy (a 2-D '<u2' array with chunk and block
       shapes set through user.b2.*: blocks that do not divide chunks, so
@@ -13,7 +13,9 @@
       to LOGDIR/npy.log before it starts ("B k OP A B") and when it returns
       ("E k"), with unbuffered writes outside the mount; a write's bytes
       come from a seed derived from SEED and k, so the checker regenerates
-      them.  The first failing call ends the run.
+      them.  The first failing call ends the run: EIO or ENOSPC (the
+      fault daemon) are logged as "F errno" and exit 4; MAXOPS (default
+      -1: until killed) bounds the operations.
 
   crash_npy.py check SRCDIR LOGDIR B2F
       SRCDIR is the same directory in SOURCE after the daemon was killed.
@@ -47,7 +49,17 @@ def load_base(logdir):
     return bytearray(open(p, "rb").read())
 
 
-def run(d, logdir, seed):
+def run(d, logdir, seed, maxops=-1):
+    try:
+        run_ops(d, logdir, seed, maxops)
+    except OSError as e:
+        if e.errno not in (5, 28):
+            raise
+        os.write(os.open(f"{logdir}/npy.log", os.O_WRONLY | os.O_APPEND), f"F {e.errno}\n".encode())
+        sys.exit(4)
+
+
+def run_ops(d, logdir, seed, maxops):
     log = os.open(f"{logdir}/npy.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     say = lambda s: os.write(log, (s + "\n").encode())
     rng = np.random.default_rng(seed)
@@ -75,7 +87,7 @@ def run(d, logdir, seed):
     hdr = os.path.getsize(path) - len(model)
     fd = os.open(path, os.O_RDWR)
     k = 0
-    while True:
+    while maxops < 0 or k < maxops:
         k += 1
         r = rng.integers(0, 100)
         n = len(model)
@@ -180,6 +192,6 @@ def check(src, logdir, b2f):
 
 if __name__ == "__main__":
     if sys.argv[1] == "run":
-        run(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        run(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else -1)
     else:
         sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4]))

@@ -32,7 +32,8 @@
 # clean mount/verify/unmount whose daemon must exit 0.  Groups cycle through
 # {contiguous, sparse} x {zstd, lz4, blosclz}.
 #
-# A second phase (TRIALS/4 trials, at least 4) runs the fault-injection
+# A second phase (TRIALS/4 trials, at least 4; the array writer runs 150
+# operations before or after the file writer) runs the fault-injection
 # daemon build/fault/b2fs with B2FS_FAULT=op:nth:ERR (write, fsync,
 # fdatasync, rename, open, ftruncate or unlink; EIO, ENOSPC, or a short
 # write): the daemon survives, the writer gets the error or the engine
@@ -259,6 +260,17 @@ if [ ! -x "$FB2FS" ]; then
   skip crash_faults "$FB2FS is not built (make build/fault/b2fs)"
   exit 0
 fi
+# npy_fault_run: the array writer, 150 operations, in a fault trial.
+npy_fault_run() {
+  [ "$NPY_OK" = 1 ] || return 0
+  rm -f "$LOGD/npy.log"
+  timeout -s KILL 300 "$PY" tests/crash_npy.py run "$MNT/a" "$LOGD" "$seed" 150 2>"$LOGD/npy.err"
+  case $? in
+    0) ;;
+    4) fgot=$((fgot + 1)); npy_got="array: $(tail -1 "$LOGD/npy.log"); " ;;
+    *) why="$why array writer failed: $(tail -c 300 "$LOGD/npy.err")" ;;
+  esac
+}
 fstart=$(date +%s) fpassed=0 fgot=0
 FOPS=(pwrite pwrite pwrite fsync fsync fdatasync rename open ftruncate unlink)
 fresh_source
@@ -285,12 +297,17 @@ for ((t = 0; t < NF; t++)); do
     fresh_source
     continue
   fi
+  # The array writer (where NumPy is) runs before the file writer in odd
+  # trials, after it in even ones, so either may meet the fault.
+  npy_got=""
+  [ $((t % 2)) = 1 ] && npy_fault_run
   timeout -s KILL 300 "$W" run "$MNT/d" "$LOGD" "$seed" 400 2>"$LOGD/writer.err"
   wrc=$?
-  got=""
+  [ $((t % 2)) = 0 ] && npy_fault_run
+  got=$npy_got
   case $wrc in
     0) ;;
-    4) got=$(tail -1 "$LOGD/log")
+    4) got="$got$(tail -1 "$LOGD/log")"
        e=${got##* }
        [ "$e" = 5 ] || [ "$e" = 28 ] || why="$why writer error $(head -c 200 "$LOGD/writer.err")"
        fgot=$((fgot + 1)) ;;
@@ -302,12 +319,15 @@ for ((t = 0; t < NF; t++)); do
   # SOURCE right after the error, the daemon alive (once an idle commit
   # the error left behind has been retried).
   sleep 0.3
-  mapfile -t frames < <(find "$SRC" -name '.*' -prune -o -name '*.b2frame' -prune -print | sort)
+  mapfile -t frames < <(find "$SRC" -name '.*' -prune -o \( -name '*.b2frame' -o -name '*.b2nd' \) -prune -print | sort)
   if [ ${#frames[@]} -gt 0 ] && ! out=$("$B2F" verify "${frames[@]}" 2>&1); then
     why="$why verify (mounted): $(grep -v ': ok' <<<"$out" | head -c 300)"
   fi
   out=$("$W" check "$SRC/d" "$LOGD" "$B2F" "$CS" 2>&1) ||
     why="$why check (mounted): $(grep -v '^#' <<<"$out" | head -c 500)"
+  if [ "$NPY_OK" = 1 ] && ! nout=$("$PY" tests/crash_npy.py check "$SRC/a" "$LOGD" "$B2F" 2>&1); then
+    why="$why array check (mounted): $(head -c 500 <<<"$nout")"
+  fi
   # Then after a clean unmount.
   for _ in $(seq 50); do fusermount3 -u "$MNT" 2>/dev/null && break; sleep 0.1; done
   mountpoint -q "$MNT" && fusermount3 -uz "$MNT"
@@ -320,7 +340,7 @@ for ((t = 0; t < NF; t++)); do
   fi
   hit=$(sanitizer_hits)
   [ -n "$hit" ] && why="$why sanitizer: $hit"
-  mapfile -t frames < <(find "$SRC" -name '.*' -prune -o -name '*.b2frame' -prune -print | sort)
+  mapfile -t frames < <(find "$SRC" -name '.*' -prune -o \( -name '*.b2frame' -o -name '*.b2nd' \) -prune -print | sort)
   if [ ${#frames[@]} -gt 0 ] && ! out=$("$B2F" verify "${frames[@]}" 2>&1); then
     why="$why verify: $(grep -v ': ok' <<<"$out" | head -c 300)"
   fi
@@ -329,9 +349,17 @@ for ((t = 0; t < NF; t++)); do
     why="$why check: $(grep -v '^#' <<<"$out" | head -c 500)"
   fi
   summary=$(grep '^#' <<<"$out" | head -1)
+  if [ "$NPY_OK" = 1 ]; then
+    rm -f "$LOGD/npy.base.new"
+    if nout=$("$PY" tests/crash_npy.py check "$SRC/a" "$LOGD" "$B2F" 2>&1); then
+      summary="$summary; ${nout#ok }"
+    else
+      why="$why array check: $(head -c 500 <<<"$nout")"
+    fi
+  fi
   if [ -z "$why" ]; then
     mv "$LOGD/state.new" "$LOGD/state"
-    for f in "$LOGD"/base*.new; do [ -e "$f" ] && mv "$f" "${f%.new}"; done
+    for f in "$LOGD"/base*.new "$LOGD"/npy.base.new; do [ -e "$f" ] && mv "$f" "${f%.new}"; done
     ok "$name $tag: ${got:+writer got the error ($got); }${summary#\# }"
     fpassed=$((fpassed + 1))
   else
