@@ -27,6 +27,11 @@
 #include "b2_store.h"
 #include "b2fs.h"
 
+/* Reads of a store that another process changes under its lock (python-
+ * blosc2 with locking=True) fail with B2_E_STALE: the store is read again
+ * and the call retried, at most this often. */
+#define STALE_TRIES 20
+
 typedef struct b2fs_snap {
   b2_store *s;
   atomic_int refs;
@@ -255,12 +260,14 @@ static int view_of(const b2_store_entry *e) {
                                       : -1;
 }
 
+/* Size of value i as shown (0 when it cannot be read), or B2_E_STALE. */
 static int64_t value_size(b2fs_snap *p, int64_t i) {
   const b2_store_entry *e = b2_store_entry_at(p->s, i);
   int view = view_of(e);
   if (view < 0) return b2_store_raw_size(p->s, i);
   b2_file *f;
-  if (b2_store_open_file(p->s, NULL, i, view, &f) < 0) return 0;
+  int rc = b2_store_open_file(p->s, NULL, i, view, &f);
+  if (rc < 0) return rc == B2_E_STALE ? rc : 0;
   int64_t n = b2_file_size(f);
   b2_file_close(f);
   return n < 0 ? 0 : n;
@@ -283,19 +290,29 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
     return 0;
   }
   b2fs_snap *p;
-  int64_t i;
-  int rc = resolve(in, &p, &i);
-  if (rc < 0) return rc;
+  int64_t i, size = 0;
   b2fs_snode *sn = in->sn;
-  pthread_mutex_lock(&in->lock);
-  if (sn->size_snap != p) {
-    snap_put(sn->size_snap);
-    atomic_fetch_add(&p->refs, 1);
-    sn->size_snap = p;
-    sn->size = value_size(p, i);
+  for (int tries = 0;; tries++) {
+    int rc = resolve(in, &p, &i);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&in->lock);
+    if (sn->size_snap != p) {
+      int64_t n = value_size(p, i);
+      if (n != B2_E_STALE) {
+        snap_put(sn->size_snap);
+        atomic_fetch_add(&p->refs, 1);
+        sn->size_snap = p;
+        sn->size = n;
+      }
+    }
+    int ok = sn->size_snap == p;
+    size = sn->size;
+    pthread_mutex_unlock(&in->lock);
+    if (ok) break;
+    snap_put(p); /* another process changed the store meanwhile */
+    recheck(in);
+    if (tries == STALE_TRIES) return -EIO;
   }
-  int64_t size = sn->size;
-  pthread_mutex_unlock(&in->lock);
   st->st_mode = S_IFREG | perm;
   st->st_nlink = 1;
   st->st_size = size;
@@ -464,14 +481,19 @@ int b2fs_store_open(b2fs_inode *in, int flags, uint64_t *fh) {
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return -EROFS;
   sfile *sf = calloc(1, sizeof *sf);
   if (!sf) return -ENOMEM;
-  int rc = resolve(in, &sf->snap, &sf->i);
-  if (rc < 0) {
-    free(sf);
-    return rc;
-  }
-  int view = view_of(b2_store_entry_at(sf->snap->s, sf->i));
-  if (view >= 0) {
-    int erc = b2_store_open_file(sf->snap->s, b2fs_g.env, sf->i, view, &sf->f);
+  for (int tries = 0;; tries++) {
+    int rc = resolve(in, &sf->snap, &sf->i);
+    if (rc < 0) {
+      free(sf);
+      return rc;
+    }
+    int view = view_of(b2_store_entry_at(sf->snap->s, sf->i));
+    int erc = view < 0 ? 0 : b2_store_open_file(sf->snap->s, b2fs_g.env, sf->i, view, &sf->f);
+    if (erc == B2_E_STALE && tries < STALE_TRIES) { /* changed meanwhile: again */
+      snap_put(sf->snap);
+      recheck(in);
+      continue;
+    }
     if (erc < 0) {
       char real[PATH_MAX];
       b2fs_log("%s/%s: %s", b2fs_src_path(root_of(in), real, sizeof real), in->sn->key,
@@ -481,6 +503,7 @@ int b2fs_store_open(b2fs_inode *in, int flags, uint64_t *fh) {
       free(sf);
       return -b2fs_errno(erc);
     }
+    break;
   }
   *fh = (uint64_t)(uintptr_t)sf;
   return 0;

@@ -300,6 +300,22 @@ assert np.load(f"{m}/t.b2z/z/new.npy").dtype == np.dtype("<u2")
 PY
 check "stores changed behind the mount show their new values" [ $? -eq 0 ]
 
+# python-blosc2 changing a store under locking (its EmbedStore rewritten in
+# place under the sidecar lock) while the mount reads it: every read holds
+# the right values, none fails.
+"$PYB2" -c 'import sys, numpy as np, blosc2
+with blosc2.TreeStore(sys.argv[1], mode="w", locking=True, threshold=10**6) as ts:
+    ts["/seed"] = np.arange(3)' "$msrc/lk.b2d"
+"$PYB2" "$here/store_lock.py" write "$msrc/lk.b2d" 5 >"$out/lk.count" 2>"$tmp/lkw.err" &
+lkpid=$!
+"$PYB2" "$here/store_lock.py" read "$mnt/lk" 5 >"$out/lk.read" 2>"$tmp/lkr.err"; lkrc=$?
+wait "$lkpid"
+if [ "$lkrc" -eq 0 ] && grep -q "errors=0" "$out/lk.read" && [ "$(cat "$out/lk.count" 2>/dev/null || echo 0)" -gt 0 ]; then
+  ok "store changed under locking while read: $(cat "$out/lk.read"), $(cat "$out/lk.count") values written"
+else
+  notok "store changed under locking while read" "$(cat "$out/lk.read" "$tmp/lkr.err" "$tmp/lkw.err" 2>/dev/null | tail -c 300)"
+fi
+
 # A damaged store: EIO inside it, one log line naming it, the rest works.
 ls "$mnt/bad" >/dev/null 2>"$tmp/err"
 check "damaged store: EIO" grep -q "Input/output error" "$tmp/err"

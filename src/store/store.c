@@ -11,10 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "b2_error.h"
+#include "common/fileio.h"
 #include "common/util.h"
 #include "frame/frame_impl.h"
 #include "store/store_impl.h"
@@ -187,6 +190,44 @@ static char *leaf_name(const b2_store *s, const char *key) {
   return p;
 }
 
+/* ---- the store's lock ------------------------------------------------------
+ * python-blosc2 (locking=True) changes a .b2d or .b2e store under an
+ * exclusive flock of its EmbedStore's sidecar (`embed.b2e.b2lock`,
+ * `NAME.b2e.b2lock`), and rewrites the EmbedStore in place.  Reading the
+ * store (its index, every embedded value) holds the shared lock, through a
+ * descriptor of its own each time (flock belongs to the open file
+ * description: threads do not release each other's lock). */
+
+/* A descriptor of the store's sidecar holding the shared lock, or -1 when
+ * there is none (or it cannot be had: the frame layer's own per-chunk
+ * checks still apply). */
+static int store_lock(const b2_store *s) {
+  int fd = -1;
+  if (s->form == B2_STORE_DIR) {
+    fd = openat(s->fd, EMBED_NAME B2_FRAME_LOCK_SUFFIX,
+                O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  } else if (s->form == B2_STORE_EMBED) {
+    char proc[64], real[PATH_MAX];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->fd);
+    ssize_t n = readlink(proc, real, sizeof real - sizeof B2_FRAME_LOCK_SUFFIX);
+    if (n > 0 && real[0] == '/') {
+      memcpy(real + n, B2_FRAME_LOCK_SUFFIX, sizeof B2_FRAME_LOCK_SUFFIX);
+      fd = b2_io_open_path(real, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+    }
+  }
+  if (fd < 0) return -1;
+  while (flock(fd, LOCK_SH) != 0) {
+    if (errno == EINTR) continue;
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void store_unlock(int fd) {
+  if (fd >= 0) close(fd); /* releases the lock */
+}
+
 /* Read n bytes of the EmbedStore's logical content at off. */
 static int embed_read(b2_store *s, void *buf, size_t n, int64_t off) {
   size_t done = 0;
@@ -230,9 +271,11 @@ int b2_store_src_frame(b2_store *s, const b2_store_src *src, b2_frame **out) {
       break;
     }
     uint8_t *buf = malloc(src->length ? (size_t)src->length : 1);
+    int lk = s->building ? -1 : store_lock(s); /* (held already while building) */
     rc = buf ? embed_read(s, buf, (size_t)src->length, src->offset)
              : b2_fail(B2_E_NOMEM, "out of memory for a %lld-byte value",
                        (long long)src->length);
+    store_unlock(lk);
     if (!rc) rc = b2_frame_open_mem(buf, (size_t)src->length, name, out);
     free(buf);
     break;
@@ -272,7 +315,7 @@ static b2_store_src *add_src(b2_store *s) {
 static int probe(b2_store *s, b2_store_src *src, int trusted) {
   b2_frame *f;
   int rc = b2_store_src_frame(s, src, &f);
-  if (rc == B2_E_NOMEM) return rc;
+  if (rc == B2_E_NOMEM || rc == B2_E_STALE) return rc; /* STALE: read it again */
   if (rc == 0) {
     classify(f, src);
     b2_frame_close(f);
@@ -458,6 +501,24 @@ static int load_embed(b2_store *s, b2_frame *fr) {
   return rc;
 }
 
+/* Open the EmbedStore frame of the open file fd (size bytes) by its
+ * /proc/self/fd path, keeping a descriptor for that path: the frame layer
+ * then locks it through its `.b2lock` sidecar when one exists (python-blosc2
+ * with locking=True changes the EmbedStore in place under that lock). */
+static int open_embed_frame(b2_store *s, int fd, int64_t size, const char *name,
+                            b2_frame **fr) {
+  s->efd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", s->efd);
+  int rc = s->efd >= 0 ? b2_frame_open(path, fr) : B2_E_IO;
+  if (rc == B2_E_STALE) return rc;
+  if (rc < 0) /* no /proc: a frame that does not lock */
+    return b2_frame_open_fd(fd, 0, size, name, fr);
+  s->locked = b2_frame_locked(*fr);
+  if (s->locked && b2_frame_lock_gen(path, &s->gen) < 0) s->gen = 0;
+  return 0;
+}
+
 static int open_form(b2_store *s, int dirfd, const char *name) {
   int dir = s->form == B2_STORE_DIR;
   s->fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
@@ -471,9 +532,10 @@ static int open_form(b2_store *s, int dirfd, const char *name) {
     return b2_fail(B2_E_FORMAT, "not a %s", dir ? "directory" : "regular file");
   int rc = b2_store_add_sig(s, NULL, &st);
   if (rc < 0) return rc;
+  s->lockfd = store_lock(s); /* whole reading of the store: shared */
   b2_frame *fr = NULL;
   if (s->form == B2_STORE_EMBED) {
-    rc = b2_frame_open_fd(s->fd, 0, (int64_t)st.st_size, s->name, &fr);
+    rc = open_embed_frame(s, s->fd, (int64_t)st.st_size, s->name, &fr);
     return rc < 0 ? rc : load_embed(s, fr);
   }
   if (dir) {
@@ -487,7 +549,7 @@ static int open_form(b2_store *s, int dirfd, const char *name) {
          : !S_ISREG(es.st_mode) ? b2_fail(B2_E_FORMAT, "%s is not a file",
                                           EMBED_NAME)
          : b2_store_add_sig(s, EMBED_NAME, &es) < 0 ? B2_E_NOMEM
-         : b2_frame_open_fd(fd, 0, (int64_t)es.st_size, EMBED_NAME, &fr);
+         : open_embed_frame(s, fd, (int64_t)es.st_size, EMBED_NAME, &fr);
     close(fd);
     if (rc < 0) return b2_context(rc, "%s", EMBED_NAME);
     rc = load_embed(s, fr);
@@ -516,8 +578,10 @@ static int open_form(b2_store *s, int dirfd, const char *name) {
   return rc;
 }
 
-int b2_store_open_named(b2_env *env, int dirfd, const char *path,
-                        const char *name, b2_store **out) {
+#define STALE_TRIES 20
+
+static int open_once(b2_env *env, int dirfd, const char *path,
+                     const char *name, b2_store **out) {
   if (!out || !path || !name) return b2_fail(B2_E_INVAL, "store open: no name");
   *out = NULL;
   int form = form_of_name(name);
@@ -531,16 +595,32 @@ int b2_store_open_named(b2_env *env, int dirfd, const char *path,
   s->form = form;
   s->name = strdup(name);
   s->path = strdup(path);
+  s->efd = -1;
+  s->lockfd = -1;
+  s->building = 1;
   int rc = !s->name || !s->path ? b2_fail(B2_E_NOMEM, "out of memory")
            : s->pfd == -1 ? b2_fail(b2_from_errno(errno), "dup: %s", strerror(errno))
            : open_form(s, dirfd, path);
   if (!rc) rc = b2_store_build(s);
+  store_unlock(s->lockfd); /* taken in open_form */
+  s->lockfd = -1;
+  s->building = 0;
   if (rc < 0) {
     b2_store_close(s);
     return rc;
   }
   *out = s;
   return 0;
+}
+
+int b2_store_open_named(b2_env *env, int dirfd, const char *path,
+                        const char *name, b2_store **out) {
+  /* Another process changed the store while it was read (under its lock):
+   * read it again, a few times. */
+  int rc = B2_E_STALE;
+  for (int tries = 0; rc == B2_E_STALE && tries < STALE_TRIES; tries++)
+    rc = open_once(env, dirfd, path, name, out);
+  return rc;
 }
 
 int b2_store_openat(b2_env *env, int dirfd, const char *name, b2_store **out) {
@@ -571,6 +651,7 @@ void b2_store_close(b2_store *s) {
   for (int k = 0; k < s->nroots; k++) free(s->roots[k]);
   free(s->roots);
   b2_file_close(s->embed);
+  if (s->efd >= 0) close(s->efd);
   if (s->fd >= 0) close(s->fd);
   if (s->pfd >= 0) close(s->pfd);
   for (int k = 0; k < s->nsigs; k++) free(s->sigs[k].rel);
@@ -607,6 +688,12 @@ static int same_time(struct timespec a, struct timespec b) {
 }
 
 int b2_store_stale(const b2_store *s) {
+  if (s->locked) { /* another process took the EmbedStore's lock to change it */
+    char path[64];
+    uint64_t gen;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", s->efd);
+    if (b2_frame_lock_gen(path, &gen) < 0 || gen != s->gen) return 1;
+  }
   for (int k = 0; k < s->nsigs; k++) {
     const b2_store_sig *g = &s->sigs[k];
     struct stat st;

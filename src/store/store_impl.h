@@ -84,6 +84,13 @@ struct b2_store {
   int form, flavor;
   int fd;             /* .b2d: the directory; .b2z, .b2e: the file */
   b2_file *embed;     /* the EmbedStore's logical bytes (NULL: none) */
+  int efd;            /* .b2e, .b2d: the EmbedStore file, opened by its
+                         /proc/self/fd path so that it takes part in the
+                         reference library's sidecar locking; -1 */
+  int locked;         /* it does (a sidecar exists) */
+  uint64_t gen;       /* the sidecar's counter when the store was read */
+  int lockfd;         /* while the store is read: its sidecar, shared-locked */
+  int building;       /* the store is being read (the lock is held) */
   b2_env *env;
 
   b2_store_entry *e;  /* entries, [0] the root */
