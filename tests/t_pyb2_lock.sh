@@ -12,8 +12,11 @@
 #     with -o locking=off must fail (the check can tell).
 #  2. b2fs (-o locking=on) writes a file through the mount while
 #     python-blosc2 (locking=True) reads the frame: whole-frame reads under
-#     holding_lock() are exactly one state, single chunks are whole.
-#  3. Two daemons over one SOURCE: pages read through one while the other
+#     holding_lock() are exactly one state, single chunks are whole; the
+#     same for arrays numpy.save writes through the mount (opt-in:
+#     B2FS_LOCK_ARRAYS=1, a known gap).
+#  3. Two daemons over one SOURCE (-o locking=on, as README advises for
+#     several daemons): pages read through one while the other
 #     writes are whole, the last commit is seen within the attribute
 #     timeout; a second writer gets EBUSY with a log line naming the frame
 #     and the holder.  Sidecars are never listed.
@@ -82,11 +85,20 @@ mount_bg lock2 "$SRC" "$M1" "timeout=1,locking=on" || { notok lock_mount_on "no 
 run_pair b2fs_writes "$PYB2" "$L" mountwrite "$M1/plain" "$SECS" "$TMP/done2" -- \
   "$PYB2" "$L" pyread "$SRC/plain.b2frame" "$SECS" "$TMP/done2"
 [ -f "$SRC/plain.b2frame.b2lock" ] && ok lock_on_sidecar || notok lock_on_sidecar "no sidecar made"
+# Known gap (notes/py.md): numpy.save through the mount truncates the .npy
+# to 0 and b2fs makes the array anew, so python-blosc2 finds the name absent
+# for a moment, then an array of the new shape with no chunks yet; opt in.
+if [ "${B2FS_LOCK_ARRAYS:-0}" = 1 ]; then
+  run_pair b2fs_saves "$PYB2" "$L" npywrite "$M1/saved.npy" "$SECS" "$TMP/done2a" -- \
+    "$PYB2" "$L" pyarrayread "$SRC/saved.b2nd" "$SECS" "$TMP/done2a"
+else
+  skip b2fs_saves "known gap: an array saved anew through the mount is absent, then empty, for a moment (B2FS_LOCK_ARRAYS=1 runs it)"
+fi
 unmount_fg "$M1" lock2
 
 # ---- 3. two daemons over one SOURCE ------------------------------------------
-mount_bg d1 "$SRC" "$M1" "timeout=1" || { notok lock_mount_d1 "no mount"; exit 0; }
-mount_bg d2 "$SRC" "$M2" "timeout=1" || { notok lock_mount_d2 "no mount"; exit 0; }
+mount_bg d1 "$SRC" "$M1" "timeout=1,locking=on" || { notok lock_mount_d1 "no mount"; exit 0; }
+mount_bg d2 "$SRC" "$M2" "timeout=1,locking=on" || { notok lock_mount_d2 "no mount"; exit 0; }
 run_pair two_daemons "$PYB2" "$L" mountwrite "$M1/shared" "$SECS" "$TMP/done3" -- \
   "$PYB2" "$L" plainread "$M2/shared" "$SECS" "$TMP/done3" 1 two_daemons_read
 $T "$PYB2" "$L" busy "$M1/shared" "$M2/shared" "${LOGS[$M2]}" "shared.b2frame"

@@ -295,12 +295,13 @@ static int commit_dispatch(b2_frame *f) {
 }
 
 int b2_frame_commit_locked(b2_frame *f) {
-  int lrc = b2_frame_lk_bump(f); /* other lockers see the change */
-  if (lrc < 0) return lrc;
   if (!f->w->dirty) return 0;
-  int rc = commit_dispatch(f);
+  int rc = b2_frame_lk_commit_begin(f); /* other lockers wait, then see the change */
+  if (rc < 0) return rc;
+  rc = commit_dispatch(f);
   /* Whichever step failed, a sync may have: rewrite before the next. */
   if (rc < 0) f->w->sync_failed = 1;
+  b2_frame_lk_commit_end(f);
   return rc;
 }
 

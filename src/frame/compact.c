@@ -195,9 +195,17 @@ int b2_frame_redo(int dirfd, const char *name) {
   return rc < 0 ? b2_context(rc, "redo of %s", base) : rc;
 }
 
+static int rewrite(b2_frame *f);
+
 int b2_frame_rewrite(b2_frame *f) {
-  int lrc = b2_frame_lk_bump(f); /* other lockers see the change */
-  if (lrc < 0) return lrc;
+  int rc = b2_frame_lk_commit_begin(f); /* other lockers wait, then see the change */
+  if (rc < 0) return rc;
+  rc = rewrite(f);
+  b2_frame_lk_commit_end(f);
+  return rc;
+}
+
+static int rewrite(b2_frame *f) {
   b2_frame_w *w = f->w;
   const char *base;
   int dirfd = b2_io_open_parent(w->rpath, &base);
