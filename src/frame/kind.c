@@ -20,6 +20,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -109,6 +113,73 @@ int b2_frame_kind(const b2_frame *f) {
   return classify(n, names, data, len);
 }
 
+/* Kinds found lately, by the identity, size and times of the header file
+ * read: a listing and the lookups and stats that follow probe each frame
+ * several times.  A change to the file changes its ctime (or inode). */
+#define KIND_CACHE 4096
+static struct kind_seen {
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtim, ctim;
+  int kind; /* -1: empty slot */
+} kinds_seen[KIND_CACHE];
+static pthread_mutex_t kinds_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t kinds_once = PTHREAD_ONCE_INIT;
+
+static void kinds_init(void) {
+  for (size_t k = 0; k < KIND_CACHE; k++) kinds_seen[k].kind = -1;
+}
+
+static struct kind_seen *kind_slot(const struct stat *st) {
+  return &kinds_seen[((uint64_t)st->st_ino * 2654435761u ^ (uint64_t)st->st_dev) % KIND_CACHE];
+}
+
+static int same_time(struct timespec a, struct timespec b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* The kind remembered for the file st describes, or -1. */
+static int kind_cached(const struct stat *st) {
+  pthread_once(&kinds_once, kinds_init);
+  pthread_mutex_lock(&kinds_mu);
+  const struct kind_seen *s = kind_slot(st);
+  int kind = s->kind >= 0 && s->dev == st->st_dev && s->ino == st->st_ino &&
+                     s->size == st->st_size && same_time(s->mtim, st->st_mtim) &&
+                     same_time(s->ctim, st->st_ctim)
+                 ? s->kind
+                 : -1;
+  pthread_mutex_unlock(&kinds_mu);
+  return kind;
+}
+
+static void kind_remember(const struct stat *st, int kind) {
+  pthread_once(&kinds_once, kinds_init);
+  pthread_mutex_lock(&kinds_mu);
+  struct kind_seen *s = kind_slot(st);
+  s->dev = st->st_dev;
+  s->ino = st->st_ino;
+  s->size = st->st_size;
+  s->mtim = st->st_mtim;
+  s->ctim = st->st_ctim;
+  s->kind = kind;
+  pthread_mutex_unlock(&kinds_mu);
+}
+
+/* The header file of `name` in dirfd as it is now, without opening it:
+ * 0 and *st, or -1 (then the caller opens and finds out why). */
+static int header_stat(int dirfd, const char *name, struct stat *st) {
+  int flags = dirfd == AT_FDCWD ? 0 : AT_SYMLINK_NOFOLLOW;
+  if (fstatat(dirfd, name, st, flags) != 0) return -1;
+  if (S_ISDIR(st->st_mode)) {
+    char sub[PATH_MAX];
+    if (snprintf(sub, sizeof sub, "%s/%s", name, B2_FRAME_SPARSE_INDEX) >= (int)sizeof sub ||
+        fstatat(dirfd, sub, st, AT_SYMLINK_NOFOLLOW) != 0)
+      return -1;
+  }
+  return S_ISREG(st->st_mode) ? 0 : -1;
+}
+
 /* Open `name` in dirfd (AT_FDCWD: a path, as b2_frame_open opens one): the
  * frame file, or a sparse frame's index file. */
 static int open_header_file(int dirfd, const char *name, int64_t *size) {
@@ -135,9 +206,13 @@ static int open_header_file(int dirfd, const char *name, int64_t *size) {
 
 int b2_frame_kind_at(int dirfd, const char *name) {
   if (!name || !*name) return b2_fail(B2_E_INVAL, "frame kind: no name");
+  struct stat st;
+  int kind = header_stat(dirfd, name, &st) == 0 ? kind_cached(&st) : -1;
+  if (kind >= 0) return kind;
   int64_t size = 0;
   int fd = open_header_file(dirfd, name, &size);
   if (fd < 0) return fd;
+  int have_st = fstat(fd, &st) == 0; /* what is read below */
   uint8_t pre[HEADER_PREFIX];
   size_t n = size < HEADER_PREFIX ? (size_t)size : HEADER_PREFIX;
   b2_frame_header h;
@@ -172,6 +247,7 @@ int b2_frame_kind_at(int dirfd, const char *name) {
       len[k] = meta[k].len;
     }
     rc = classify(B2_MIN(nmeta, B2_FRAME_MAX_META), names, data, len);
+    if (rc >= 0 && have_st) kind_remember(&st, rc);
   }
   free(meta);
   free(hdr);

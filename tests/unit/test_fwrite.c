@@ -1561,6 +1561,22 @@ static void test_kinds(void) {
                cases[k].kind == B2_KIND_SCHUNK || cases[k].kind == B2_KIND_NDARRAY);
     }
   }
+  /* a kind remembered is forgotten when the frame changes */
+  for (int layout = 0; layout < 2; layout++) {
+    char cpath[512];
+    tpath(cpath, sizeof cpath, layout ? "kindc.sparse" : "kindc.b2frame");
+    b2_frame_params cp;
+    params(&cp, layout, B2_CODEC_LZ4, 1, 64);
+    b2_frame *cf;
+    CHECK_EQ(b2_frame_create(cpath, &cp, &cf), 0);
+    if (!cf) continue;
+    CHECK_EQ(b2_frame_kind_at(AT_FDCWD, cpath), B2_KIND_SCHUNK);
+    CHECK_EQ(b2_frame_kind_at(AT_FDCWD, cpath), B2_KIND_SCHUNK); /* remembered */
+    CHECK_EQ(b2_frame_meta_set(cf, "vlarray", "x", 1), 0);
+    CHECK_EQ(b2_frame_commit(cf), 0);
+    b2_frame_close(cf);
+    CHECK_EQ(b2_frame_kind_at(AT_FDCWD, cpath), B2_KIND_OBJECTARRAY);
+  }
   CHECK(strcmp(b2_frame_kind_name(B2_KIND_LAZYEXPR), "lazyexpr") == 0);
   CHECK(strcmp(b2_frame_kind_name(99), "unknown") == 0);
   /* not frames: no kind */
