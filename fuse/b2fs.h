@@ -130,6 +130,10 @@ typedef struct b2fs_inode {
                                     (compacted): lookups of it wait */
   _Atomic(struct b2fs_snode *) sn; /* kind STORE: the store's state (its own
                                     inode) or the member's key (store.c) */
+  dev_t pdev;                    /* frames: the directory and source name */
+  ino_t pino;                    /* it was last found under (lookup, create,
+                                    rename through the mount), for opens by */
+  char *sname;                   /* directory fd + name (b2fs_home; lock) */
 } b2fs_inode;
 
 typedef struct b2fs {
@@ -160,6 +164,15 @@ b2fs_inode *b2fs_inode_find(const struct stat *st, int kind);
 /* The inode's source entry was replaced (compaction, new parameters): take
  * over O_PATH fd of the new entry (the old one is closed with the inode). */
 void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st);
+/* Frames: remember that the inode is entry `name` of the directory whose
+ * lstat is dst (0 or -ENOMEM). */
+int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name);
+/* The directory inode (pinned: give it back with b2fs_home_put) and, in
+ * name (cap > 255), the source name of frame inode `in` as last seen;
+ * with verify, only while that name still holds in's file.  NULL when
+ * unknown or stale (then use the real path). */
+b2fs_inode *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
+void b2fs_home_put(b2fs_inode *dir);
 /* Lock the nslocks of two inodes (either may be NULL or equal) in a fixed
  * order, and unlock them. */
 void b2fs_nslock2(b2fs_inode *a, b2fs_inode *b);

@@ -6,6 +6,7 @@
  * frame's file is replaced by a rewrite of our own (compaction, new
  * parameters) the inode is rebound to the new file under the same number.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -54,6 +55,7 @@ static void inode_free(b2fs_inode *in) {
   if (in->fd >= 0) close(in->fd);
   for (int i = 0; i < in->nold; i++) close(in->old_fds[i]);
   free(in->old_fds);
+  free(in->sname);
   pthread_mutex_destroy(&in->lock);
   pthread_mutex_destroy(&in->wlock);
   pthread_mutex_destroy(&in->nslock);
@@ -252,4 +254,50 @@ void b2fs_inode_forget(b2fs_inode *in, uint64_t n) {
 const char *b2fs_fd_path(int fd, char *buf, size_t cap) {
   snprintf(buf, cap, "/proc/self/fd/%d", fd);
   return buf;
+}
+
+int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name) {
+  pthread_mutex_lock(&in->lock);
+  int same = in->sname && in->pdev == dst->st_dev && in->pino == dst->st_ino &&
+             strcmp(in->sname, name) == 0;
+  char *n = same ? NULL : strdup(name);
+  if (n) {
+    free(in->sname);
+    in->sname = n;
+    in->pdev = dst->st_dev;
+    in->pino = dst->st_ino;
+  }
+  pthread_mutex_unlock(&in->lock);
+  return same || n ? 0 : -ENOMEM;
+}
+
+b2fs_inode *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify) {
+  struct stat dst;
+  memset(&dst, 0, sizeof dst);
+  pthread_mutex_lock(&in->lock);
+  int have = in->sname && strlen(in->sname) < cap;
+  if (have) {
+    memcpy(name, in->sname, strlen(in->sname) + 1);
+    dst.st_dev = in->pdev;
+    dst.st_ino = in->pino;
+  }
+  pthread_mutex_unlock(&in->lock);
+  if (!have) return NULL;
+  b2fs_inode *dir = NULL;
+  if (b2fs_g.root.dev == dst.st_dev && b2fs_g.root.ino == dst.st_ino)
+    dir = &b2fs_g.root;
+  else
+    dir = b2fs_inode_find(&dst, 0);
+  if (!dir) return NULL;
+  struct stat st;
+  if (verify && (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                 st.st_dev != in->dev || st.st_ino != in->ino)) {
+    b2fs_home_put(dir);
+    return NULL;
+  }
+  return dir;
+}
+
+void b2fs_home_put(b2fs_inode *dir) {
+  if (dir && dir != &b2fs_g.root) b2fs_inode_forget(dir, 1);
 }

@@ -87,6 +87,9 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
   }
   b2fs_inode *in = b2fs_inode_ref(fd, &st, kind, sparse);
   if (!in) return -ENOMEM;
+  struct stat dst; /* a frame is opened for writing by directory + name */
+  if (kind != B2_NS_PLAIN && fstatat(pfd, "", &dst, AT_EMPTY_PATH) == 0)
+    b2fs_set_home(in, &dst, src);
   memset(e, 0, sizeof *e);
   int rc = b2fs_stat(in, &e->attr);
   if (rc < 0) {

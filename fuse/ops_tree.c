@@ -63,12 +63,13 @@ static int choose_new(int pfd, const char *name, mode_t type, int frames,
  * writing, *path its real path. */
 static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t mode,
                      b2_file **f, char *path, size_t cap) {
-  int rc = b2fs_path_at(pfd, src, path, cap);
-  if (rc < 0) return rc;
-  int brc = kind == B2_NS_NPY ? b2_file_create_npy(b2fs_g.env, path, NULL, f)
-                                  : b2_file_create(b2fs_g.env, path, NULL, f);
+  /* Created at the directory and name: any depth (path is only for the
+   * writer's bookkeeping, "" past PATH_MAX). */
+  if (b2fs_path_at(pfd, src, path, cap) < 0) path[0] = 0;
+  int brc = kind == B2_NS_NPY ? b2_file_create_npy_at(b2fs_g.env, pfd, src, NULL, f)
+                              : b2_file_create_at(b2fs_g.env, pfd, src, NULL, f);
   if (brc < 0) {
-    b2fs_log("%s: cannot create: %s", path,
+    b2fs_log("%s: cannot create: %s", path[0] ? path : src,
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
     return -b2fs_werrno(brc);
   }
@@ -227,11 +228,17 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
     char real[PATH_MAX];
     if (!S_ISREG(st.st_mode)) rc = -EPERM; /* a sparse frame: a directory */
     if (rc == 0) {
-      /* The suffix of the name the inode was found under (perhaps one
-       * removed since: " (deleted)" follows it). */
-      b2fs_src_path(in, real, sizeof real);
-      char *del = strstr(real, " (deleted)");
-      if (del && !del[sizeof " (deleted)" - 1]) *del = 0;
+      /* The suffix of the name the inode was found under: its source name
+       * (else from its descriptor's path, perhaps of a name removed
+       * since: " (deleted)" follows it). */
+      b2fs_inode *dir = b2fs_home(in, real, sizeof real, 0);
+      if (dir) {
+        b2fs_home_put(dir);
+      } else {
+        b2fs_src_path(in, real, sizeof real);
+        char *del = strstr(real, " (deleted)");
+        if (del && !del[sizeof " (deleted)" - 1]) *del = 0;
+      }
       const char *base = strrchr(real, '/');
       rc = b2_ns_choose_link(qfd, newname, in->kind, base ? base + 1 : real, src, sizeof src);
       if (rc < 0) rc = -b2_to_errno(rc);
@@ -480,6 +487,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     /* A frame whose pending data could not be committed is not moved: the
      * rename fails (EIO, ENOSPC) and the writer keeps its file. */
     rc = herr ? herr : do_move(m, ein);
+    if (rc == 0 && sin && m->kind != B2_NS_PLAIN) { /* opened by directory + name */
+      struct stat dst;
+      memset(&dst, 0, sizeof dst);
+      dst.st_dev = q->dev;
+      dst.st_ino = q->ino;
+      b2fs_set_home(sin, &dst, m->target);
+    }
     b2fs_frame_unhold(held, rc == 0);
     b2fs_nsunlock2(sin, ein);
     b2fs_frame_hold_drop(held);

@@ -97,6 +97,29 @@ static int open_rw_errno(int rc) {
   }
 }
 
+/* Open the frame of `in` for writing at its directory and source name
+ * (paths longer than PATH_MAX): an engine code. */
+static int open_home(b2fs_inode *in, int view, b2_file **f) {
+  char name[B2_NS_NAME_MAX + 1];
+  b2fs_inode *dir = b2fs_home(in, name, sizeof name, 1);
+  if (!dir) return b2_fail(B2_E_NOENT, "the frame's directory is not known");
+  int rc = b2_file_open_at(b2fs_g.env, dir->fd, name, view, B2_OPEN_RDWR, f);
+  b2fs_home_put(dir);
+  return rc;
+}
+
+/* open(2) of the inode's source name: at `path`, or (path "": too long)
+ * at its directory and source name. */
+static int open_name(b2fs_inode *in, const char *path, int flags) {
+  if (path[0]) return open(path, flags);
+  char name[B2_NS_NAME_MAX + 1];
+  b2fs_inode *dir = b2fs_home(in, name, sizeof name, 0);
+  if (!dir) return -1;
+  int fd = openat(dir->fd, name, flags);
+  b2fs_home_put(dir);
+  return fd;
+}
+
 /* A writable handle around f, opened at path (f closed on failure). */
 static b2fs_handle *rw_handle(b2_file *f, const char *path, const b2fs_sig *sig) {
   b2fs_handle *h = b2fs_handle_new(f, sig);
@@ -135,8 +158,21 @@ int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
   b2_file *f = NULL;
   b2fs_handle *h = NULL, *old = NULL;
   int rc = b2fs_real_path(in, path, sizeof path);
+  int deep = rc == -ENAMETOOLONG; /* by directory + name: any depth */
+  if (deep) {
+    rc = 0;
+    path[0] = 0;
+  }
   if (rc == 0) rc = b2fs_handle_sig(in, &sig);
-  if (rc == 0) {
+  if (rc == 0 && deep) {
+    int brc = open_home(in, rw_view(in), &f);
+    if (brc < 0) {
+      rc = -open_rw_errno(brc);
+      if (rc != -EROFS)
+        b2fs_log("cannot open a frame for writing: %s",
+                 b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
+    }
+  } else if (rc == 0) {
     int brc = b2_file_open(b2fs_g.env, path, rw_view(in), B2_OPEN_RDWR, &f);
     /* A rename between finding the path and opening it: find it again. */
     for (int tries = 0; brc < 0 && tries < 8; tries++) {
@@ -246,7 +282,7 @@ void b2fs_frame_touched(b2fs_inode *in) {
  * describes and (with check_lock) a writer holds it locked: ours, since
  * the engine rewrote the frame.  nslock held. */
 static void rebind_to(b2fs_inode *in, const char *path, const struct stat *old, int check_lock) {
-  int fd = open(path, (check_lock ? O_RDONLY | O_NONBLOCK : O_PATH) | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open_name(in, path, (check_lock ? O_RDONLY | O_NONBLOCK : O_PATH) | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
   if (fd < 0) return;
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
@@ -260,7 +296,7 @@ static void rebind_to(b2fs_inode *in, const char *path, const struct stat *old, 
       close(fd);
       return;
     }
-    int pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    int pfd = open_name(in, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     struct stat pst;
     int same = pfd >= 0 && fstat(pfd, &pst) == 0 && pst.st_ino == st.st_ino;
     close(fd);

@@ -69,6 +69,11 @@ enum b2_view { B2_VIEW_LOGICAL = 0, B2_VIEW_CORDER = 1, B2_VIEW_NPY = 2 };
  * one shows its logical content (a .npy file kept as plain bytes). */
 int b2_file_open(b2_env *env, const char *path, int view, int flags,
                  b2_file **out);
+/* The same for entry `name` of directory dirfd (any descriptor of it,
+ * O_PATH included), whatever the length of the directory's path; a writer
+ * rewrites the frame in that directory (b2_frame_open_at). */
+int b2_file_open_at(b2_env *env, int dirfd, const char *name, int view, int flags,
+                    b2_file **out);
 int b2_file_close(b2_file *f);
 
 /* A read-only handle over a frame already open read-only (a frame inside
@@ -124,6 +129,9 @@ const b2_b2nd *b2_file_array(const b2_file *f);
  * defaults) and open it for writing.  B2_E_EXIST if path exists. */
 int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p,
                    b2_file **out);
+/* The same at entry `name` of directory dirfd (see b2_file_open_at). */
+int b2_file_create_at(b2_env *env, int dirfd, const char *name, const b2_frame_params *p,
+                      b2_file **out);
 
 /* Create a new .npy file at `path`: an empty plain frame (parameters p, or
  * the env's defaults) whose bytes are held until the .npy header is
@@ -136,6 +144,8 @@ int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p,
  * ("A,B,..", one size per dimension) for it. */
 int b2_file_create_npy(b2_env *env, const char *path,
                        const b2_frame_params *p, b2_file **out);
+int b2_file_create_npy_at(b2_env *env, int dirfd, const char *name,
+                          const b2_frame_params *p, b2_file **out);
 
 /* How many times the frame was created anew at its path (a new .npy file
  * getting its array or plain frame, b2_file_set_param): a new file or

@@ -66,6 +66,15 @@ typedef struct b2_frame_info {
  * Validates header, trailer and index against the real file sizes; on
  * error returns a negative code with a detail naming what is wrong. */
 int b2_frame_open(const char *path, b2_frame **out);
+/* The same for entry `name` of directory dirfd (any descriptor of it,
+ * O_PATH included; AT_FDCWD for the working directory), whatever the
+ * length of the directory's path.  A frame opened so keeps a descriptor of
+ * its directory: a writer rewrites it there (compaction, redo files) even
+ * after that directory was moved. */
+int b2_frame_open_at(int dirfd, const char *name, b2_frame **out);
+/* A new descriptor of the directory a frame was opened at by an "at" call,
+ * and in *name the name there; -1 for a frame opened by path. */
+int b2_frame_home(const b2_frame *f, const char **name);
 
 /* Open, read-only, a contiguous frame that lies inside another file: the
  * `length` bytes at `offset` of the open regular file `fd` (a member of a
@@ -277,12 +286,16 @@ void b2_frame_params_default(b2_frame_params *p);
  * new frame is complete on disk (synced) when this returns. */
 int b2_frame_create(const char *path, const b2_frame_params *p,
                     b2_frame **out);
+/* The same at entry `name` of directory dirfd (see b2_frame_open_at). */
+int b2_frame_create_at(int dirfd, const char *name, const b2_frame_params *p,
+                       b2_frame **out);
 
 /* Open an existing frame for reading and writing.  B2_E_UNSUPPORTED for
  * frames the writer cannot keep valid (older layout, variable-length
  * chunks or blocks, unusual header encodings), B2_E_BUSY if another
  * b2_frame holds it open for writing (an advisory lock). */
 int b2_frame_open_rw(const char *path, b2_frame **out);
+int b2_frame_open_rw_at(int dirfd, const char *name, b2_frame **out);
 
 /* 1 if f was opened for writing. */
 int b2_frame_writable(const b2_frame *f);

@@ -218,9 +218,20 @@ def path_max():
             e = err(os.chmod, path, 0o600)
             want("pathmax_chmod_4095", e == 0 and stat.S_IMODE(os.stat(path).st_mode) == 0o600,
                  "chmod: %s" % ename(e))
+            # emptied and written again (an empty frame's commit rewrites it)
+            e = err(os.truncate, path, 0)
+            if not e:
+                e = err(write_at, path, b"again", os.O_WRONLY)
+            want("pathmax_rewrite_4095", e == 0 and read(path) == b"again",
+                 "truncate and write: %s" % ename(e))
+            l2 = rel + "/" + "l" * len(last)
+            e = err(os.link, path, l2)
+            want("pathmax_link_4095", e == 0 and read(l2) == b"again", "link: %s" % ename(e))
+            if not e:
+                os.unlink(l2)
             p2 = rel + "/" + "g" * len(last)
             e = err(os.rename, path, p2)
-            want("pathmax_rename_4095", e == 0 and read(p2) == b"DEEP", "rename: %s" % ename(e))
+            want("pathmax_rename_4095", e == 0 and read(p2) == b"again", "rename: %s" % ename(e))
             e = err(os.unlink, p2)
             want("pathmax_unlink_4095", e == 0, "unlink: %s" % ename(e))
         dp = rel + "/" + "h" * (4095 - len(rel) - 1)

@@ -149,19 +149,32 @@ void b2_file_env_params(const b2_env *env, b2_frame_params *p) {
   }
 }
 
-int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p, b2_file **out) {
+/* Create at entry `name` of dirfd, or at path `name` when dirfd is -1. */
+static int create_in(b2_env *env, int dirfd, const char *name, const b2_frame_params *p,
+                     b2_file **out) {
   b2_frame_params dp;
   if (!p) {
     b2_file_env_params(env, &dp);
     p = &dp;
   }
   b2_frame *fr;
-  int rc = b2_frame_create(path, p, &fr);
+  int rc = dirfd == -1 ? b2_frame_create(name, p, &fr) : b2_frame_create_at(dirfd, name, p, &fr);
   if (rc < 0) return rc;
-  return wrap(env, fr, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, out);
+  return wrap(env, fr, name, B2_VIEW_LOGICAL, B2_OPEN_RDWR, out);
 }
 
-int b2_file_create_npy(b2_env *env, const char *path, const b2_frame_params *p, b2_file **out) {
+int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p, b2_file **out) {
+  return create_in(env, -1, path, p, out);
+}
+
+int b2_file_create_at(b2_env *env, int dirfd, const char *name, const b2_frame_params *p,
+                      b2_file **out) {
+  if (dirfd == -1) return b2_fail(B2_E_INVAL, "file create: no directory");
+  return create_in(env, dirfd, name, p, out);
+}
+
+static int create_npy_in(b2_env *env, int dirfd, const char *path, const b2_frame_params *p,
+                         b2_file **out) {
   b2_frame_params dp;
   if (!p) {
     b2_file_env_params(env, &dp);
@@ -170,12 +183,22 @@ int b2_file_create_npy(b2_env *env, const char *path, const b2_frame_params *p, 
   b2_frame_params plain = *p;
   plain.nmeta = 0;
   plain.meta = NULL;
-  int rc = b2_file_create(env, path, &plain, out);
+  int rc = create_in(env, dirfd, path, &plain, out);
   if (rc < 0) return rc;
   (*out)->newp = plain;
   (*out)->view = B2_VIEW_NPY;
   (*out)->pending = 1;
   return 0;
+}
+
+int b2_file_create_npy(b2_env *env, const char *path, const b2_frame_params *p, b2_file **out) {
+  return create_npy_in(env, -1, path, p, out);
+}
+
+int b2_file_create_npy_at(b2_env *env, int dirfd, const char *name, const b2_frame_params *p,
+                          b2_file **out) {
+  if (dirfd == -1) return b2_fail(B2_E_INVAL, "file create: no directory");
+  return create_npy_in(env, dirfd, name, p, out);
 }
 
 int b2_file_take_note(b2_file *f, char *buf, size_t cap) {
@@ -188,15 +211,31 @@ int b2_file_take_note(b2_file *f, char *buf, size_t cap) {
   return have;
 }
 
-int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **out) {
+/* Open entry `name` of dirfd, or path `name` when dirfd is -1. */
+static int open_in(b2_env *env, int dirfd, const char *path, int view, int flags, b2_file **out) {
   if (view < B2_VIEW_LOGICAL || view > B2_VIEW_NPY)
     return b2_fail(B2_E_INVAL, "unknown view %d", view);
   if ((flags & B2_OPEN_RDWR) && !(env && env->cache))
     return b2_fail(B2_E_INVAL, "writing needs an environment with a cache");
   b2_frame *fr;
-  int rc = (flags & B2_OPEN_RDWR) ? b2_frame_open_rw(path, &fr) : b2_file_park_open(env, path, &fr);
+  int rc;
+  if (dirfd == -1)
+    rc = (flags & B2_OPEN_RDWR) ? b2_frame_open_rw(path, &fr) : b2_file_park_open(env, path, &fr);
+  else
+    rc = (flags & B2_OPEN_RDWR) ? b2_frame_open_rw_at(dirfd, path, &fr)
+                                : b2_frame_open_at(dirfd, path, &fr);
   if (rc < 0) return rc;
   return wrap(env, fr, path, view, flags, out);
+}
+
+int b2_file_open(b2_env *env, const char *path, int view, int flags, b2_file **out) {
+  return open_in(env, -1, path, view, flags, out);
+}
+
+int b2_file_open_at(b2_env *env, int dirfd, const char *name, int view, int flags,
+                    b2_file **out) {
+  if (dirfd == -1) return b2_fail(B2_E_INVAL, "file open: no directory");
+  return open_in(env, dirfd, name, view, flags, out);
 }
 
 int b2_file_open_frame(b2_env *env, b2_frame *fr, int view, b2_file **out) {

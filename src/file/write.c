@@ -14,6 +14,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -299,12 +301,9 @@ void b2_file_params_of(const b2_frame *fr, b2_frame_params *p) {
   memcpy(p->cparams.filters_meta, in.filters_meta, sizeof in.filters_meta);
 }
 
-/* Remove an empty frame: a file, or a sparse directory's files (resolved
- * from the parent directory, strict paths honoured). */
-static int remove_frame(const char *path, int layout) {
-  const char *base;
-  int pfd = b2_io_open_parent(path, &base);
-  if (pfd < 0) return pfd;
+/* Remove an empty frame: a file, or a sparse directory's files, entry
+ * base of directory pfd (closed). */
+static int remove_frame(int pfd, const char *base, int layout) {
   int rc = 0;
   if (layout == B2_LAYOUT_SPARSE) {
     int dfd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -330,23 +329,36 @@ int b2_file_recreate(b2_file *f, const b2_frame_params *p) {
   b2_frame_params q;
   b2_file_params_of(f->frame, &q);
   pthread_mutex_lock(&f->fmu);
+  /* A frame opened at a directory is made again there, else at its path. */
+  const char *hname = NULL, *base;
+  int home = b2_frame_home(f->frame, &hname);
+  char name[NAME_MAX + 1];
+  snprintf(name, sizeof name, "%s", hname ? hname : "");
   b2_frame_close(f->frame);
   f->frame = NULL;
-  int rc = remove_frame(f->path, old_layout);
-  if (rc == 0) rc = b2_frame_create(f->path, p, &f->frame);
+  int pfd = home >= 0 ? fcntl(home, F_DUPFD_CLOEXEC, 0) : b2_io_open_parent(f->path, &base);
+  if (home >= 0) base = name;
+  int rc = pfd < 0 ? (home >= 0 ? b2_from_errno(errno) : pfd) : remove_frame(pfd, base, old_layout);
+  if (rc == 0) rc = home >= 0 ? b2_frame_create_at(home, name, p, &f->frame)
+                              : b2_frame_create(f->path, p, &f->frame);
   if (rc == 0) {
     b2_frame_set_verify(f->frame, f->env->opts.verify);
     f->cp = p->cparams;
     f->chunksize = p->chunksize;
   } else if (!f->frame) {
     /* Leave a usable frame behind with the old parameters if we can. */
-    int rc2 = b2_frame_open_rw(f->path, &f->frame);
+    int rc2 = home >= 0 ? b2_frame_open_rw_at(home, name, &f->frame)
+                        : b2_frame_open_rw(f->path, &f->frame);
     if (rc2 < 0) {
       q.nmeta = 0;
-      b2_frame_create(f->path, &q, &f->frame);
+      if (home >= 0)
+        b2_frame_create_at(home, name, &q, &f->frame);
+      else
+        b2_frame_create(f->path, &q, &f->frame);
     }
     b2_fail(rc, "%s: cannot recreate the frame", f->path);
   }
+  if (home >= 0) close(home);
   atomic_fetch_add(&f->epoch, 1);
   atomic_fetch_add(&f->recreations, 1);
   pthread_mutex_unlock(&f->fmu);

@@ -208,7 +208,7 @@ int b2_frame_rewrite(b2_frame *f) {
 static int rewrite(b2_frame *f) {
   b2_frame_w *w = f->w;
   const char *base;
-  int dirfd = b2_io_open_parent(w->rpath, &base);
+  int dirfd = b2_frame_w_home(f, &base);
   if (dirfd < 0) return dirfd;
   char tmp[NAME_MAX + 1];
   if (snprintf(tmp, sizeof tmp, ".%s.b2tmp", base) >= (int)sizeof tmp) {

@@ -120,34 +120,48 @@ static int place_dir(int dirfd, const char *tmp, const char *name,
   return b2_io_fsync(dirfd);
 }
 
-int b2_frame_create(const char *path, const b2_frame_params *p,
-                    b2_frame **out) {
+/* Create the frame at entry `name` of dirfd, or at path `name` when dirfd
+ * is -1. */
+static int create_in(int dirfd, const char *name, const b2_frame_params *p, b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame create: no output");
   *out = NULL;
-  if (!path || !*path || !p)
+  if (!name || !*name || !p)
     return b2_fail(B2_E_INVAL, "frame create: missing argument");
+  if (dirfd != -1 && strchr(name, '/'))
+    return b2_fail(B2_E_INVAL, "frame create: %s is not a name in a directory", name);
   if (p->layout != B2_LAYOUT_CONTIGUOUS && p->layout != B2_LAYOUT_SPARSE)
     return b2_fail(B2_E_INVAL, "frame create: layout %d", p->layout);
   uint8_t *buf = NULL;
   size_t len = 0;
   int rc = empty_frame(p, &buf, &len);
   if (rc < 0) return b2_context(rc, "frame create");
-  const char *base;
-  int dirfd = b2_io_open_parent(path, &base);
-  if (dirfd < 0) {
+  const char *base = name;
+  int pfd = dirfd == -1 ? b2_io_open_parent(name, &base)
+                        : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (pfd < 0) {
     free(buf);
-    return dirfd;
+    return dirfd == -1 ? pfd : b2_fail(b2_from_errno(errno), "frame create %s: directory: %s",
+                                       name, strerror(errno));
   }
   char tmp[NAME_MAX + 1];
   if (snprintf(tmp, sizeof tmp, ".%s.b2tmp", base) >= (int)sizeof tmp) {
     rc = b2_fail(B2_E_LIMIT, "file name too long for a temporary file");
   } else if (p->layout == B2_LAYOUT_CONTIGUOUS) {
-    rc = place_file(dirfd, tmp, base, buf, len, 1);
+    rc = place_file(pfd, tmp, base, buf, len, 1);
   } else {
-    rc = place_dir(dirfd, tmp, base, buf, len);
+    rc = place_dir(pfd, tmp, base, buf, len);
   }
-  b2_io_close(dirfd);
+  b2_io_close(pfd);
   free(buf);
-  if (rc < 0) return b2_context(rc, "frame create %s", path);
-  return b2_frame_open_rw(path, out);
+  if (rc < 0) return b2_context(rc, "frame create %s", name);
+  return b2_frame_open_rw_in(dirfd, name, out);
+}
+
+int b2_frame_create(const char *path, const b2_frame_params *p, b2_frame **out) {
+  return create_in(-1, path, p, out);
+}
+
+int b2_frame_create_at(int dirfd, const char *name, const b2_frame_params *p, b2_frame **out) {
+  if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame create: no directory");
+  return create_in(dirfd, name, p, out);
 }

@@ -23,7 +23,9 @@
  * O_NONBLOCK keeps a FIFO in its place from blocking the open; it has no
  * effect on the regular files that pass the checks. */
 static int open_files(b2_frame *f, const char *path) {
-  int fd = b2_io_open_path(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+  int fd = f->home_dir >= 0
+               ? openat(f->home_dir, f->home_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+               : b2_io_open_path(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
   if (fd < 0)
     return b2_fail(b2_from_errno(errno), "cannot open: %s", strerror(errno));
   struct stat st;
@@ -158,6 +160,7 @@ static b2_frame *frame_new(const char *name) {
   }
   f->fd = -1;
   f->dirfd = -1;
+  f->home_dir = -1;
   f->path = strdup(name);
   if (!f->path) {
     free(f);
@@ -187,18 +190,44 @@ static int load(b2_frame *f, b2_frame **out) {
   return 0;
 }
 
+/* A new frame to be opened at entry `name` of directory dirfd (any
+ * descriptor of it, O_PATH included), or by path when dirfd is -1. */
+static int frame_new_at(int dirfd, const char *name, b2_frame **out) {
+  b2_frame *f = *out = frame_new(name);
+  if (!f) return B2_E_NOMEM;
+  if (dirfd == -1) return 0;
+  f->home_dir = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int rc = f->home_dir < 0 ? b2_fail(b2_from_errno(errno), "cannot open the directory of %s: %s",
+                                      name, strerror(errno))
+                           : 0;
+  if (!rc && !(f->home_name = strdup(name))) rc = b2_fail(B2_E_NOMEM, "out of memory");
+  if (rc < 0) {
+    b2_frame_close(f);
+    *out = NULL;
+  }
+  return rc;
+}
+
 int b2_frame_open(const char *path, b2_frame **out) {
-  return b2_frame_open_reusing(path, NULL, NULL, out);
+  return b2_frame_open_in(-1, path, NULL, NULL, out);
 }
 
 int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
                           b2_frame **out) {
+  return b2_frame_open_in(-1, path, fn, ctx, out);
+}
+
+int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
+                     b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
   *out = NULL;
-  if (!path || !*path) return b2_fail(B2_E_INVAL, "frame open: empty path");
-  b2_frame *f = frame_new(path);
-  if (!f) return B2_E_NOMEM;
-  int rc = open_files(f, path);
+  if (!name || !*name) return b2_fail(B2_E_INVAL, "frame open: empty path");
+  if (dirfd != -1 && strchr(name, '/'))
+    return b2_fail(B2_E_INVAL, "frame open: %s is not a name in a directory", name);
+  b2_frame *f;
+  int rc = frame_new_at(dirfd, name, &f);
+  if (rc < 0) return rc;
+  rc = open_files(f, name);
   b2_frame *old = rc == 0 && fn && f->info.layout == B2_LAYOUT_CONTIGUOUS ? fn(ctx, &f->st) : NULL;
   if (old) { /* the same file, unchanged: the parse it had is right */
     old->fd = f->fd;
@@ -210,7 +239,7 @@ int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
     *out = old;
     return 0;
   }
-  if (rc == 0) rc = b2_frame_lk_attach(f, path);
+  if (rc == 0) rc = b2_frame_lk_attach(f, name);
   int locked = 0;
   if (rc == 0 && f->lk) { /* loaded under the shared lock, sized under it */
     struct stat st;
@@ -236,6 +265,17 @@ int b2_frame_detach(b2_frame *f) {
   close(f->fd);
   f->fd = -1;
   return 0;
+}
+
+int b2_frame_home(const b2_frame *f, const char **name) {
+  if (!f || f->home_dir < 0) return -1;
+  *name = f->home_name;
+  return fcntl(f->home_dir, F_DUPFD_CLOEXEC, 0);
+}
+
+int b2_frame_open_at(int dirfd, const char *name, b2_frame **out) {
+  if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame open: no directory");
+  return b2_frame_open_in(dirfd, name, NULL, NULL, out);
 }
 
 int b2_frame_open_fd(int fd, int64_t offset, int64_t length, const char *name,
@@ -275,6 +315,8 @@ void b2_frame_close(b2_frame *f) {
   b2_frame_image_drop(f);
   if (f->fd >= 0) close(f->fd);
   if (f->dirfd >= 0) close(f->dirfd);
+  if (f->home_dir >= 0) close(f->home_dir);
+  free(f->home_name);
   free(f->path);
   free(f->header);
   free(f->trailer);

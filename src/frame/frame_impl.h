@@ -99,6 +99,9 @@ struct b2_frame {
   char *path;
   int fd;               /* contiguous: frame file; sparse: chunks.b2frame */
   int dirfd;            /* sparse: the directory; else -1 */
+  int home_dir;         /* opened at (dirfd, name): a descriptor of that
+                           directory (-1: opened by path) */
+  char *home_name;      /* ... and the name in it */
   int64_t file_size;    /* size of the frame file when opened (a frame
                            inside another file: the bytes it may use) */
   int64_t base;         /* where the frame starts in fd (0 but for frames
@@ -365,6 +368,15 @@ void b2_sframe_name(int64_t num, char name[32]);
 /* Write the whole staged frame into a new file and put it in place
  * (contiguous), or rewrite the index file (sparse); see compact.c. */
 int b2_frame_rewrite(b2_frame *f);
+/* The directory (a new descriptor, close it) and the name in it of a
+ * contiguous frame open for writing: its home for an "at" open, else
+ * resolved from the path it was opened at. */
+int b2_frame_w_home(b2_frame *f, const char **base);
+/* Open (for writing) entry `name` of dirfd, or the path `name` when dirfd
+ * is -1. */
+int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
+                     b2_frame **out);
+int b2_frame_open_rw_in(int dirfd, const char *name, b2_frame **out);
 /* After a successful commit or rewrite: `header` (malloc'd) is the header
  * as committed, frame_size its size; nothing is staged any more. */
 void b2_frame_w_committed(b2_frame *f, uint8_t *header, int64_t frame_size);

@@ -149,13 +149,17 @@ static int real_path(const char *path, char *out, size_t cap) {
 /* Open the sidecar of the frame at `path` (a file, or with dirfd >= 0 a
  * sparse frame's directory): fd, or B2_E_NOENT when it does not exist and
  * `create` is 0. */
-static int open_sidecar(const char *path, int dirfd, int create) {
+static int open_sidecar(const char *path, int dirfd, int create, int home, const char *hname) {
   int flags = O_RDWR | O_NONBLOCK | (create ? O_CREAT : 0);
   char p[PATH_MAX];
   int fd;
   for (int attempt = 0; attempt < 2; attempt++) {
     if (dirfd >= 0) {
       fd = openat(dirfd, B2_FRAME_LOCK_FILE, flags | O_NOFOLLOW | O_CLOEXEC, 0666);
+    } else if (home >= 0) { /* opened at a directory and name */
+      if ((size_t)snprintf(p, sizeof p, "%s" B2_FRAME_LOCK_SUFFIX, hname) >= sizeof p)
+        return b2_fail(B2_E_NAMETOOLONG, "lock file: name too long");
+      fd = openat(home, p, flags | O_NOFOLLOW | O_CLOEXEC, 0666);
     } else {
       int rc = real_path(path, p, sizeof p - sizeof B2_FRAME_LOCK_SUFFIX);
       if (rc < 0) return rc;
@@ -188,7 +192,7 @@ static uint64_t read_gen(int fd) {
 int b2_frame_lk_attach(b2_frame *f, const char *path) {
   int mode = effective_mode();
   if (mode == B2_LOCKING_OFF || f->base != 0) return 0;
-  int fd = open_sidecar(path, f->dirfd, mode == B2_LOCKING_ON);
+  int fd = open_sidecar(path, f->dirfd, mode == B2_LOCKING_ON, f->home_dir, f->home_name);
   if (fd == B2_E_NOENT) return 0;
   if (fd < 0) return b2_context(fd, "%s", path);
   b2_frame_lk *lk = calloc(1, sizeof *lk);
@@ -341,7 +345,7 @@ int b2_frame_lock_gen(const char *path, uint64_t *gen) {
     dirfd = b2_io_open_path(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (dirfd < 0) return b2_fail(b2_from_errno(errno), "%s: %s", path, strerror(errno));
   }
-  int fd = open_sidecar(path, dirfd, 0);
+  int fd = open_sidecar(path, dirfd, 0, -1, NULL);
   if (dirfd >= 0) close(dirfd);
   if (fd < 0) return fd;
   *gen = read_gen(fd);

@@ -241,7 +241,8 @@ static int fill_sizes_sparse(b2_frame *f) {
 
 /* Contiguous: a descriptor open for writing on the same file, locked. */
 static int reopen_rw(b2_frame *f) {
-  int fd = b2_io_openat(AT_FDCWD, f->path, O_RDWR, 0);
+  int fd = f->home_dir >= 0 ? b2_io_openat(f->home_dir, f->home_name, O_RDWR | O_NOFOLLOW, 0)
+                            : b2_io_openat(AT_FDCWD, f->path, O_RDWR, 0);
   if (fd < 0) return fd;
   struct stat a, b;
   if (fstat(fd, &a) != 0 || fstat(f->fd, &b) != 0 || a.st_dev != b.st_dev ||
@@ -319,7 +320,7 @@ int b2_frame_w_init(b2_frame *f) {
   } else {
     /* Strict paths are canonical already, and must not be re-resolved
      * through links. */
-    w->rpath = b2_io_strict_paths() ? strdup(f->path) : realpath(f->path, NULL);
+    w->rpath = f->home_dir >= 0 || b2_io_strict_paths() ? strdup(f->path) : realpath(f->path, NULL);
     rc = w->rpath ? reopen_rw(f)
                   : b2_fail(b2_from_errno(errno), "cannot resolve %s: %s",
                             f->path, strerror(errno));
@@ -371,31 +372,41 @@ void b2_frame_w_free(b2_frame *f) {
   f->w = NULL;
 }
 
+int b2_frame_w_home(b2_frame *f, const char **base) {
+  if (f->home_dir < 0) return b2_io_open_parent(f->w && f->w->rpath ? f->w->rpath : f->path, base);
+  *base = f->home_name;
+  int fd = fcntl(f->home_dir, F_DUPFD_CLOEXEC, 0);
+  return fd >= 0 ? fd : b2_fail(b2_from_errno(errno), "dup: %s", strerror(errno));
+}
+
 /* A hard-linked frame whose in-place rewrite a crash interrupted is
- * repaired before it is parsed for writing (b2_frame_redo). */
-static int finish_redo(const char *path) {
-  const char *base;
+ * repaired before it is parsed for writing (b2_frame_redo): entry base of
+ * dirfd (-1: the path base). */
+static int finish_redo(int dirfd, const char *base) {
   char redo[NAME_MAX + 2];
-  int dirfd = b2_io_open_parent(path, &base);
-  if (dirfd < 0) return 0; /* the open below says why */
+  int own = dirfd == -1;
+  if (own) {
+    dirfd = b2_io_open_parent(base, &base);
+    if (dirfd < 0) return 0; /* the open below says why */
+  }
   int rc = 0;
   struct stat st;
   if (snprintf(redo, sizeof redo, ".%s" B2_FRAME_REDO_SUFFIX, base) < (int)sizeof redo &&
       fstatat(dirfd, redo, &st, AT_SYMLINK_NOFOLLOW) == 0)
     rc = b2_frame_redo(dirfd, redo);
-  b2_io_close(dirfd);
+  if (own) b2_io_close(dirfd);
   return rc < 0 ? rc : 0;
 }
 
-int b2_frame_open_rw(const char *path, b2_frame **out) {
+int b2_frame_open_rw_in(int dirfd, const char *name, b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
   *out = NULL;
-  int rrc = finish_redo(path);
+  int rrc = finish_redo(dirfd, name);
   if (rrc < 0) return rrc;
   /* Parse, lock, and check nobody committed in between (else again). */
   for (int attempt = 0;; attempt++) {
     b2_frame *f;
-    int rc = b2_frame_open(path, &f);
+    int rc = b2_frame_open_in(dirfd, name, NULL, NULL, &f);
     if (rc < 0) return rc;
     rc = b2_frame_w_init(f);
     if (rc == 0) {
@@ -407,4 +418,11 @@ int b2_frame_open_rw(const char *path, b2_frame **out) {
     if (attempt == 3)
       return b2_fail(B2_E_BUSY, "the frame keeps changing while opened");
   }
+}
+
+int b2_frame_open_rw(const char *path, b2_frame **out) { return b2_frame_open_rw_in(-1, path, out); }
+
+int b2_frame_open_rw_at(int dirfd, const char *name, b2_frame **out) {
+  if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame open: no directory");
+  return b2_frame_open_rw_in(dirfd, name, out);
 }
