@@ -140,7 +140,9 @@ static int real_path(const char *path, char *out, size_t cap) {
     return 0;
   }
   ssize_t n = readlink(path, out, cap - 1);
-  if (n < 0 || (size_t)n >= cap - 1)
+  if ((n < 0 && errno == ENAMETOOLONG) || (n >= 0 && (size_t)n >= cap - 1))
+    return b2_fail(B2_E_NAMETOOLONG, "%s: the frame's path is too long to find its lock file", path);
+  if (n < 0)
     return b2_fail(B2_E_IO, "cannot resolve %s for its lock file", path);
   out[n] = 0;
   return 0;
@@ -194,6 +196,10 @@ int b2_frame_lk_attach(b2_frame *f, const char *path) {
   if (mode == B2_LOCKING_OFF || f->base != 0) return 0;
   int fd = open_sidecar(path, f->dirfd, mode == B2_LOCKING_ON, f->home_dir, f->home_name);
   if (fd == B2_E_NOENT) return 0;
+  /* A reader through /proc/self/fd/N past PATH_MAX cannot find a sidecar
+   * by name: read unlocked unless locking is asked for (writers open such
+   * frames at their directory and name, and find theirs). */
+  if (fd == B2_E_NAMETOOLONG && mode != B2_LOCKING_ON) return 0;
   if (fd < 0) return b2_context(fd, "%s", path);
   b2_frame_lk *lk = calloc(1, sizeof *lk);
   if (!lk) {
