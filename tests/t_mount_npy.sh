@@ -241,6 +241,11 @@ os.setxattr(f"{mnt}/shaped.npy", "user.b2.chunkshape", b"100,30")
 os.setxattr(f"{mnt}/shaped.npy", "user.b2.blockshape", b"20,30")
 with os.fdopen(fd, "wb") as f:
     np.save(f, np.ones((1000, 30), dtype="<f8"))
+# The same as separate steps: touch, setfattr, numpy.save.
+open(f"{mnt}/shaped2.npy", "wb").close()
+os.setxattr(f"{mnt}/shaped2.npy", "user.b2.chunkshape", b"100,30")
+os.setxattr(f"{mnt}/shaped2.npy", "user.b2.blockshape", b"20,30")
+np.save(f"{mnt}/shaped2.npy", np.ones((1000, 30), dtype="<f8"))
 PY
   then ok npy_edit_run; else nok npy_edit_run "$(tail -3 "$TMP/edit.out")"; fi
   unmount_fg "$MNT" npy3
@@ -249,9 +254,11 @@ PY
   "$B2F" info "$SRC/i16-3d.b2nd" | grep -q '^shape *52 x 60 x 70' && ok npy_resize_meta || nok npy_resize_meta
   "$B2F" info "$SRC/over.b2nd" 2>/dev/null | grep -q '^shape *77$' && ok npy_save_over_existing ||
     nok npy_save_over_existing "$("$B2F" info "$SRC/over.b2nd" 2>&1 | grep shape | head -1)"
-  "$B2F" info "$SRC/shaped.b2nd" 2>/dev/null | grep -q '^chunkshape *100 x 30' &&
-    "$B2F" info "$SRC/shaped.b2nd" | grep -q '^blockshape *20 x 30' && ok npy_xattr_shapes ||
-    nok npy_xattr_shapes "$("$B2F" info "$SRC/shaped.b2nd" 2>&1 | grep shape | tr '\n' ' ')"
+  for n in shaped shaped2; do
+    "$B2F" info "$SRC/$n.b2nd" 2>/dev/null | grep -q '^chunkshape *100 x 30' &&
+      "$B2F" info "$SRC/$n.b2nd" | grep -q '^blockshape *20 x 30' && ok "npy_xattr_$n" ||
+      nok "npy_xattr_$n" "$("$B2F" info "$SRC/$n.b2nd" 2>&1 | grep shape | tr '\n' ' ')"
+  done
   bad=""
   for f in "$SRC"/*.b2nd; do "$B2F" verify "$f" >/dev/null 2>&1 || bad+=" $(basename "$f")"; done
   [ -z "$bad" ] && ok npy_verify_all || nok npy_verify_all "$bad"

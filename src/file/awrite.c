@@ -244,8 +244,9 @@ static void take_held(b2_file *f, held *h) {
   f->pend_cap = 0;
 }
 
-/* Write the held runs from byte `from` on with the handle's write path. */
-static int replay(b2_file *f, held *h, size_t from) {
+/* Write the held runs from byte `from` on: through the array (array) or
+ * as plain bytes. */
+static int replay(b2_file *f, held *h, size_t from, int array) {
   int rc = 0;
   for (size_t s = from; rc >= 0 && s < h->len;) {
     if (!h->set[s]) {
@@ -254,13 +255,52 @@ static int replay(b2_file *f, held *h, size_t from) {
     }
     size_t e = s;
     while (e < h->len && h->set[e]) e++;
-    ssize_t w = b2_file_awrite(f, h->buf + s, e - s, (int64_t)s);
+    ssize_t w = array ? b2_file_awrite(f, h->buf + s, e - s, (int64_t)s)
+                      : b2_file_lwrite(f, h->buf + s, e - s, (int64_t)s);
     rc = w < 0 ? (int)w : 0;
     s = e;
   }
   free(h->buf);
   free(h->set);
   return rc;
+}
+
+/* Shapes asked for an empty .npy file outlive its handle in this
+ * vlmetalayer of the empty plain frame ("chunkshape=A,B;blockshape=C,D"). */
+#define WANT_VLMETA "b2fs.npy"
+static int parse_dims(const char *s, int32_t *out);
+
+static void put_dims(char *buf, size_t cap, const char *key, const int32_t *d, int n) {
+  size_t k = strlen(buf);
+  k += (size_t)snprintf(buf + k, cap - k, "%s%s=", k ? ";" : "", key);
+  for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, i ? ",%d" : "%d", d[i]);
+}
+
+static int save_wanted(b2_file *f) {
+  if (!f->want_nc && !f->want_nb) return 0;
+  char buf[512] = "";
+  if (f->want_nc) put_dims(buf, sizeof buf, "chunkshape", f->want_cs, f->want_nc);
+  if (f->want_nb) put_dims(buf, sizeof buf, "blockshape", f->want_bs, f->want_nb);
+  return b2_frame_vlmeta_set(f->frame, WANT_VLMETA, buf, strlen(buf));
+}
+
+static void load_wanted(b2_file *f) {
+  uint8_t *v = NULL;
+  size_t n = 0;
+  if (b2_frame_vlmeta_get(f->frame, WANT_VLMETA, &v, &n) < 0 || !v) return;
+  char buf[512];
+  snprintf(buf, sizeof buf, "%.*s", (int)B2_MIN(n, sizeof buf - 1), (const char *)v);
+  free(v);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+    int32_t d[B2_B2ND_MAXDIM];
+    int chunk = !strncmp(tok, "chunkshape=", 11), block = !strncmp(tok, "blockshape=", 11);
+    int k = chunk || block ? parse_dims(tok + 11, d) : -1;
+    if (k <= 0) continue; /* not ours, or damaged: the defaults then */
+    memcpy(chunk ? f->want_cs : f->want_bs, d, (size_t)k * sizeof d[0]);
+    if (chunk) f->want_nc = k;
+    else f->want_nb = k;
+  }
 }
 
 /* The header did not make an array: a plain frame of the bytes written. */
@@ -275,10 +315,12 @@ static int to_plain(b2_file *f) {
   take_held(f, &h);
   f->pending = 0;
   f->view = B2_VIEW_LOGICAL;
+  f->npy_plain = 1;
   atomic_store(&f->size, 0);
   pthread_rwlock_unlock(&f->szlock);
-  rc = replay(f, &h, 0);
+  rc = replay(f, &h, 0, 0);
   if (rc == 0 && atomic_load(&f->size) < h.size) rc = b2_file_lresize(f, h.size);
+  if (rc == 0 && h.size == 0) rc = save_wanted(f); /* an empty file, shapes asked for */
   touched(f);
   return rc;
 }
@@ -318,7 +360,7 @@ static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
   atomic_store(&f->size, (int64_t)hl + b2_b2nd_nbytes(&f->array));
   pthread_rwlock_unlock(&f->szlock);
   int64_t want = atomic_load(&f->size);
-  rc = replay(f, &h, hl);
+  rc = replay(f, &h, hl, 1);
   if (rc < 0 || h.size > want)
     snprintf(f->note, sizeof f->note, "%s: bytes written past the array's %lld were dropped",
              f->path, (long long)want);
@@ -392,21 +434,33 @@ static int pend_resize(b2_file *f, int64_t size) {
   return rc;
 }
 
-/* An array's .npy view truncated to 0: the file is being written anew. */
+/* A .npy file written anew: an array's .npy view truncated to 0, or a
+ * .npy file kept as its bytes written again while empty (or truncated to
+ * 0).  Its bytes are held as a new file's; the frame on disk stays as it
+ * is until they settle.  A plain frame keeps its parameters for the new
+ * frame (a codec set while it was empty), an array the mount's. */
 static int restart(b2_file *f) {
   if (f->env->pool) b2_pool_wait(f->env->pool, &f->group);
   pthread_rwlock_wrlock(&f->szlock);
+  int was_array = f->has_array;
   pthread_mutex_lock(&f->fmu);
   f->has_array = 0;
   atomic_fetch_add(&f->epoch, 1); /* flushes under way store nothing */
   pthread_mutex_unlock(&f->fmu);
   b2_cache_discard_file(f->env->cache, f->id);
-  b2_b2nd_free(&f->array);
+  if (was_array) {
+    b2_b2nd_free(&f->array);
+    b2_file_env_params(f->env, &f->newp);
+  } else {
+    b2_file_params_of(f->frame, &f->newp);
+    load_wanted(f);
+  }
   free(f->npy);
   f->npy = NULL;
   f->npylen = 0;
   f->pending = 1;
-  b2_file_env_params(f->env, &f->newp);
+  f->npy_plain = 0;
+  f->view = B2_VIEW_NPY;
   atomic_store(&f->size, 0);
   pthread_rwlock_unlock(&f->szlock);
   touched(f);
@@ -416,6 +470,7 @@ static int restart(b2_file *f) {
 /* ---- entry points (wmu held) --------------------------------------------------- */
 
 ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
+  if (!f->pending && f->npy_plain && atomic_load(&f->size) == 0) restart(f);
   if (f->pending) return pend_write(f, buf, n, off);
   if (!f->has_array) return b2_file_lwrite(f, buf, n, off);
   int64_t end = off + (int64_t)n, hdr = hdr_len(f);
@@ -440,7 +495,7 @@ ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
 
 int b2_file_aresize(b2_file *f, int64_t size) {
   if (f->pending) return pend_resize(f, size);
-  if (!f->has_array) return b2_file_lresize(f, size);
+  if (!f->has_array) return size == 0 && f->npy_plain ? restart(f) : b2_file_lresize(f, size);
   if (size == atomic_load(&f->size)) return 0;
   if (size == 0 && f->view == B2_VIEW_NPY) return restart(f);
   pthread_rwlock_wrlock(&f->szlock);
@@ -466,6 +521,7 @@ static int parse_dims(const char *s, int32_t *out) {
 }
 
 int b2_file_aset_param(b2_file *f, const char *key, const char *value) {
+  if (!f->pending && f->npy_plain && atomic_load(&f->size) == 0) restart(f);
   if (!f->pending)
     return b2_fail(B2_E_BUSY, "%s: an array's parameters are fixed once it exists", f->path);
   int chunk = !strcmp(key, "chunkshape"), block = !strcmp(key, "blockshape");

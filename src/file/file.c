@@ -73,6 +73,7 @@ static int setup_array(b2_file *f) {
   if (rc < 0 && f->view == B2_VIEW_NPY) {
     /* A .npy file that could not become an array, kept as its bytes. */
     f->view = B2_VIEW_LOGICAL;
+    f->npy_plain = 1;
     atomic_init(&f->size, in->nbytes);
     return 0;
   }

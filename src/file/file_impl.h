@@ -99,6 +99,9 @@ struct b2_file {
   /* Array views opened for writing, and new .npy files (awrite.c; wmu). */
   int pending;                /* a new .npy file: bytes held until its
                                  header is complete */
+  int npy_plain;              /* a .npy view of a frame without a b2nd
+                                 metalayer (its bytes): written anew when
+                                 empty or truncated to 0 */
   uint8_t *pend;              /* held bytes [0, pend_cap) */
   uint8_t *pend_set;          /* 1 for each held byte written */
   size_t pend_cap;
@@ -114,6 +117,11 @@ struct b2_file {
  * size, or the array's chunks (all full-size) for array views. */
 static inline int64_t b2_file_fbytes(const b2_file *f) {
   return f->has_array ? f->array.nchunks * f->array.chunk_nbytes : atomic_load(&f->size);
+}
+
+/* Writes and size changes go through awrite.c (arrays, new .npy files). */
+static inline int b2_file_arrayish(const b2_file *f) {
+  return f->pending || f->has_array || f->npy_plain;
 }
 
 /* write.c internals shared with awrite.c (wmu held where it matters). */

@@ -218,7 +218,7 @@ ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   if (off < 0 || (int64_t)n < 0 || off > INT64_MAX - (int64_t)n) return b2_fail(B2_E_INVAL, "bad offset");
   if (n == 0) return 0;
   pthread_mutex_lock(&f->wmu);
-  ssize_t rc = f->pending || f->has_array ? b2_file_awrite(f, buf, n, off) : b2_file_lwrite(f, buf, n, off);
+  ssize_t rc = b2_file_arrayish(f) ? b2_file_awrite(f, buf, n, off) : b2_file_lwrite(f, buf, n, off);
   pthread_mutex_unlock(&f->wmu);
   if (rc < 0) return b2_context((int)rc, "write");
   return rc;
@@ -228,7 +228,7 @@ int b2_file_truncate(b2_file *f, int64_t size) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
   if (size < 0) return b2_fail(B2_E_INVAL, "negative size");
   pthread_mutex_lock(&f->wmu);
-  int rc = f->pending || f->has_array ? b2_file_aresize(f, size) : b2_file_lresize(f, size);
+  int rc = b2_file_arrayish(f) ? b2_file_aresize(f, size) : b2_file_lresize(f, size);
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }
@@ -370,7 +370,7 @@ uint64_t b2_file_recreations(b2_file *f) { return f->writable ? atomic_load(&f->
 int b2_file_set_param(b2_file *f, const char *key, const char *value) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
   pthread_mutex_lock(&f->wmu);
-  if (f->pending || f->has_array) {
+  if (b2_file_arrayish(f)) {
     int rc = b2_file_aset_param(f, key, value);
     pthread_mutex_unlock(&f->wmu);
     return rc;

@@ -167,6 +167,33 @@ static void test_new_npy_fallback(void) {
   CHECK_EQ(b2_file_take_note(f, note, sizeof note), 1);
   CHECK_EQ(b2_file_close(f), 0);
   CHECK(view_is(env, path, B2_VIEW_NPY, (const uint8_t *)"hello world\n", 12));
+  /* numpy.save over it (truncate to 0, then a valid file): an array. */
+  static const int64_t s1[] = {999};
+  size_t hl1, n1;
+  uint8_t *good = npy_bytes(1, s1, 2, "<i2", &hl1, &n1);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+  CHECK_EQ(b2_file_truncate(f, 0), 0);
+  CHECK_EQ(stream(f, good, n1), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_CORDER, good + hl1, n1 - hl1));
+  /* An empty new .npy file (touch), shapes set afterwards, then data. */
+  snprintf(path, sizeof path, "%s/touched.b2nd", dir);
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+  CHECK_EQ(b2_file_set_param(f, "chunkshape", "100"), 0);
+  CHECK_EQ(b2_file_set_param(f, "codec", "lz4"), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+  CHECK_EQ(b2_file_set_param(f, "blockshape", "20"), 0);
+  CHECK_EQ(stream(f, good, n1), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_CORDER, B2_OPEN_RDONLY, &f), 0);
+  const b2_b2nd *a = b2_file_array(f);
+  CHECK(a && a->chunkshape[0] == 100 && a->blockshape[0] == 20);
+  b2_file_close(f);
+  CHECK(view_is(env, path, B2_VIEW_NPY, good, n1));
+  free(good);
   free(npy);
   b2_env_destroy(env);
 }
