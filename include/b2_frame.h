@@ -99,7 +99,8 @@ int b2_frame_info_copy(const b2_frame *f, b2_frame_info *out);
 const char *b2_frame_path(const b2_frame *f);
 
 /* Keeping a parsed frame across opens (src/file/park.c).  b2_frame_detach
- * closes the file of a read-only contiguous frame opened by path: only
+ * closes the file of a read-only contiguous frame opened by path with no
+ * .b2lock sidecar (else B2_E_INVAL): only
  * b2_frame_close may follow, or reuse through b2_frame_open_reusing.  That
  * opens `path` as b2_frame_open does, then asks fn(ctx, st) (st: fstat of
  * the file just opened) for a detached frame parsed from that same file

@@ -262,6 +262,9 @@ int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ct
 int b2_frame_detach(b2_frame *f) {
   if (!f || f->w || f->info.layout != B2_LAYOUT_CONTIGUOUS || !f->st_valid || f->fd < 0)
     return b2_fail(B2_E_INVAL, "frame detach: not a read-only frame opened by path");
+  /* Under a .b2lock sidecar another program may bump the generation
+   * without changing the file: such a frame must be parsed afresh. */
+  if (f->lk) return b2_fail(B2_E_INVAL, "frame detach: shared through a lock sidecar");
   close(f->fd);
   f->fd = -1;
   return 0;

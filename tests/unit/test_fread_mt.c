@@ -489,6 +489,24 @@ static void test_park(void) {
   /* removed: the open fails though frames of it are parked */
   CHECK_EQ(unlink(path), 0);
   CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), B2_E_NOENT);
+  /* a frame shared through a .b2lock sidecar is not parked (another
+   * program may bump the lock's generation without changing the file) */
+  char lock[120];
+  snprintf(lock, sizeof lock, "%s.b2lock", other);
+  CHECK_EQ(copy_file(sig_path, other), 0);
+  FILE *lf = fopen(lock, "wb");
+  CHECK(lf != NULL);
+  if (lf) {
+    fwrite("\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 1, 16, lf);
+    fclose(lf);
+  }
+  int n0 = parked(env);
+  CHECK_EQ(b2_file_open(env, other, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  CHECK_EQ(check_read(f, sig, PIECE, 100, buf), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(parked(env), n0);
+  unlink(lock);
+  unlink(other);
   /* writable handles never park */
   int before = parked(env);
   CHECK_EQ(copy_file(sig_path, path), 0);
