@@ -3,7 +3,8 @@ against a NumPy shadow (run by tests/t_mount_npy.sh).
 
   mount_ex_npy.py DIR SEED OPS [check]
 
-For each of several arrays (dtypes of 1 to 16 bytes and a structured one,
+For each of several arrays (dtypes of 1 to 16 bytes, a structured one and
+300-byte void items (stored with typesize 1),
 1-D to 4-D, chunk and block shapes that leave uneven edges, blocks that do
 not divide chunks) created in DIR with user.b2.chunkshape/blockshape and
 numpy.save, OPS random operations: slice assignments through a writable
@@ -26,6 +27,7 @@ CONFIGS = [
     ("a4", ">c16", (13, 11), "5,11", "2,11"),
     ("a5", "<u4", (6, 7, 8, 5), "4,3,8,5", "4,2,3,5"),
     ("a6", [("x", "<f4"), ("y", "|u1"), ("z", ">i8", (2,))], (300,), "64", "16"),
+    ("a7", "|V300", (41, 3), "16,3", "5,2"),
 ]
 
 

@@ -19,7 +19,7 @@
 #      blockshape before the data; a read-only mount refuses all of it.
 #   4. tests/mount_ex_npy.py on a contiguous and a sparse mount with a small
 #      cache: memmap slice writes, pwrite, pread, numpy.load and resizes
-#      against a NumPy shadow on six arrays (uneven edge chunks and blocks,
+#      against a NumPy shadow on seven arrays (uneven edge chunks and blocks, 300-byte items,
 #      blocks that do not divide chunks), then verify and a remount check.
 #      B2FS_EX_NPY_SEED replays, B2FS_EX_NPY_OPS sets the operations (120).
 # Env: B2FS, B2F, B2FS_FIXTURES, PY, PYB2 (tests/run.sh, tests/lib.sh).
