@@ -190,7 +190,10 @@ int b2_frame_redo(int dirfd, const char *name) {
   b2_io_close(rfd);
   if (rc == 0) {
     rc = b2_io_unlinkat(dirfd, name, 0);
-    if (!rc) rc = b2_io_fsync(dirfd);
+    /* dirfd may be an O_PATH descriptor, which cannot be synced. */
+    int sfd = rc ? -1 : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!rc) rc = sfd >= 0 ? b2_io_fsync(sfd) : b2_fail(b2_from_errno(errno), "directory: %s", strerror(errno));
+    if (sfd >= 0) close(sfd);
   }
   return rc < 0 ? b2_context(rc, "redo of %s", base) : rc;
 }
