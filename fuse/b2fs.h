@@ -31,8 +31,6 @@
 /* Largest read and write request, and the I/O size frames ask for. */
 #define B2FS_IO_MAX (1u << 20)
 
-/* Hidden name of a frame being deleted: B2FS_GONE_PREFIX "PID-N.b2tmp". */
-#define B2FS_GONE_PREFIX ".b2fs-gone-"
 
 /* ---- options (opts.c) ---------------------------------------------------- */
 typedef struct b2fs_opts {
@@ -292,15 +290,6 @@ int b2fs_werrno(int rc);
 int b2fs_real_path(b2fs_inode *in, char *buf, size_t cap);
 /* Real path of entry `name` of the directory open at dirfd. */
 int b2fs_path_at(int dirfd, const char *name, char *buf, size_t cap);
-/* Call fn on every entry but . and .. of directory `name` of pfd (not
- * followed if a symlink), until fn returns < 0: that code, or 0, -errno. */
-typedef int (*b2fs_entry_fn)(int dfd, const char *name, unsigned char type, void *arg);
-int b2fs_each_entry(int pfd, const char *name, b2fs_entry_fn fn, void *arg);
-/* Remove a sparse frame directory `name` of dirfd: its files, then it. */
-int b2fs_remove_frame_dir(int dirfd, const char *name);
-/* Remove a directory's hidden entries (engine leftovers): 1 if it held only
- * those (now gone), 0 if it holds more, -errno. */
-int b2fs_clear_hidden(int dirfd, const char *name);
 /* Mode shown for a sparse frame from its directory's mode and back. */
 mode_t b2fs_sparse_dir_mode(mode_t shown);
 /* Give a new entry to the caller of the request (when running as root). */
@@ -313,14 +302,6 @@ void b2fs_copy_attrs(int fd, const struct stat *before, int times);
  * dead daemon was deleting, engine temporaries nobody holds), once per
  * inode: called at its first lookup or listing (sweep.c). */
 void b2fs_sweep_dir(b2fs_inode *dir);
-/* A rename that moves the entry it replaces aside to the hidden name
- * `hidden` (a directory cannot be hard-linked) first leaves a marker
- * beside it naming the entry's source name and the rename's target: if
- * the daemon dies before the rename takes the target name, the sweep puts
- * the entry back instead of deleting it.  Cleared once the target name is
- * taken (or the rename is given up).  0 or -errno. */
-int b2fs_restore_mark(int dfd, const char *hidden, const char *esrc, const char *target);
-void b2fs_restore_unmark(int dfd, const char *hidden);
 
 /* ---- python-blosc2 stores (store.c) -------------------------------------- */
 /* Kind STORE inodes: a store (source entry NAME.b2d/.b2z/.b2e, shown as a

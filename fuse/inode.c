@@ -40,7 +40,7 @@ static void remove_doomed(b2fs_inode *in) {
   struct stat st;
   int rc = fstatat(in->doomed_dir, in->doomed, &st, AT_SYMLINK_NOFOLLOW);
   if (rc == 0)
-    rc = S_ISDIR(st.st_mode) ? b2fs_remove_frame_dir(in->doomed_dir, in->doomed)
+    rc = S_ISDIR(st.st_mode) ? b2_ns_remove_frame_dir(in->doomed_dir, in->doomed)
                              : unlinkat(in->doomed_dir, in->doomed, 0);
   if (rc < 0) b2fs_log("cannot remove the deleted frame %s", in->doomed);
   close(in->doomed_dir);

@@ -277,7 +277,7 @@ static int resolve(int pfd, const char *name, char *src, struct stat *st) {
 /* A name for an entry set aside before it is deleted (hidden). */
 static void aside_name(char *out, size_t cap) {
   static atomic_uint seq;
-  snprintf(out, cap, B2FS_GONE_PREFIX "%d-%u.b2tmp", (int)getpid(), atomic_fetch_add(&seq, 1));
+  snprintf(out, cap, B2_NS_GONE_PREFIX "%d-%u.b2tmp", (int)getpid(), atomic_fetch_add(&seq, 1));
 }
 
 /* Delete frame or file `src` of pfd (in: its inode, nslock held).  A
@@ -299,7 +299,10 @@ static int remove_entry(int pfd, const char *src, int kind, const struct stat *s
     pthread_mutex_unlock(&in->lock);
   }
   if (!busy || in->doomed) {
-    if (sparse) return b2fs_remove_frame_dir(pfd, src);
+    if (sparse) {
+      int rc = b2_ns_remove_frame_dir(pfd, src);
+      return rc < 0 ? -b2_to_errno(rc) : 0;
+    }
     return unlinkat(pfd, src, 0) < 0 ? -errno : 0;
   }
   char aside[64], from[PATH_MAX];
@@ -360,7 +363,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   if (rc == 0 && unlinkat(pfd, src, AT_REMOVEDIR) < 0) {
     rc = -errno;
     /* Shown empty but holding engine leftovers: those go too. */
-    if ((rc == -ENOTEMPTY || rc == -EEXIST) && b2fs_clear_hidden(pfd, src) == 1)
+    if ((rc == -ENOTEMPTY || rc == -EEXIST) && b2_ns_clear_hidden(pfd, src) == 1)
       rc = unlinkat(pfd, src, AT_REMOVEDIR) < 0 ? -errno : 0;
   }
   fuse_reply_err(req, -rc);
@@ -411,12 +414,12 @@ static int do_move(move *m, b2fs_inode *ein) {
       }
     }
     if (!linked) {
-      int mrc = b2fs_restore_mark(m->qfd, hidden, m->esrc, m->target);
-      if (mrc < 0) b2fs_log("rename: no restore marker for %s: %s", m->esrc, strerror(-mrc));
+      int mrc = b2_ns_restore_mark(m->qfd, hidden, m->esrc, m->target);
+      if (mrc < 0) b2fs_log("rename: no restore marker for %s: %s", m->esrc, b2_last_detail());
       marked = mrc == 0;
       if (renameat(m->qfd, m->esrc, m->qfd, hidden) < 0) {
         int err = errno;
-        if (marked) b2fs_restore_unmark(m->qfd, hidden);
+        if (marked) b2_ns_restore_unmark(m->qfd, hidden);
         return -err;
       }
 #ifdef B2_FAULT_INJECTION
@@ -435,10 +438,10 @@ static int do_move(move *m, b2fs_inode *ein) {
       b2fs_log("rename: cannot put %s back (left as %s): %s", m->esrc, hidden, strerror(errno));
       marked = 0; /* the sweep may still put it back */
     }
-    if (marked) b2fs_restore_unmark(m->qfd, hidden);
+    if (marked) b2_ns_restore_unmark(m->qfd, hidden);
     return -err;
   }
-  if (marked) b2fs_restore_unmark(m->qfd, hidden); /* the target name is taken */
+  if (marked) b2_ns_restore_unmark(m->qfd, hidden); /* the target name is taken */
   if (linked) { /* same descriptor number, now through the hidden name */
     if (dup3(hfd, ein->fd, O_CLOEXEC) < 0)
       b2fs_log("rename: replaced %s kept as %s: %s", m->esrc, hidden, strerror(errno));

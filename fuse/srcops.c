@@ -1,8 +1,7 @@
 /*
  * srcops.c - changes to SOURCE entries that take more than one call:
- * real paths of entries (for the engine, which works on paths), removing
- * a sparse frame's directory, clearing engine leftovers, and carrying
- * owner, mode and times over to a file that replaced another.
+ * real paths of entries (for messages and the writers opened by path),
+ * and carrying owner, mode and times over to a file that replaced another.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,63 +44,6 @@ int b2fs_path_at(int dirfd, const char *name, char *buf, size_t cap) {
   if (slash) buf[n++] = '/';
   memcpy(buf + n, name, k + 1);
   return 0;
-}
-
-int b2fs_each_entry(int pfd, const char *name, b2fs_entry_fn fn, void *arg) {
-  int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) return -errno;
-  DIR *d = fdopendir(dfd);
-  if (!d) {
-    int err = errno;
-    close(dfd);
-    return -err;
-  }
-  int rc = 0;
-  struct dirent *e;
-  while (rc >= 0 && (e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    rc = fn(dirfd(d), e->d_name, e->d_type, arg);
-  }
-  closedir(d);
-  return rc;
-}
-
-/* A sparse frame holds regular files only (chunks.b2frame, NNNNNNNN.chunk
- * and temporaries); anything else is left, and so is the directory. */
-static int unlink_file(int dfd, const char *name, unsigned char type, void *arg) {
-  (void)arg;
-  if (type != DT_REG && type != DT_UNKNOWN) return 0;
-  if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT) return -errno;
-  return 0;
-}
-
-int b2fs_remove_frame_dir(int dirfd, const char *name) {
-  int rc = b2fs_each_entry(dirfd, name, unlink_file, NULL);
-  if (rc < 0) return rc;
-  return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
-}
-
-static int count_shown(int dfd, const char *name, unsigned char type, void *arg) {
-  (void)dfd, (void)type;
-  if (!b2_ns_name_hidden(name)) (*(int *)arg)++;
-  return 0;
-}
-
-static int unlink_hidden(int dfd, const char *name, unsigned char type, void *arg) {
-  (void)arg;
-  if (!b2_ns_name_hidden(name)) return 0;
-  if (type == DT_DIR) return b2fs_remove_frame_dir(dfd, name);
-  if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT) return -errno;
-  return 0;
-}
-
-int b2fs_clear_hidden(int dirfd, const char *name) {
-  int shown = 0;
-  int rc = b2fs_each_entry(dirfd, name, count_shown, &shown);
-  if (rc < 0) return rc;
-  if (shown) return 0;
-  rc = b2fs_each_entry(dirfd, name, unlink_hidden, NULL);
-  return rc < 0 ? rc : 1;
 }
 
 mode_t b2fs_sparse_dir_mode(mode_t shown) {

@@ -227,6 +227,45 @@ int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int 
 /* Is the entry of kind `kind` with lstat st a sparse frame (a directory)? */
 int b2_ns_is_sparse(int kind, const struct stat *st);
 
+/* ---- removing, and what crashes leave (leftover.c) ------------------------ */
+
+/* Hidden name of an entry set aside before it is deleted or replaced:
+ * B2_NS_GONE_PREFIX "PID-N.b2tmp" (PID: the process that set it aside). */
+#define B2_NS_GONE_PREFIX ".b2fs-gone-"
+
+/* Call fn on every entry but . and .. of directory `name` of pfd (not
+ * followed if a symlink; "." for pfd itself), until fn returns < 0: that
+ * code, or 0, or a negative code. */
+typedef int (*b2_ns_entry_fn)(int dfd, const char *name, unsigned char type, void *arg);
+int b2_ns_each_entry(int pfd, const char *name, b2_ns_entry_fn fn, void *arg);
+/* Remove a sparse frame directory `name` of dirfd: its files, then it. */
+int b2_ns_remove_frame_dir(int dirfd, const char *name);
+/* Remove the hidden entries (engine leftovers) of directory `name` of
+ * dirfd: 1 if it held only those (now gone), 0 if it holds more, or a
+ * negative code. */
+int b2_ns_clear_hidden(int dirfd, const char *name);
+/* A rename that moves the entry it replaces aside to the hidden name
+ * `hidden` (a directory cannot be hard-linked) first leaves a marker
+ * beside it naming the entry's source name and the rename's target: if
+ * the process dies before the rename takes the target name, the sweep puts
+ * the entry back instead of deleting it.  Cleared once the target name is
+ * taken (or the rename is given up).  0 or a negative code. */
+int b2_ns_restore_mark(int dirfd, const char *hidden, const char *esrc, const char *target);
+void b2_ns_restore_unmark(int dirfd, const char *hidden);
+
+/* What the sweep asks its caller. */
+typedef struct b2_ns_sweep_ops {
+  /* Does a writer of the caller work on frame `name` of dirfd (its
+   * temporaries are in use)?  1 also when the caller cannot tell. */
+  int (*busy)(void *ctx, int dirfd, const char *name);
+  /* A leftover that could not be repaired (may be NULL). */
+  void (*note)(void *ctx, const char *name, const char *detail);
+  void *ctx;
+} b2_ns_sweep_ops;
+/* Remove the leftovers of crashes in directory dirfd (a readable
+ * descriptor): the number removed or repaired, or a negative code. */
+int b2_ns_sweep(int dirfd, const b2_ns_sweep_ops *ops);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,291 @@
+/*
+ * leftover.c - what crashes leave in a SOURCE directory, and removing
+ * entries that take more than one call (see b2_ns.h):
+ *   - .b2fs-gone-PID-N.b2tmp: a frame a daemon was deleting (set aside
+ *     under that name), when process PID is dead and is not us; a file, or
+ *     a sparse frame's directory of files (perhaps half deleted).  With a
+ *     marker .b2fs-gone-PID-N.restore.b2tmp beside it, the entry was moved
+ *     aside by a rename that had not yet taken its target name: it goes
+ *     back to its name instead (as if the rename had not begun);
+ *   - .NAME.b2tmp for a frame name NAME: the engine's temporaries (the new
+ *     file of a compaction or rewrite, the file or sparse directory of a
+ *     creation), when the caller's writer does not work on NAME and no
+ *     process holds the file's lock (the engine locks the files it
+ *     rewrites into).  A directory goes only if it holds nothing but what
+ *     creation writes;
+ *   - .NAME.redo.b2tmp: the new content of a hard-linked frame that was
+ *     being copied over it in place (b2_frame_compact): the copy is done
+ *     again (b2_frame_redo), then the file goes.
+ * Nothing else is touched: other hidden names, symlinks and other types.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "b2_frame.h"
+#include "b2_ns.h"
+
+int b2_ns_each_entry(int pfd, const char *name, b2_ns_entry_fn fn, void *arg) {
+  int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno));
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    int err = errno;
+    close(dfd);
+    return b2_fail(b2_from_errno(err), "%s: %s", name, strerror(err));
+  }
+  int rc = 0;
+  struct dirent *e;
+  while (rc >= 0 && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    rc = fn(dirfd(d), e->d_name, e->d_type, arg);
+  }
+  closedir(d);
+  return rc;
+}
+
+/* A sparse frame holds regular files only (chunks.b2frame, NNNNNNNN.chunk
+ * and temporaries); anything else is left, and so is the directory. */
+static int unlink_file(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)arg;
+  if (type != DT_REG && type != DT_UNKNOWN) return 0;
+  if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+    return b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno));
+  return 0;
+}
+
+int b2_ns_remove_frame_dir(int dirfd, const char *name) {
+  int rc = b2_ns_each_entry(dirfd, name, unlink_file, NULL);
+  if (rc < 0) return rc;
+  if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+    return b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno));
+  return 0;
+}
+
+static int count_shown(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)dfd, (void)type;
+  if (!b2_ns_name_hidden(name)) (*(int *)arg)++;
+  return 0;
+}
+
+static int unlink_hidden(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)arg;
+  if (!b2_ns_name_hidden(name)) return 0;
+  if (type == DT_DIR) return b2_ns_remove_frame_dir(dfd, name);
+  if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+    return b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno));
+  return 0;
+}
+
+int b2_ns_clear_hidden(int dirfd, const char *name) {
+  int shown = 0;
+  int rc = b2_ns_each_entry(dirfd, name, count_shown, &shown);
+  if (rc < 0) return rc;
+  if (shown) return 0;
+  rc = b2_ns_each_entry(dirfd, name, unlink_hidden, NULL);
+  return rc < 0 ? rc : 1;
+}
+
+#define TMP_SUFFIX ".b2tmp"
+#define RESTORE_SUFFIX ".restore" TMP_SUFFIX
+#define INDEX_TMP B2_NS_SPARSE_INDEX ".tmp"
+
+/* The PID of a name B2_NS_GONE_PREFIX "PID-N" suffix, 0 for other names. */
+static pid_t gone_pid_sfx(const char *name, const char *suffix) {
+  size_t k = sizeof B2_NS_GONE_PREFIX - 1;
+  if (strncmp(name, B2_NS_GONE_PREFIX, k) != 0) return 0;
+  const char *p = name + k;
+  long pid = 0;
+  int nd = 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (++nd > 9) return 0;
+    pid = pid * 10 + (*p - '0');
+  }
+  if (nd == 0 || *p++ != '-') return 0;
+  for (nd = 0; *p >= '0' && *p <= '9'; p++)
+    if (++nd > 10) return 0;
+  if (nd == 0 || strcmp(p, suffix) != 0) return 0;
+  return (pid_t)pid;
+}
+
+static pid_t gone_pid(const char *name) { return gone_pid_sfx(name, TMP_SUFFIX); }
+
+/* ---- restore markers --------------------------------------------------------- */
+
+/* The marker's name for hidden name ".b2fs-gone-PID-N.b2tmp". */
+static int marker_name(const char *hidden, char *out, size_t cap) {
+  size_t n = strlen(hidden), k = sizeof TMP_SUFFIX - 1;
+  if (n <= k || strcmp(hidden + n - k, TMP_SUFFIX) != 0) return B2_E_INVAL;
+  if ((size_t)snprintf(out, cap, "%.*s%s", (int)(n - k), hidden, RESTORE_SUFFIX) >= cap)
+    return B2_E_NAMETOOLONG;
+  return 0;
+}
+
+int b2_ns_restore_mark(int dfd, const char *hidden, const char *esrc, const char *target) {
+  char mk[128];
+  int rc = marker_name(hidden, mk, sizeof mk);
+  if (rc < 0) return rc;
+  size_t a = strlen(esrc) + 1, b = strlen(target) + 1;
+  int fd = openat(dfd, mk, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return b2_fail(b2_from_errno(errno), "%s: %s", mk, strerror(errno));
+  struct iovec iov[2] = {{(void *)esrc, a}, {(void *)target, b}};
+  ssize_t w = writev(fd, iov, 2);
+  rc = w == (ssize_t)(a + b) ? 0 : b2_fail(w < 0 ? b2_from_errno(errno) : B2_E_IO, "%s: short write", mk);
+  close(fd);
+  if (rc < 0) unlinkat(dfd, mk, 0);
+  return rc;
+}
+
+void b2_ns_restore_unmark(int dfd, const char *hidden) {
+  char mk[128];
+  if (marker_name(hidden, mk, sizeof mk) == 0) unlinkat(dfd, mk, 0);
+}
+
+/* A plain name of this directory (no slash, not . or ..). */
+static int plain_name(const char *s) {
+  return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+/* Hidden entry `hidden` of a dead daemon: if its marker says a rename had
+ * moved it aside and the rename's target name is still free, put it back
+ * under its own name.  The marker goes either way.  1 if put back. */
+static int restore_aside(int dfd, const char *hidden) {
+  char mk[128], buf[2 * (NAME_MAX + 1) + 1];
+  if (marker_name(hidden, mk, sizeof mk) < 0) return 0;
+  int fd = openat(dfd, mk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  int back = 0;
+  if (n > 0) {
+    buf[n] = 0;
+    const char *esrc = buf, *target = buf + strlen(buf) + 1;
+    struct stat st;
+    if (target < buf + n && plain_name(esrc) && plain_name(target) && /* buf[n] ends target */
+        fstatat(dfd, target, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
+        renameat2(dfd, hidden, dfd, esrc, RENAME_NOREPLACE) == 0)
+      back = 1;
+  }
+  unlinkat(dfd, mk, 0);
+  return back;
+}
+
+/* Is process pid gone for sure (and not us)? */
+static int dead(pid_t pid) {
+  return pid > 0 && pid != getpid() && kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* The frame name NAME of a temporary ".NAME.b2tmp" into stem, or -1. */
+static int temp_stem(const char *name, char *stem, size_t cap) {
+  size_t n = strlen(name), k = sizeof TMP_SUFFIX - 1;
+  if (name[0] != '.' || n <= k + 1 || strcmp(name + n - k, TMP_SUFFIX) != 0) return -1;
+  size_t m = n - k - 1;
+  if (m + 1 > cap) return -1;
+  memcpy(stem, name + 1, m);
+  stem[m] = 0;
+  return b2_ns_name_kind(stem, NULL) == B2_NS_PLAIN ? -1 : 0;
+}
+
+/* Remove regular file `name` of dfd unless a process holds its lock or the
+ * name now is another file.  1 if removed. */
+static int remove_unlocked(int dfd, const char *name, const struct stat *st) {
+  int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat fst;
+  int gone = 0;
+  if (fstat(fd, &fst) == 0 && fst.st_ino == st->st_ino && fst.st_dev == st->st_dev &&
+      flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    struct stat now; /* still that file under that name */
+    gone = fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st->st_ino &&
+           unlinkat(dfd, name, 0) == 0;
+  }
+  close(fd);
+  return gone;
+}
+
+/* A creation's sparse directory holds the index or its temporary only. */
+static int creation_entry(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)dfd, (void)arg;
+  if ((type == DT_REG || type == DT_UNKNOWN) &&
+      (strcmp(name, B2_NS_SPARSE_INDEX) == 0 || strcmp(name, INDEX_TMP) == 0))
+    return 0;
+  return -ENOTEMPTY;
+}
+
+static int remove_creation_dir(int dfd, const char *name) {
+  if (b2_ns_each_entry(dfd, name, creation_entry, NULL) < 0) return 0;
+  int sub = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sub < 0) return 0;
+  struct stat st;
+  if (fstatat(sub, B2_NS_SPARSE_INDEX, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+    (void)unlinkat(sub, B2_NS_SPARSE_INDEX, 0);
+  if (fstatat(sub, INDEX_TMP, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+    (void)unlinkat(sub, INDEX_TMP, 0);
+  close(sub);
+  return unlinkat(dfd, name, AT_REMOVEDIR) == 0;
+}
+
+/* Remove entry `name` of dfd if it is a leftover; 1 if removed. */
+static int sweep_entry(int dfd, const char *name, const b2_ns_sweep_ops *ops) {
+  struct stat st;
+  pid_t pid = gone_pid(name);
+  if (pid > 0) {
+    if (!dead(pid) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
+    if (restore_aside(dfd, name)) return 1;
+    if (S_ISREG(st.st_mode)) return unlinkat(dfd, name, 0) == 0;
+    if (S_ISDIR(st.st_mode)) return b2_ns_remove_frame_dir(dfd, name) == 0;
+    return 0;
+  }
+  pid = gone_pid_sfx(name, RESTORE_SUFFIX);
+  if (pid > 0) { /* a marker whose entry is gone (or not yet moved) */
+    char hidden[128];
+    size_t k = strlen(name) - (sizeof RESTORE_SUFFIX - 1);
+    snprintf(hidden, sizeof hidden, "%.*s%s", (int)k, name, TMP_SUFFIX);
+    if (!dead(pid) || fstatat(dfd, hidden, &st, AT_SYMLINK_NOFOLLOW) == 0) return 0;
+    return unlinkat(dfd, name, 0) == 0;
+  }
+  char stem[B2_NS_NAME_MAX + 1];
+  size_t n = strlen(name), r = sizeof B2_FRAME_REDO_SUFFIX - 1;
+  if (n > r + 1 && strcmp(name + n - r, B2_FRAME_REDO_SUFFIX) == 0) {
+    /* A hard-linked frame's in-place rewrite that a crash interrupted:
+     * finish it, unless our writer is doing it now. */
+    snprintf(stem, sizeof stem, "%.*s", (int)(n - r - 1), name + 1);
+    if (ops->busy(ops->ctx, dfd, stem)) return 0;
+    int rc = b2_frame_redo(dfd, name);
+    if (rc < 0 && ops->note) ops->note(ops->ctx, stem, b2_last_detail());
+    return rc == 0;
+  }
+  if (temp_stem(name, stem, sizeof stem) < 0) return 0;
+  if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return 0;
+  if (ops->busy(ops->ctx, dfd, stem)) return 0;
+  return S_ISREG(st.st_mode) ? remove_unlocked(dfd, name, &st) : remove_creation_dir(dfd, name);
+}
+
+typedef struct sweep_ctx {
+  const b2_ns_sweep_ops *ops;
+  int n;
+} sweep_ctx;
+
+static int sweep_one(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)type;
+  sweep_ctx *c = arg;
+  if (name[0] == '.' && b2_ns_name_hidden(name) && sweep_entry(dfd, name, c->ops)) c->n++;
+  return 0;
+}
+
+int b2_ns_sweep(int dirfd, const b2_ns_sweep_ops *ops) {
+  sweep_ctx c = {ops, 0};
+  int rc = b2_ns_each_entry(dirfd, ".", sweep_one, &c);
+  return rc < 0 ? rc : c.n;
+}
+
