@@ -171,6 +171,9 @@ int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name);
  * unknown or stale (then use the real path). */
 b2fs_inode *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
 void b2fs_home_put(b2fs_inode *dir);
+/* The inode's entry was set aside as `hidden` in dirfd (b2_ns_remove,
+ * b2_ns_rename): delete it with the inode (nslock held). */
+void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden);
 /* Lock the nslocks of two inodes (either may be NULL or equal) in a fixed
  * order, and unlock them. */
 void b2fs_nslock2(b2fs_inode *a, b2fs_inode *b);

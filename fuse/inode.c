@@ -37,15 +37,21 @@ int b2fs_table_init(void) {
 /* A frame removed while open was only hidden: delete it now. */
 static void remove_doomed(b2fs_inode *in) {
   if (!in->doomed) return;
-  struct stat st;
-  int rc = fstatat(in->doomed_dir, in->doomed, &st, AT_SYMLINK_NOFOLLOW);
-  if (rc == 0)
-    rc = S_ISDIR(st.st_mode) ? b2_ns_remove_frame_dir(in->doomed_dir, in->doomed)
-                             : unlinkat(in->doomed_dir, in->doomed, 0);
-  if (rc < 0) b2fs_log("cannot remove the deleted frame %s", in->doomed);
+  if (b2_ns_delete(in->doomed_dir, in->doomed) < 0)
+    b2fs_log("cannot remove the deleted frame %s: %s", in->doomed, b2_last_detail());
   close(in->doomed_dir);
   free(in->doomed);
   in->doomed = NULL;
+}
+
+void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden) {
+  in->doomed = strdup(hidden);
+  in->doomed_dir = in->doomed ? fcntl(dirfd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (in->doomed && in->doomed_dir < 0) {
+    free(in->doomed);
+    in->doomed = NULL;
+  }
+  if (!in->doomed) b2fs_log("cannot keep the name of a deleted open frame: %s", hidden);
 }
 
 static void inode_free(b2fs_inode *in) {

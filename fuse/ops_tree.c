@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,55 +273,34 @@ static int resolve(int pfd, const char *name, char *src, struct stat *st) {
   return kind < 0 ? -b2_to_errno(kind) : kind;
 }
 
-/* A name for an entry set aside before it is deleted (hidden). */
-static void aside_name(char *out, size_t cap) {
-  static atomic_uint seq;
-  snprintf(out, cap, B2_NS_GONE_PREFIX "%d-%u.b2tmp", (int)getpid(), atomic_fetch_add(&seq, 1));
+/* errno of a failed b2_ns_rename or b2_ns_remove. */
+static int ns_errno(int rc) {
+  int err = b2_ns_last_errno();
+  return err ? err : b2_to_errno(rc);
 }
 
 /* Delete frame or file `src` of pfd (in: its inode, nslock held).  A
  * frame still open (a sparse one at all, a contiguous one for writing: the
- * engine might write it again at its path) is renamed aside to a hidden
- * name, its writer following it, and deleted with its inode. */
+ * engine might write it again at its path) is set aside under a hidden
+ * name (b2_ns_remove), its writer following it, and deleted with its
+ * inode. */
 static int remove_entry(int pfd, const char *src, int kind, const struct stat *st,
                         b2fs_inode *in, void **held_out) {
-  int sparse = b2_ns_is_sparse(kind, st);
-  int busy = 0;
-  /* One name of a hard-linked frame: the file lives on under the others
-   * (its writer rewrites it in place, never by name). */
-  if (S_ISREG(st->st_mode) && st->st_nlink > 1)
-    return unlinkat(pfd, src, 0) < 0 ? -errno : 0;
-  if (in) {
+  int keep = 0;
+  if (in && !(S_ISREG(st->st_mode) && st->st_nlink > 1)) {
     in->gone = 1; /* its writer must not follow, compact or recreate it */
     pthread_mutex_lock(&in->lock);
-    busy = in->cur && (sparse || in->cur->writable);
+    keep = in->cur && (b2_ns_is_sparse(kind, st) || in->cur->writable) && !in->doomed;
     pthread_mutex_unlock(&in->lock);
   }
-  if (!busy || in->doomed) {
-    if (sparse) {
-      int rc = b2_ns_remove_frame_dir(pfd, src);
-      return rc < 0 ? -b2_to_errno(rc) : 0;
-    }
-    return unlinkat(pfd, src, 0) < 0 ? -errno : 0;
-  }
-  char aside[64], from[PATH_MAX];
-  if (b2_ns_name_hidden(src)) {
-    snprintf(aside, sizeof aside, "%s", src);
-  } else {
-    aside_name(aside, sizeof aside);
-    void *held = b2fs_path_at(pfd, src, from, sizeof from) == 0 ? b2fs_frame_hold(from, NULL, NULL) : NULL;
-    int rc = renameat(pfd, src, pfd, aside) < 0 ? -errno : 0;
-    b2fs_frame_unhold(held, rc == 0);
-    *held_out = held; /* dropped by the caller once the locks are gone */
-    if (rc < 0) return rc;
-  }
-  in->doomed = strdup(aside);
-  in->doomed_dir = in->doomed ? fcntl(pfd, F_DUPFD_CLOEXEC, 0) : -1;
-  if (in->doomed && in->doomed_dir < 0) {
-    free(in->doomed);
-    in->doomed = NULL;
-  }
-  if (!in->doomed) b2fs_log("cannot keep the name of a deleted open frame: %s", aside);
+  char from[PATH_MAX], hidden[B2_NS_HIDDEN_MAX];
+  void *held = keep && !b2_ns_name_hidden(src) && b2fs_path_at(pfd, src, from, sizeof from) == 0
+                   ? b2fs_frame_hold(from, NULL, NULL) : NULL;
+  int rc = b2_ns_remove(pfd, src, kind, st, keep, hidden, sizeof hidden);
+  b2fs_frame_unhold(held, rc == 1);
+  *held_out = held; /* dropped by the caller once the locks are gone */
+  if (rc < 0) return -ns_errno(rc);
+  if (rc == 1) b2fs_doom(in, pfd, hidden);
   return 0;
 }
 
@@ -371,88 +349,30 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
 
 typedef b2_ns_move move;
 
+
 /* Carry out a planned rename (nslocks of both entries held). */
 static int do_move(move *m, b2fs_inode *ein) {
-  int exists = m->ekind >= 0;
-  /* The entry replaced goes aside first unless a plain rename replaces it
-   * in one step (same name, neither entry a frame directory: rename(2)
-   * cannot put a directory over a file or a file over a directory, nor
-   * replace a non-empty directory; not open for writing: such frames are
-   * deleted with their inode). */
   int busy = 0;
   if (ein) {
     pthread_mutex_lock(&ein->lock);
-    busy = ein->cur && ein->cur->writable;
+    busy = ein->cur && (b2_ns_is_sparse(m->ekind, &m->est) || ein->cur->writable) &&
+           !ein->doomed;
     pthread_mutex_unlock(&ein->lock);
   }
-  int aside = exists && (strcmp(m->esrc, m->target) != 0 ||
-                         b2_ns_is_sparse(m->ekind, &m->est) ||
-                         b2_ns_is_sparse(m->kind, &m->st) || busy);
-  char hidden[64];
-  /* A file replaced by a file under the same name keeps a second, hidden
-   * name (a hard link) and the rename then replaces it in one step: a
-   * crash in between leaves the target name with its old content, never
-   * without one.  Other entries (sparse frames: directories cannot be
-   * linked) are moved aside, with a marker beside the hidden name until
-   * the rename has taken the target name: after a crash in between, the
-   * sweep puts the entry back (sweep.c). */
-  int linked = 0, marked = 0, hfd = -1;
-  if (aside) {
-    aside_name(hidden, sizeof hidden);
-    if (busy && strcmp(m->esrc, m->target) == 0 && S_ISREG(m->est.st_mode) &&
-        S_ISREG(m->st.st_mode) && linkat(m->qfd, m->esrc, m->qfd, hidden, 0) == 0) {
-      /* The inode's descriptor must name the file by its hidden name once
-       * the target name is taken (writers find their file through it). */
-      hfd = openat(m->qfd, hidden, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-      struct stat hs;
-      linked = hfd >= 0 && fstatat(hfd, "", &hs, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
-               hs.st_ino == m->est.st_ino && hs.st_dev == m->est.st_dev;
-      if (!linked) {
-        if (hfd >= 0) close(hfd);
-        hfd = -1;
-        unlinkat(m->qfd, hidden, 0);
-      }
-    }
-    if (!linked) {
-      int mrc = b2_ns_restore_mark(m->qfd, hidden, m->esrc, m->target);
-      if (mrc < 0) b2fs_log("rename: no restore marker for %s: %s", m->esrc, b2_last_detail());
-      marked = mrc == 0;
-      if (renameat(m->qfd, m->esrc, m->qfd, hidden) < 0) {
-        int err = errno;
-        if (marked) b2_ns_restore_unmark(m->qfd, hidden);
-        return -err;
-      }
-#ifdef B2_FAULT_INJECTION
-      const char *crash = getenv("B2FS_CRASH_AT"); /* tests: die in the window */
-      if (crash && strcmp(crash, "rename-aside") == 0) _exit(9);
-#endif
-    }
+  int rc = b2_ns_rename(m, busy);
+  if (m->note[0]) b2fs_log("rename: %s", m->note);
+  if (rc < 0) return -ns_errno(rc);
+  if (ein && m->hidden[0] && !(S_ISREG(m->est.st_mode) && m->est.st_nlink > 1))
+    ein->gone = 1; /* its writer must not follow, compact or recreate it */
+  if (m->linked) { /* the inode's descriptor names the file by its hidden name now */
+    int hfd = openat(m->qfd, m->hidden, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat hs;
+    if (hfd < 0 || fstat(hfd, &hs) < 0 || hs.st_ino != m->est.st_ino ||
+        dup3(hfd, ein->fd, O_CLOEXEC) < 0)
+      b2fs_log("rename: replaced %s kept as %s: %s", m->esrc, m->hidden, strerror(errno));
+    if (hfd >= 0) close(hfd);
   }
-  if (renameat2(m->pfd, m->src, m->qfd, m->target, aside && !linked ? RENAME_NOREPLACE : 0) < 0) {
-    int err = errno;
-    if (linked) {
-      close(hfd);
-      if (unlinkat(m->qfd, hidden, 0) < 0)
-        b2fs_log("rename: cannot remove the link %s: %s", hidden, strerror(errno));
-    } else if (aside && renameat(m->qfd, hidden, m->qfd, m->esrc) < 0) {
-      b2fs_log("rename: cannot put %s back (left as %s): %s", m->esrc, hidden, strerror(errno));
-      marked = 0; /* the sweep may still put it back */
-    }
-    if (marked) b2_ns_restore_unmark(m->qfd, hidden);
-    return -err;
-  }
-  if (marked) b2_ns_restore_unmark(m->qfd, hidden); /* the target name is taken */
-  if (linked) { /* same descriptor number, now through the hidden name */
-    if (dup3(hfd, ein->fd, O_CLOEXEC) < 0)
-      b2fs_log("rename: replaced %s kept as %s: %s", m->esrc, hidden, strerror(errno));
-    close(hfd);
-  }
-  if (aside) {
-    void *none = NULL; /* a hidden name is removed without a hold */
-    int rc = remove_entry(m->qfd, hidden, m->ekind, &m->est, ein, &none);
-    if (rc < 0) b2fs_log("rename: cannot remove the replaced %s (left as %s): %s", m->esrc,
-                         hidden, strerror(-rc));
-  }
+  if (m->kept) b2fs_doom(ein, m->qfd, m->hidden);
   return 0;
 }
 

@@ -207,7 +207,10 @@ int b2_ns_choose_new(int dirfd, const char *shown, mode_t type, int frames, char
 int b2_ns_choose_link(int dirfd, const char *shown, int kind, const char *src, char *out,
                       size_t cap);
 
-/* A rename worked out (b2_ns_plan_rename). */
+/* Room for a hidden name (B2_NS_GONE_PREFIX "PID-N.b2tmp" and the NUL). */
+#define B2_NS_HIDDEN_MAX 64
+
+/* A rename worked out (b2_ns_plan_rename) and carried out (b2_ns_rename). */
 typedef struct b2_ns_move {
   int pfd, qfd;            /* the directories (set by the caller) */
   char src[B2_NS_NAME_MAX + 1];    /* the entry moved */
@@ -215,6 +218,14 @@ typedef struct b2_ns_move {
   char esrc[B2_NS_NAME_MAX + 1];   /* the entry shown under the new name */
   int kind, ekind;         /* B2_NS_* kinds; ekind < 0: nothing shown there */
   struct stat st, est;     /* their lstat */
+  /* Set by b2_ns_rename: */
+  char hidden[B2_NS_HIDDEN_MAX]; /* the replaced entry's hidden name in qfd */
+  int linked;              /* ...a second link of it, made before the rename */
+  int marked;              /* a restore marker exists (internal) */
+  int kept;                /* the replaced entry lives on as `hidden` (the
+                              caller deletes it: b2_ns_delete) */
+  char note[1024];         /* something left behind, for the caller's log
+                              ("" when none); the rename happened anyway */
 } b2_ns_move;
 
 /* Work out the rename of what is shown as `name` in m->pfd to `newname` in
@@ -226,6 +237,65 @@ int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int 
 
 /* Is the entry of kind `kind` with lstat st a sparse frame (a directory)? */
 int b2_ns_is_sparse(int kind, const struct stat *st);
+
+/* Carry out the rename m planned by b2_ns_plan_rename (0 from it), in the
+ * steps that keep it crash-safe:
+ *
+ *   1. When an entry is replaced and the rename cannot replace it in one
+ *      step (the replaced entry's source name is not the target's, either
+ *      entry is a sparse frame, or `ebusy`: the caller still uses the
+ *      replaced entry), the replaced entry first gets a hidden name
+ *      (b2_ns_hidden_name) in m->qfd:
+ *        - a regular file replaced under its own name by a regular file
+ *          while busy gets it as a second hard link (m->linked): a crash
+ *          from here on leaves the target with its old content;
+ *        - anything else is renamed to it, after a restore marker beside it
+ *          records its name and the rename's target (b2_ns_restore_mark):
+ *          a crash before step 2 leaves the marker, and the next sweep
+ *          (b2_ns_sweep) puts the entry back while the target is free.
+ *   2. The entry is renamed to m->target (RENAME_NOREPLACE after a move
+ *      aside); on failure step 1 is undone and the code returned.
+ *   3. The marker goes (the target name is taken), then the replaced entry
+ *      under its hidden name is deleted (b2_ns_remove) unless `ebusy`: it
+ *      is then kept (m->kept) for the caller to delete when it is done
+ *      with it (b2_ns_delete); a process that dies first leaves it to the
+ *      sweep.
+ *
+ * The caller keeps others from changing these entries meanwhile (the
+ * daemon: its namespace locks) and takes care of its own writers (they
+ * must have committed: a frame moved is a frame as last committed).
+ * 0 or the negative code of the failed step (nothing changed then); a
+ * problem after the rename happened is described in m->note. */
+int b2_ns_rename(b2_ns_move *m, int ebusy);
+
+/* Remove entry `src` of dirfd, of B2_NS_* kind `kind` and lstat `st` (as
+ * b2_ns_resolve gives them).  One name of a hard-linked regular file is
+ * unlinked (the file lives on under the others).  Otherwise, with `keep`
+ * (the caller still uses the entry: a frame open for writing, whose writer
+ * may rewrite it by name, or a sparse frame open at all) the entry is
+ * renamed to a fresh hidden name, written to `hidden` (cap >=
+ * B2_NS_HIDDEN_MAX; a src already hidden keeps its name): it is no longer
+ * shown, and the caller deletes it with b2_ns_delete once done, or the
+ * sweep of a later run does if the caller dies first.  Without `keep` the
+ * entry is deleted: a file unlinked, a sparse frame's directory emptied
+ * and removed.  0 (deleted), 1 (kept under `hidden`), or a negative code
+ * with a detail. */
+int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
+                 char *hidden, size_t cap);
+
+/* Delete entry `name` of dirfd: a file, or a sparse frame's directory (its
+ * files, then it).  For what b2_ns_remove or b2_ns_rename kept. */
+int b2_ns_delete(int dirfd, const char *name);
+
+/* The errno of the system call whose failure the last failed
+ * b2_ns_rename, b2_ns_remove or b2_ns_delete of this thread returned (its
+ * B2_E_* code does not tell ENOTEMPTY, EACCES, EMLINK... apart): what a
+ * caller replying to a system call of its own reports. */
+int b2_ns_last_errno(void);
+
+/* A fresh hidden name (B2_NS_GONE_PREFIX "PID-N.b2tmp", unique in this
+ * process) into out (cap >= B2_NS_HIDDEN_MAX). */
+void b2_ns_hidden_name(char *out, size_t cap);
 
 /* ---- removing, and what crashes leave (leftover.c) ------------------------ */
 

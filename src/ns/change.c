@@ -1,0 +1,157 @@
+/*
+ * change.c - removing and renaming entries of a SOURCE directory with the
+ * crash-safety protocol of docs/architecture.md ("Removing and renaming"):
+ * an entry still in use is set aside under a hidden name instead of being
+ * deleted; an entry replaced by a rename is first given a hidden second
+ * name (a hard link) or moved aside with a restore marker, so that a crash
+ * at any step leaves either the state before the change or the one after
+ * it (plus hidden leftovers the sweep removes, leftover.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "b2_ns.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+static _Thread_local int last_err;
+
+int b2_ns_last_errno(void) { return last_err; }
+
+/* A failed system call on `name`: its code, its errno kept for the caller. */
+static int fail_at(const char *name, int err) {
+  last_err = err;
+  return b2_fail(b2_from_errno(err), "%s: %s", name, strerror(err));
+}
+
+/* A call of leftover.c failed (it keeps errno in its detail only). */
+static int failed(int rc) {
+  last_err = b2_to_errno(rc);
+  return rc;
+}
+
+void b2_ns_hidden_name(char *out, size_t cap) {
+  static atomic_uint seq;
+  snprintf(out, cap, B2_NS_GONE_PREFIX "%d-%u.b2tmp", (int)getpid(), atomic_fetch_add(&seq, 1));
+}
+
+int b2_ns_delete(int dirfd, const char *name) {
+  struct stat st;
+  last_err = 0;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return fail_at(name, errno);
+  if (S_ISDIR(st.st_mode)) {
+    int rc = b2_ns_remove_frame_dir(dirfd, name);
+    return rc < 0 ? failed(rc) : 0;
+  }
+  return unlinkat(dirfd, name, 0) < 0 ? fail_at(name, errno) : 0;
+}
+
+int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
+                 char *hidden, size_t cap) {
+  last_err = 0;
+  /* One name of a hard-linked file: the file lives on under the others
+   * (a writer rewrites a linked frame in place, never by name). */
+  if (S_ISREG(st->st_mode) && st->st_nlink > 1)
+    return unlinkat(dirfd, src, 0) < 0 ? fail_at(src, errno) : 0;
+  if (!keep) {
+    if (b2_ns_is_sparse(kind, st)) {
+      int rc = b2_ns_remove_frame_dir(dirfd, src);
+      return rc < 0 ? failed(rc) : 0;
+    }
+    return unlinkat(dirfd, src, 0) < 0 ? fail_at(src, errno) : 0;
+  }
+  if (b2_ns_name_hidden(src)) { /* already hidden: stays as it is */
+    if ((size_t)snprintf(hidden, cap, "%s", src) >= cap) return failed(B2_E_NAMETOOLONG);
+    return 1;
+  }
+  char aside[B2_NS_HIDDEN_MAX];
+  b2_ns_hidden_name(aside, sizeof aside);
+  if ((size_t)snprintf(hidden, cap, "%s", aside) >= cap) return failed(B2_E_NAMETOOLONG);
+  if (renameat(dirfd, src, dirfd, aside) < 0) return fail_at(src, errno);
+  return 1;
+}
+
+/* Give the replaced entry of m its hidden name (m->hidden): a second link
+ * when it is a file replaced under its own name by a file, else moved
+ * aside with a restore marker.  0 or a negative code (nothing changed). */
+static int set_aside(b2_ns_move *m, int ebusy) {
+  b2_ns_hidden_name(m->hidden, sizeof m->hidden);
+  if (ebusy && strcmp(m->esrc, m->target) == 0 && S_ISREG(m->est.st_mode) &&
+      S_ISREG(m->st.st_mode) && linkat(m->qfd, m->esrc, m->qfd, m->hidden, 0) == 0) {
+    struct stat hs; /* the link must be the replaced file (no race with another program) */
+    if (fstatat(m->qfd, m->hidden, &hs, AT_SYMLINK_NOFOLLOW) == 0 &&
+        hs.st_ino == m->est.st_ino && hs.st_dev == m->est.st_dev) {
+      m->linked = 1;
+      return 0;
+    }
+    unlinkat(m->qfd, m->hidden, 0);
+  }
+  int mrc = b2_ns_restore_mark(m->qfd, m->hidden, m->esrc, m->target);
+  if (mrc < 0)
+    snprintf(m->note, sizeof m->note, "no restore marker for %s: %s", m->esrc, b2_last_detail());
+  m->marked = mrc == 0;
+  if (renameat(m->qfd, m->esrc, m->qfd, m->hidden) < 0) {
+    int err = errno;
+    if (m->marked) b2_ns_restore_unmark(m->qfd, m->hidden);
+    m->marked = 0;
+    return fail_at(m->esrc, err);
+  }
+#ifdef B2_FAULT_INJECTION
+  const char *crash = getenv("B2FS_CRASH_AT"); /* tests: die in the window */
+  if (crash && strcmp(crash, "rename-aside") == 0) _exit(9);
+#endif
+  return 0;
+}
+
+int b2_ns_rename(b2_ns_move *m, int ebusy) {
+  int exists = m->ekind >= 0;
+  m->linked = m->marked = m->kept = 0;
+  m->hidden[0] = 0;
+  m->note[0] = 0;
+  last_err = 0;
+  /* The entry replaced goes aside first unless the rename replaces it in
+   * one step: same source name, neither entry a frame directory (rename(2)
+   * cannot put a directory over a file or a file over a directory, nor
+   * replace a non-empty directory), and not in use by the caller. */
+  int aside = exists && (strcmp(m->esrc, m->target) != 0 || b2_ns_is_sparse(m->ekind, &m->est) ||
+                         b2_ns_is_sparse(m->kind, &m->st) || ebusy);
+  if (aside) {
+    int rc = set_aside(m, ebusy);
+    if (rc < 0) return rc;
+  }
+  if (renameat2(m->pfd, m->src, m->qfd, m->target, aside && !m->linked ? RENAME_NOREPLACE : 0) <
+      0) {
+    int err = errno;
+    if (m->linked) {
+      if (unlinkat(m->qfd, m->hidden, 0) < 0)
+        snprintf(m->note, sizeof m->note, "cannot remove the link %s: %s", m->hidden,
+                 strerror(errno));
+    } else if (aside && renameat(m->qfd, m->hidden, m->qfd, m->esrc) < 0) {
+      snprintf(m->note, sizeof m->note, "cannot put %s back (left as %s): %s", m->esrc,
+               m->hidden, strerror(errno));
+      m->marked = 0; /* the sweep may still put it back */
+    }
+    if (m->marked) b2_ns_restore_unmark(m->qfd, m->hidden);
+    m->marked = 0;
+    return fail_at(m->src, err);
+  }
+  if (m->marked) b2_ns_restore_unmark(m->qfd, m->hidden); /* the target name is taken */
+  m->marked = 0;
+  if (!aside) return 0;
+  char kept[B2_NS_HIDDEN_MAX];
+  int rc = b2_ns_remove(m->qfd, m->hidden, m->ekind, &m->est, ebusy, kept, sizeof kept);
+  if (rc < 0)
+    snprintf(m->note, sizeof m->note, "cannot remove the replaced %s (left as %s): %s", m->esrc,
+             m->hidden, b2_last_detail());
+  m->kept = rc == 1;
+  return 0;
+}
