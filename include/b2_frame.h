@@ -368,6 +368,15 @@ int b2_frame_compact(b2_frame *f);
  * rewrite is under way: leave it), negative code on error.  Call before
  * the frame is read or written again. */
 int b2_frame_redo(int dirfd, const char *name);
+/* Remove the temporary `name` of dirfd that creating or rewriting a frame
+ * left behind (`.NAME.b2tmp`: a file, or the directory of a sparse
+ * creation holding nothing but its index), unless a process holds it: the
+ * engine keeps an exclusive flock on each temporary from the moment it
+ * makes it until it is renamed into place, so a crash's leftover is free
+ * and a creation or rewrite under way (in this process or another, such as
+ * a second daemon over the same SOURCE) is not.  1 removed, 0 left (held,
+ * gone meanwhile, or not such a temporary), negative code on error. */
+int b2_frame_drop_temp(int dirfd, const char *name);
 /* Open `path` for writing, compact it, close it. */
 int b2_frame_compact_path(const char *path);
 

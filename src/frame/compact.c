@@ -222,7 +222,6 @@ static int rewrite(b2_frame *f) {
   int fst = fstat(f->fd, &st);
   mode_t mode = fst == 0 ? (st.st_mode & 07777) : 0644;
   int linked = fst == 0 && st.st_nlink > 1;
-  (void)b2_io_unlinkat(dirfd, tmp, 0); /* a leftover of a crash */
   int64_t n = f->info.nchunks, hl = f->info.header_size;
   int64_t *noff = malloc((size_t)w->cap * sizeof *noff);
   seqw s = {-1, 0, malloc(COPY_BUF), 0};
@@ -230,11 +229,9 @@ static int rewrite(b2_frame *f) {
   size_t ilen = 0, total = 0;
   int rc = noff && s.buf ? 0 : b2_fail(B2_E_NOMEM, "out of memory");
   if (!rc) {
-    s.fd = b2_io_openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL, mode);
+    s.fd = b2_frame_make_temp(dirfd, tmp, 0, mode); /* held until renamed */
     if (s.fd < 0) rc = s.fd;
   }
-  if (!rc && flock(s.fd, LOCK_EX | LOCK_NB) != 0)
-    rc = b2_fail(B2_E_BUSY, "cannot lock the new file");
   if (!rc) rc = seq_put(&s, f->header, (size_t)hl); /* sizes patched below */
   if (!rc) rc = copy_chunks(f, &s, hl, noff);
   int64_t ipos = s.pos + (int64_t)s.len;

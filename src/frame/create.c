@@ -6,14 +6,19 @@
  * complete frame.  A sparse frame is built the same way: its directory is
  * made under the temporary name, chunks.b2frame placed in it, and the
  * directory renamed into place (a crash never leaves an empty directory
- * under the frame's name).
+ * under the frame's name).  Every temporary (these, and compaction's) is
+ * held under an exclusive flock from its making until it has its name, so
+ * that only a crash's leftovers are ever swept (b2_frame_drop_temp).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,63 +66,127 @@ static int empty_frame(const b2_frame_params *p, uint8_t **out, size_t *len) {
   return 0;
 }
 
-/* Write `buf` to `tmp` in dirfd, sync it and rename it to `name` (without
- * replacing when noreplace), then sync the directory. */
+/* ---- temporaries ------------------------------------------------------- */
+
+/* Take the exclusive flock of a temporary just made (fd) and check that it
+ * is still linked: a sweep (this daemon's or another's) that opened it
+ * first may hold the lock to remove it.  0, or 1 to make it again. */
+static int hold_new(int fd) {
+  struct stat st;
+  for (int k = 0; k < 100; k++) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+      return fstat(fd, &st) == 0 && st.st_nlink > 0 ? 0 : 1;
+    if (errno != EWOULDBLOCK && errno != EINTR) return 1;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return 1;
+}
+
+/* Only the two names a creation writes into its directory. */
+static int creation_dir_clean(int sub) {
+  int fd = dup(sub);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  int clean = 1;
+  struct dirent *e;
+  while (clean && (e = readdir(d)))
+    clean = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            !strcmp(e->d_name, B2_FRAME_SPARSE_INDEX) ||
+            !strcmp(e->d_name, B2_FRAME_SPARSE_INDEX ".tmp");
+  closedir(d);
+  return clean;
+}
+
+int b2_frame_drop_temp(int dirfd, const char *name) {
+  size_t n = name ? strlen(name) : 0, k = sizeof ".b2tmp" - 1;
+  if (n <= k + 1 || name[0] != '.' || strcmp(name + n - k, ".b2tmp") != 0) return 0;
+  int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ELOOP ? 0
+                     : b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno));
+  struct stat st, now;
+  int gone = 0, rc = 0;
+  if (fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) &&
+      flock(fd, LOCK_EX | LOCK_NB) == 0 && /* nobody makes or renames it now */
+      fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+      now.st_dev == st.st_dev) {
+    if (S_ISREG(st.st_mode)) {
+      rc = b2_io_unlinkat(dirfd, name, 0);
+    } else if (creation_dir_clean(fd)) {
+      (void)unlinkat(fd, B2_FRAME_SPARSE_INDEX ".tmp", 0);
+      (void)unlinkat(fd, B2_FRAME_SPARSE_INDEX, 0);
+      rc = b2_io_unlinkat(dirfd, name, AT_REMOVEDIR);
+    } else {
+      rc = 1; /* holds more than a creation writes: not ours to remove */
+    }
+    gone = rc == 0;
+  }
+  close(fd); /* releases the lock */
+  return rc < 0 ? rc : gone;
+}
+
+int b2_frame_make_temp(int dirfd, const char *tmp, int dir, mode_t mode) {
+  /* A sweep may take a new temporary in the moment before it is locked
+   * (then it is gone, and made again): a few attempts, not one. */
+  for (int attempt = 0; attempt < 64; attempt++) {
+    int fd;
+    if (dir) {
+      fd = b2_io_mkdirat(dirfd, tmp, mode);
+      if (fd == 0) fd = b2_io_openat(dirfd, tmp, O_RDONLY | O_DIRECTORY, 0);
+      if (fd == B2_E_NOENT) continue; /* swept before it was opened */
+    } else {
+      fd = b2_io_openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL, mode);
+    }
+    if (fd == B2_E_EXIST) {
+      int rc = b2_frame_drop_temp(dirfd, tmp);
+      if (rc < 0) return rc;
+      struct stat st;
+      if (rc == 0 && fstatat(dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return b2_fail(B2_E_BUSY, "%s: another process is creating this frame", tmp);
+      continue;
+    }
+    if (fd < 0) return fd;
+    if (hold_new(fd) == 0) return fd;
+    b2_io_close(fd); /* removed under us before it was ours: again */
+  }
+  return b2_fail(B2_E_BUSY, "%s: cannot hold a temporary file", tmp);
+}
+
+/* Write `buf` to a new file `tmp` in dirfd, sync it and rename it to `name`
+ * (without replacing when noreplace), then sync the directory.  The file
+ * stays locked until it has its name (b2_frame_drop_temp). */
 static int place_file(int dirfd, const char *tmp, const char *name,
                       const uint8_t *buf, size_t len, int noreplace) {
-  (void)b2_io_unlinkat(dirfd, tmp, 0); /* a leftover of a crash */
-  int fd = b2_io_openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  int fd = b2_frame_make_temp(dirfd, tmp, 0, 0644);
   if (fd < 0) return fd;
   int rc = b2_io_pwrite(fd, buf, len, 0);
   if (!rc) rc = b2_io_fsync(fd);
-  b2_io_close(fd);
   if (!rc) rc = b2_io_renameat(dirfd, tmp, dirfd, name, noreplace);
-  if (rc < 0) {
-    (void)b2_io_unlinkat(dirfd, tmp, 0);
-    return rc;
-  }
-  return b2_io_fsync(dirfd);
-}
-
-/* Remove a leftover temporary `name` in dirfd: a file, or a directory of
- * files (an interrupted sparse creation). */
-static void remove_leftover(int dirfd, const char *name) {
-  struct stat st;
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-  if (!S_ISDIR(st.st_mode)) {
-    (void)b2_io_unlinkat(dirfd, name, 0);
-    return;
-  }
-  int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (sub < 0) return;
-  /* Only the two names creation writes: never a walk of foreign trees. */
-  (void)b2_io_unlinkat(sub, B2_FRAME_SPARSE_INDEX ".tmp", 0);
-  (void)b2_io_unlinkat(sub, B2_FRAME_SPARSE_INDEX, 0);
-  b2_io_close(sub);
-  (void)b2_io_unlinkat(dirfd, name, AT_REMOVEDIR);
+  if (rc < 0) (void)b2_io_unlinkat(dirfd, tmp, 0);
+  b2_io_close(fd);
+  return rc < 0 ? rc : b2_io_fsync(dirfd);
 }
 
 /* A sparse frame: directory `tmp` with its index, renamed to `name`
- * without replacing anything, then the parent synced. */
+ * without replacing anything, then the parent synced; the directory is
+ * locked until then. */
 static int place_dir(int dirfd, const char *tmp, const char *name,
                      const uint8_t *buf, size_t len) {
-  remove_leftover(dirfd, tmp);
-  int rc = b2_io_mkdirat(dirfd, tmp, 0755);
-  if (rc < 0) return rc;
-  int sub = b2_io_openat(dirfd, tmp, O_RDONLY | O_DIRECTORY, 0);
-  if (sub < 0) {
-    remove_leftover(dirfd, tmp);
-    return sub;
-  }
-  rc = place_file(sub, B2_FRAME_SPARSE_INDEX ".tmp", B2_FRAME_SPARSE_INDEX,
-                  buf, len, 0);
-  b2_io_close(sub);
+  int sub = b2_frame_make_temp(dirfd, tmp, 1, 0755);
+  if (sub < 0) return sub;
+  int rc = place_file(sub, B2_FRAME_SPARSE_INDEX ".tmp", B2_FRAME_SPARSE_INDEX,
+                      buf, len, 0);
   if (!rc) rc = b2_io_renameat(dirfd, tmp, dirfd, name, 1);
   if (rc < 0) {
-    remove_leftover(dirfd, tmp);
-    return rc;
+    (void)unlinkat(sub, B2_FRAME_SPARSE_INDEX ".tmp", 0);
+    (void)unlinkat(sub, B2_FRAME_SPARSE_INDEX, 0);
+    (void)unlinkat(dirfd, tmp, AT_REMOVEDIR);
   }
-  return b2_io_fsync(dirfd);
+  b2_io_close(sub);
+  return rc < 0 ? rc : b2_io_fsync(dirfd);
 }
 
 /* Create the frame at entry `name` of dirfd, or at path `name` when dirfd

@@ -469,4 +469,12 @@ int b2_frame_csum_match(const b2_frame *f, int64_t i, const uint8_t *p,
 int b2_frame_w_vlmeta_put(b2_frame *f, const char *name, const uint8_t *chunk,
                           size_t clen);
 
+/* Make the engine temporary `tmp` in dirfd (a file opened read-write, or
+ * with dir set a directory opened read-only) with `mode`, and hold it: its
+ * descriptor under an exclusive flock, kept until the temporary has its
+ * final name (b2_frame_drop_temp removes only what nobody holds).  A
+ * leftover of a crash under that name is removed first; one another
+ * process holds gives B2_E_BUSY.  create.c. */
+int b2_frame_make_temp(int dirfd, const char *tmp, int dir, mode_t mode);
+
 #endif /* B2_FRAME_IMPL_H */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "b2_chunk.h"
@@ -256,6 +257,12 @@ static int reopen_rw(b2_frame *f) {
 }
 
 static int lock_fd(int fd) {
+  /* A sweep that looked at the file while it was a creation's temporary
+   * may hold its lock for a moment longer: a few tries before busy. */
+  for (int k = 0; k < 20 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK; k++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char who[128];
     if (errno == EWOULDBLOCK && (b2_frame_lock_holder(fd, who, sizeof who), 1))

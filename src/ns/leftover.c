@@ -97,7 +97,6 @@ int b2_ns_clear_hidden(int dirfd, const char *name) {
 
 #define TMP_SUFFIX ".b2tmp"
 #define RESTORE_SUFFIX ".restore" TMP_SUFFIX
-#define INDEX_TMP B2_NS_SPARSE_INDEX ".tmp"
 
 /* The PID of a name B2_NS_GONE_PREFIX "PID-N" suffix, 0 for other names. */
 static pid_t gone_pid_sfx(const char *name, const char *suffix) {
@@ -195,45 +194,6 @@ static int temp_stem(const char *name, char *stem, size_t cap) {
   return b2_ns_name_kind(stem, NULL) == B2_NS_PLAIN ? -1 : 0;
 }
 
-/* Remove regular file `name` of dfd unless a process holds its lock or the
- * name now is another file.  1 if removed. */
-static int remove_unlocked(int dfd, const char *name, const struct stat *st) {
-  int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return 0;
-  struct stat fst;
-  int gone = 0;
-  if (fstat(fd, &fst) == 0 && fst.st_ino == st->st_ino && fst.st_dev == st->st_dev &&
-      flock(fd, LOCK_EX | LOCK_NB) == 0) {
-    struct stat now; /* still that file under that name */
-    gone = fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st->st_ino &&
-           unlinkat(dfd, name, 0) == 0;
-  }
-  close(fd);
-  return gone;
-}
-
-/* A creation's sparse directory holds the index or its temporary only. */
-static int creation_entry(int dfd, const char *name, unsigned char type, void *arg) {
-  (void)dfd, (void)arg;
-  if ((type == DT_REG || type == DT_UNKNOWN) &&
-      (strcmp(name, B2_NS_SPARSE_INDEX) == 0 || strcmp(name, INDEX_TMP) == 0))
-    return 0;
-  return -ENOTEMPTY;
-}
-
-static int remove_creation_dir(int dfd, const char *name) {
-  if (b2_ns_each_entry(dfd, name, creation_entry, NULL) < 0) return 0;
-  int sub = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (sub < 0) return 0;
-  struct stat st;
-  if (fstatat(sub, B2_NS_SPARSE_INDEX, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-    (void)unlinkat(sub, B2_NS_SPARSE_INDEX, 0);
-  if (fstatat(sub, INDEX_TMP, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-    (void)unlinkat(sub, INDEX_TMP, 0);
-  close(sub);
-  return unlinkat(dfd, name, AT_REMOVEDIR) == 0;
-}
-
 /* Remove entry `name` of dfd if it is a leftover; 1 if removed. */
 static int sweep_entry(int dfd, const char *name, const b2_ns_sweep_ops *ops) {
   struct stat st;
@@ -265,10 +225,8 @@ static int sweep_entry(int dfd, const char *name, const b2_ns_sweep_ops *ops) {
     return rc == 0;
   }
   if (temp_stem(name, stem, sizeof stem) < 0) return 0;
-  if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
-  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return 0;
   if (ops->busy(ops->ctx, dfd, stem)) return 0;
-  return S_ISREG(st.st_mode) ? remove_unlocked(dfd, name, &st) : remove_creation_dir(dfd, name);
+  return b2_frame_drop_temp(dfd, name) == 1; /* unless some process holds it */
 }
 
 typedef struct sweep_ctx {

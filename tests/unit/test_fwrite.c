@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1802,6 +1803,102 @@ static void test_locking(void) {
   b2_frame_set_locking(B2_LOCKING_AUTO);
 }
 
+/* ---- temporaries held until renamed --------------------------------------- */
+
+/* A sweeper (another daemon over the same SOURCE, a first look into a
+ * directory) calls b2_frame_drop_temp on the temporary of the frame being
+ * created, over and over: it must never take a creation's temporary once
+ * its creator holds it (it may take one in the moment before, up to 16
+ * times a name here: the creator then makes another). */
+typedef struct sweeper {
+  atomic_int cur, stop;
+  int dirfd;
+} sweeper;
+
+static void *sweep_loop(void *arg) {
+  sweeper *s = arg;
+  int last = -1, times = 0;
+  while (!atomic_load(&s->stop)) {
+    char tmp[64];
+    int k = atomic_load(&s->cur);
+    if (k != last) last = k, times = 0;
+    if (times >= 16) continue; /* (a real sweep looks once per daemon) */
+    snprintf(tmp, sizeof tmp, ".t%d.b2frame.b2tmp", k);
+    if (b2_frame_drop_temp(s->dirfd, tmp) == 1) times++;
+  }
+  return NULL;
+}
+
+static void test_temp_held(void) {
+  char dir[512], path[600];
+  tpath(dir, sizeof dir, "temps");
+  CHECK_EQ(mkdir(dir, 0755), 0);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  CHECK(dfd >= 0);
+  b2_frame_params p;
+  /* 1. Creations race a sweeper: every one succeeds, nothing is dropped. */
+  for (int layout = 0; layout < 2; layout++) {
+    int lay = layout ? B2_LAYOUT_SPARSE : B2_LAYOUT_CONTIGUOUS;
+    params(&p, lay, B2_CODEC_LZ4, 4, 4000);
+    sweeper s = {.dirfd = dfd};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, sweep_loop, &s), 0);
+    int fails = 0;
+    for (int i = 0; i < 150; i++) {
+      int k = layout * 1000 + i;
+      atomic_store(&s.cur, k);
+      snprintf(path, sizeof path, "%s/t%d.b2frame", dir, k);
+      b2_frame *f;
+      int rc = b2_frame_create(path, &p, &f);
+      if (rc < 0) {
+        if (fails++ < 3) fprintf(stderr, "  create %s: %s\n", path, b2_last_detail());
+        continue;
+      }
+      b2_frame_close(f);
+    }
+    atomic_store(&s.stop, 1);
+    pthread_join(th, NULL);
+    /* (the sweeper may take a temporary in the moment before its creator
+     * locks it: the creator then makes another) */
+    CHECK_EQ(fails, 0);
+  }
+  /* 2. A temporary another process holds (here: another open file
+   * description) stays, and a creation of that name is refused (busy);
+   * once free it is a leftover: dropped, and the creation succeeds. */
+  params(&p, B2_LAYOUT_CONTIGUOUS, B2_CODEC_LZ4, 4, 4000);
+  int h = openat(dfd, ".held.b2frame.b2tmp", O_RDWR | O_CREAT | O_EXCL, 0644);
+  CHECK(h >= 0 && flock(h, LOCK_EX) == 0);
+  CHECK_EQ(b2_frame_drop_temp(dfd, ".held.b2frame.b2tmp"), 0);
+  struct stat st;
+  CHECK_EQ(fstatat(dfd, ".held.b2frame.b2tmp", &st, 0), 0);
+  snprintf(path, sizeof path, "%s/held.b2frame", dir);
+  b2_frame *f = NULL;
+  CHECK_EQ(b2_frame_create(path, &p, &f), B2_E_BUSY);
+  close(h);
+  CHECK_EQ(b2_frame_create(path, &p, &f), 0);
+  if (f) b2_frame_close(f);
+  CHECK(fstatat(dfd, ".held.b2frame.b2tmp", &st, 0) != 0);
+  /* 3. A hidden directory holding more than a creation writes is kept;
+   * a creation's leftover directory goes; other names are not temporaries. */
+  CHECK_EQ(mkdirat(dfd, ".d.b2frame.b2tmp", 0755), 0);
+  int sub = openat(dfd, ".d.b2frame.b2tmp", O_RDONLY | O_DIRECTORY);
+  CHECK(sub >= 0);
+  int x = openat(sub, "chunks.b2frame", O_WRONLY | O_CREAT, 0644);
+  close(x);
+  x = openat(sub, "mine.txt", O_WRONLY | O_CREAT, 0644);
+  close(x);
+  CHECK_EQ(b2_frame_drop_temp(dfd, ".d.b2frame.b2tmp"), 0);
+  CHECK_EQ(unlinkat(sub, "mine.txt", 0), 0);
+  close(sub);
+  CHECK_EQ(b2_frame_drop_temp(dfd, ".d.b2frame.b2tmp"), 1);
+  CHECK(fstatat(dfd, ".d.b2frame.b2tmp", &st, 0) != 0);
+  x = openat(dfd, "plain.b2frame", O_WRONLY | O_CREAT, 0644);
+  close(x);
+  CHECK_EQ(b2_frame_drop_temp(dfd, "plain.b2frame"), 0);
+  CHECK_EQ(fstatat(dfd, "plain.b2frame", &st, 0), 0);
+  close(dfd);
+}
+
 int main(void) {
   make_root();
   T_RUN(test_roundtrip_contiguous);
@@ -1821,6 +1918,7 @@ int main(void) {
   T_RUN(test_concurrent_readers);
   T_RUN(test_kinds);
   T_RUN(test_locking);
+  T_RUN(test_temp_held);
 #ifdef B2_FAULT_INJECTION
   T_RUN(test_fault_commit_contiguous);
   T_RUN(test_fault_commit_sparse);
