@@ -100,6 +100,9 @@ typedef struct b2_cache_config {
  * b2_cache_buf_alloc returns NULL when out of memory; b2_cache_buf_free
  * accepts NULL; b2_cache_buf_cap gives the bytes usable in a buffer. */
 uint8_t *b2_cache_buf_alloc(size_t n);
+/* b2_cache_buf_alloc with the n bytes zeroed, at no cost when the buffer
+ * is a fresh mapping (the kernel's pages are zeros). */
+uint8_t *b2_cache_buf_zalloc(size_t n);
 void b2_cache_buf_free(uint8_t *p);
 size_t b2_cache_buf_cap(const uint8_t *p);
 
@@ -189,6 +192,11 @@ void b2_cache_read_unlock(b2_cache_entry *e);
  * now (later gets load afresh) and is freed by its last release; a load in
  * progress still delivers its result to the threads already waiting. */
 int b2_cache_invalidate(b2_cache *c, uint64_t file, int64_t chunk);
+
+/* Drop the entry of (file, chunk) only if it is clean, outside a write
+ * section and pinned by nobody (a writer that has passed it): 1 if
+ * dropped, 0 if absent or kept. */
+int b2_cache_drop_idle(b2_cache *c, uint64_t file, int64_t chunk);
 
 /* Drop every clean entry of `file` (the frame changed behind the mount).
  * Returns the number of entries kept because dirty or being written. */

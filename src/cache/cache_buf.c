@@ -46,7 +46,7 @@
 #define MAP_MIN ((size_t)64 << 10)  /* smaller buffers come from malloc */
 #define CLASS ((size_t)64 << 10)    /* mappings are multiples of this */
 #define KEEP_SLOTS 32
-#define KEEP_BYTES ((size_t)8 << 20)
+#define KEEP_BYTES (((size_t)8 << 20) + 2 * CLASS) /* e.g. two 4 MiB chunks */
 
 typedef struct buf_hdr {
   size_t size;  /* bytes of the allocation, header included */
@@ -65,7 +65,7 @@ static struct {
  * size, else the one closest in size resized by mremap (the pages it keeps
  * were touched already: no page faults for those, unlike a fresh mapping;
  * shrinking gives the rest back). */
-static void *take_kept(size_t size) {
+static void *take_kept(size_t size, size_t *had) {
   void *p = NULL;
   size_t have = 0;
   pthread_mutex_lock(&keep.mu);
@@ -94,6 +94,7 @@ static void *take_kept(size_t size) {
     }
     p = q;
   }
+  *had = p ? have : 0;
   return p;
 }
 
@@ -127,19 +128,25 @@ static void populate(void *base, size_t len) {
 #endif
 }
 
-uint8_t *b2_cache_buf_alloc(size_t n) {
+/* A buffer of n bytes; zeroed when `zero` is set (a fresh mapping is
+ * zeroed by the kernel already: only reused memory is cleared). */
+static uint8_t *buf_alloc(size_t n, int zero) {
   if (n > SIZE_MAX - HDR - CLASS - REDZONE) return NULL;
   size_t need = n + HDR;
   void *base;
-  int mapped = need >= MAP_MIN;
+  int mapped = need >= MAP_MIN, fresh = 0;
   if (mapped) {
     need = (need + REDZONE + CLASS - 1) / CLASS * CLASS;
-    base = take_kept(need);
+    size_t had = 0; /* bytes of a kept mapping, touched before */
+    base = take_kept(need, &had);
     if (!base) {
       base = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (base == MAP_FAILED) return NULL;
+      fresh = 1;
     }
-    populate(base, HDR + n); /* also the part of a grown kept mapping */
+    /* The part not touched before: a fresh mapping, or what a kept one
+     * grew by (walking pages already present costs as much again). */
+    if (HDR + n > had) populate((uint8_t *)base + had, HDR + n - had);
   } else {
     base = aligned_alloc(HDR, (need + HDR - 1) / HDR * HDR);
     if (!base) return NULL;
@@ -148,8 +155,13 @@ uint8_t *b2_cache_buf_alloc(size_t n) {
   h->size = need;
   h->mapped = mapped;
   b2_cache_buf_use((uint8_t *)base + HDR, n);
+  if (zero && !fresh) memset((uint8_t *)base + HDR, 0, n);
   return (uint8_t *)base + HDR;
 }
+
+uint8_t *b2_cache_buf_alloc(size_t n) { return buf_alloc(n, 0); }
+
+uint8_t *b2_cache_buf_zalloc(size_t n) { return buf_alloc(n, 1); }
 
 void b2_cache_buf_free(uint8_t *p) {
   if (!p) return;

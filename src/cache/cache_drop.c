@@ -80,15 +80,20 @@ static int drop_locked(b2_cache *c, b2_cache_shard *s, b2_cache_entry *e,
   return 1;
 }
 
-static int drop_key(b2_cache *c, uint64_t file, int64_t chunk, int force) {
-  if (!c) return b2_fail(B2_E_INVAL, "cache: no cache");
+/* Drop the entry of (file, chunk): `force` even if dirty; `idle` only if
+ * nobody holds it (pins are only taken by lookups under the shard lock:
+ * one not pinned now cannot be between a get and a write section), and
+ * keeping it is then no error. */
+static int drop_key(b2_cache *c, uint64_t file, int64_t chunk, int force, int idle) {
+  if (!c) return idle ? 0 : b2_fail(B2_E_INVAL, "cache: no cache");
   uint64_t h;
   b2_cache_shard *s = b2_cache_shard_for(c, file, chunk, &h);
   b2_cache_entry *dead = NULL;
   int rc = 0;
   pthread_mutex_lock(&s->mu);
   b2_cache_entry *e = b2_cache_lookup_locked(s, h, file, chunk);
-  if (e) rc = drop_locked(c, s, e, force, &dead) ? 1 : B2_E_BUSY;
+  if (e && !(idle && e->refs > 0))
+    rc = drop_locked(c, s, e, force, &dead) ? 1 : idle ? 0 : B2_E_BUSY;
   pthread_mutex_unlock(&s->mu);
   if (dead) b2_cache_free_entry(c, dead);
   if (rc == B2_E_BUSY)
@@ -98,11 +103,15 @@ static int drop_key(b2_cache *c, uint64_t file, int64_t chunk, int force) {
 }
 
 int b2_cache_invalidate(b2_cache *c, uint64_t file, int64_t chunk) {
-  return drop_key(c, file, chunk, 0);
+  return drop_key(c, file, chunk, 0, 0);
 }
 
 int b2_cache_discard(b2_cache *c, uint64_t file, int64_t chunk) {
-  return drop_key(c, file, chunk, 1);
+  return drop_key(c, file, chunk, 1, 0);
+}
+
+int b2_cache_drop_idle(b2_cache *c, uint64_t file, int64_t chunk) {
+  return drop_key(c, file, chunk, 0, 1);
 }
 
 /* Drop every entry of a file; returns the number kept (dirty) if !force,

@@ -94,6 +94,10 @@ struct b2_file {
                                  a flush that began before one is stale */
   atomic_uint_fast64_t committed_gen; /* gen of the last successful flush */
   _Atomic int64_t last_write_ms;
+  int64_t wend;               /* where the last write ended (wmu) */
+  int wseq;                   /* the current write continues the last one
+                                 (wmu): chunks it completes leave the cache
+                                 once compressed (write.c, flush_soon) */
   b2_file *reg_next, *reg_prev; /* env->writers list (env->reg_mu) */
 
   /* Array views opened for writing, and new .npy files (awrite.c; wmu). */
@@ -129,7 +133,8 @@ int64_t b2_file_now_ms(void);
 int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len);
 /* Pin chunk i for writing (decoded from the frame unless `whole`). */
 int b2_file_wpin(b2_file *f, int64_t i, int whole, b2_cache_entry **e);
-/* A write completed chunk e: compress it in the background (takes the pin). */
+/* A write completed chunk e: compress it in the background (takes the
+ * pin); an in-order writer's chunk then leaves the cache (f->wseq). */
 void b2_file_flush_soon(b2_file *f, b2_cache_entry *e);
 /* Logical view: write, and set the size (wmu held). */
 ssize_t b2_file_lwrite(b2_file *f, const void *buf, size_t n, int64_t off);

@@ -24,12 +24,20 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
   atomic_store(&f->cached, 1);
   int32_t nb = b2_frame_chunk_nbytes(f->frame, chunk);
   if (nb < 0) return nb;
-  uint8_t *buf = b2_cache_buf_alloc(nb ? (size_t)nb : 1);
+  /* A chunk of zeros by its index entry (the chunks a new array is sized
+   * with, before its writer fills them): nothing to decode, and a fresh
+   * buffer is zeros already. */
+  int sp = b2_frame_chunk_special(f->frame, chunk);
+  int zeros = sp == B2_SPECIAL_ZERO || sp == B2_SPECIAL_UNINIT;
+  uint8_t *buf = zeros ? b2_cache_buf_zalloc(nb ? (size_t)nb : 1)
+                       : b2_cache_buf_alloc(nb ? (size_t)nb : 1);
   if (!buf) return b2_fail(B2_E_NOMEM, "no memory to decode a chunk of %d bytes", nb);
   int rc;
   b2_cache_entry *se;
   b2_cache *c = f->env ? f->env->cache : NULL;
-  if (f->cid && c && b2_cache_peek(c, f->cid, chunk, &se) == 0) {
+  if (zeros) {
+    rc = nb;
+  } else if (f->cid && c && b2_cache_peek(c, f->cid, chunk, &se) == 0) {
     rc = b2_chunk_decode_par(b2_cache_data(se), b2_cache_len(se), buf, (size_t)nb,
                              f->env->pool);
     b2_cache_release(c, se);

@@ -77,9 +77,8 @@ static int load_blank(void *arg, uint64_t file, int64_t chunk, uint8_t **data, s
   b2_file *f = arg;
   (void)file;
   size_t n = chunk_len(f, b2_file_fbytes(f), chunk);
-  uint8_t *buf = b2_cache_buf_alloc(n ? n : 1);
+  uint8_t *buf = b2_cache_buf_zalloc(n ? n : 1);
   if (!buf) return b2_fail(B2_E_NOMEM, "no memory for chunk %lld", (long long)chunk);
-  memset(buf, 0, n);
   *data = buf;
   *len = n;
   return 0;
@@ -141,12 +140,20 @@ static int set_size(b2_file *f, int64_t size) {
 typedef struct {
   b2_file *f;
   b2_cache_entry *e;
+  int drop;
 } flush_job;
 
 static void flush_job_run(void *arg) {
   flush_job *j = arg;
-  b2_cache_flush_entry(j->f->env->cache, j->e); /* an error stays on the entry */
-  b2_cache_release(j->f->env->cache, j->e);
+  b2_cache *c = j->f->env->cache;
+  int rc = b2_cache_flush_entry(c, j->e); /* an error stays on the entry */
+  int64_t chunk = b2_cache_entry_chunk(j->e);
+  b2_cache_release(c, j->e);
+  /* Write-behind: a writer going through the file in order has passed
+   * this chunk.  Kept, it would only push out chunks others use and hold
+   * memory; freed, its buffer takes the next chunk (no page faults).  A
+   * chunk pinned again meanwhile (written, read) stays. */
+  if (j->drop && rc == 0) (void)b2_cache_drop_idle(c, j->f->id, chunk);
   free(j);
 }
 
@@ -157,6 +164,7 @@ void b2_file_flush_soon(b2_file *f, b2_cache_entry *e) {
   if (j) {
     j->f = f;
     j->e = e;
+    j->drop = f->wseq;
     if (b2_pool_try_submit(f->env->pool, flush_job_run, j, &f->group) == 0) return;
     free(j);
   }
@@ -218,7 +226,9 @@ ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   if (off < 0 || (int64_t)n < 0 || off > INT64_MAX - (int64_t)n) return b2_fail(B2_E_INVAL, "bad offset");
   if (n == 0) return 0;
   pthread_mutex_lock(&f->wmu);
+  f->wseq = off == f->wend;
   ssize_t rc = b2_file_arrayish(f) ? b2_file_awrite(f, buf, n, off) : b2_file_lwrite(f, buf, n, off);
+  f->wend = off + (int64_t)n;
   pthread_mutex_unlock(&f->wmu);
   if (rc < 0) return b2_context((int)rc, "write");
   return rc;

@@ -562,6 +562,44 @@ static void test_buffers(void) {
   b2_cache_buf_free(b);
   b2_cache_buf_free(NULL);
   CHECK(b2_cache_buf_cap(NULL) == 0);
+
+  /* zeroed buffers: fresh, kept (dirty bytes reused), small (malloc) */
+  static const size_t zs[] = {1 << 20, 1 << 20, (1 << 20) + 70000, 100, 3 << 20};
+  for (size_t k = 0; k < sizeof zs / sizeof zs[0]; k++) {
+    uint8_t *z = b2_cache_buf_zalloc(zs[k]);
+    CHECK(z != NULL);
+    if (!z) continue;
+    size_t nz = 0;
+    for (size_t i = 0; i < zs[k]; i++) nz += z[i] != 0;
+    CHECK_EQ(nz, 0);
+    memset(z, 0xee, zs[k]); /* the next one may reuse these bytes */
+    b2_cache_buf_free(z);
+  }
+}
+
+/* drop_idle: only clean entries nobody holds leave the cache. */
+static void test_drop_idle(void) {
+  b2_cache *c = mk(1 << 20, 1 << 16, 8);
+  loader l = {.size = 500};
+  store s = {.fail_chunk = -1};
+  CHECK_EQ(touch(c, &l, 4, 1), 0);
+  CHECK_EQ(b2_cache_drop_idle(c, 4, 1), 1);
+  CHECK(!present(c, 4, 1));
+  CHECK_EQ(b2_cache_drop_idle(c, 4, 1), 0); /* absent */
+  b2_cache_entry *e;
+  CHECK_EQ(b2_cache_get(c, 4, 2, load_fn, &l, &e), 0);
+  CHECK_EQ(b2_cache_drop_idle(c, 4, 2), 0); /* pinned: kept, still writable */
+  CHECK(present(c, 4, 2));
+  CHECK_EQ(b2_cache_write_begin(c, e, &s, flush_fn), 0);
+  b2_cache_write_end(c, e, 1);
+  b2_cache_release(c, e);
+  CHECK_EQ(b2_cache_drop_idle(c, 4, 2), 0); /* dirty: kept */
+  CHECK(present(c, 4, 2));
+  CHECK_EQ(b2_cache_flush_all(c, NULL), 0);
+  CHECK_EQ(s.calls, 1);
+  CHECK_EQ(b2_cache_drop_idle(c, 4, 2), 1); /* clean now */
+  CHECK_EQ(stats(c).bytes, 0);
+  b2_cache_destroy(c);
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -612,6 +650,7 @@ int main(void) {
   T_RUN(test_byte_bound);
   T_RUN(test_pin_prevents_eviction);
   T_RUN(test_invalidate);
+  T_RUN(test_drop_idle);
   T_RUN(test_load_failure);
   T_RUN(test_dirty_flush_on_eviction);
   T_RUN(test_flush_error_kept);
