@@ -68,7 +68,7 @@ done
 
 # geometry: the default follows the trailing dimensions; options are kept
 info=$("$B2F" info "$tmp/f4-2d.b2nd")
-check "default geometry f4-2d" grep -q "blockshape *40 x 777" <<<"$info"
+check "default geometry f4-2d" grep -q "blockshape *50 x 777" <<<"$info"
 roundtrip u2-3d "$tmp/u2-given.b2nd" --chunkshape 2,300,128 --blockshape 1,50,64 -c lz4 -l 5
 info=$("$B2F" info "$tmp/u2-given.b2nd")
 check "given chunkshape" grep -q "chunkshape *2 x 300 x 128" <<<"$info"

@@ -202,18 +202,18 @@ static void shapes_of(int nd, const int64_t *s, int isz, int32_t *c, int32_t *b)
 
 static void test_choose_shapes(void) {
   int32_t c[B2_B2ND_MAXDIM], b[B2_B2ND_MAXDIM];
-  /* 1000 x 777 float32: 32768 items a block -> 42 rows, 40 divides 1000 */
+  /* 1000 x 777 float32: 65536 items a block -> 84 rows, 50 divides 1000 */
   int64_t s2[] = {1000, 777};
   shapes_of(2, s2, 4, c, b);
-  CHECK(b[0] == 40 && b[1] == 777 && c[0] == 1000 && c[1] == 777);
-  /* 1-D float64: 16384-item blocks, 32 blocks a chunk */
+  CHECK(b[0] == 50 && b[1] == 777 && c[0] == 1000 && c[1] == 777);
+  /* 1-D float64: 32768-item blocks, 16 blocks a chunk */
   int64_t s1[] = {10000000};
   shapes_of(1, s1, 8, c, b);
-  CHECK(b[0] == 16000 && c[0] == 400000); /* divisors of 1e7 and of its 625 blocks */
+  CHECK(b[0] == 31250 && c[0] == 500000); /* divisors of 1e7 and of its 320 blocks */
   /* rows longer than a block: blocks cut the last dimension */
   int64_t s3[] = {3, 100, 1000003};
   shapes_of(3, s3, 1, c, b);
-  CHECK(b[0] == 1 && b[1] == 1 && b[2] == 131072);
+  CHECK(b[0] == 1 && b[1] == 1 && b[2] == 262144);
   CHECK(c[0] == 1 && c[1] == 4 && c[2] == 1000003); /* 8 blocks end the row, 4 rows */
   /* given chunks: blocks inside; given blocks: chunks as multiples */
   int64_t s4[] = {500, 600};
