@@ -384,7 +384,7 @@ static double best_of(struct job *j, int n, int runs) {
 
 struct opts {
   size_t mib;
-  int runs, threads, tsv, nreads, verbose;
+  int runs, threads, tsv, nreads, verbose, latency;
   const char *only_data, *only_codec, *only_filter;
 };
 
@@ -437,6 +437,102 @@ static double time_reads(const struct encoded *e, int nreads, int runs,
   return best / nreads * 1e6;
 }
 
+/* Encode the data set into 1 MiB chunks with one configuration (on every
+ * thread; not measured).  Free e->buf and e->len afterwards. */
+static void encode_all(const struct dataset *ds, const struct codeccfg *cc,
+                       const struct filtcfg *fc, uint8_t *out,
+                       struct encoded *e) {
+  memset(e, 0, sizeof *e);
+  e->ds = ds;
+  e->nchunks = (ds->n + CHUNK - 1) / CHUNK;
+  e->stride = b2_chunk_bound(CHUNK);
+  e->buf = xmalloc(e->nchunks * e->stride);
+  e->len = xmalloc(e->nchunks * sizeof *e->len);
+  b2_cparams_default(&e->p);
+  e->p.codec = cc->codec;
+  e->p.clevel = cc->clevel;
+  e->p.typesize = ds->typesize;
+  memcpy(e->p.filters, fc->f, B2_MAX_FILTERS);
+  memset(e->p.filters_meta, 0, B2_MAX_FILTERS);
+  struct job j = {.kind = JOB_ENCODE, .e = e, .out = out};
+  run_job(&j, team.n);
+  for (size_t i = 0; i < e->nchunks; i++) e->total += e->len[i];
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* --latency: one chunk at a time, as a reader waits for a chunk that is
+ * not cached.  For every chunk, `runs` interleaved rounds of the
+ * one-thread decode (b2_chunk_decode) and the shared one
+ * (b2_chunk_decode_par: this thread and the pool's idle workers, woken
+ * for the chunk), wall clock; per chunk the smallest time of each (the
+ * rounds other work on the machine delayed least).  Prints the median
+ * per-chunk times and their ratio, the share of blocks the workers
+ * decoded, and the process CPU time per chunk of each way (all rounds:
+ * what sharing costs in hand-overs and wake-ups). */
+static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
+                        const struct filtcfg *fc, const struct opts *o,
+                        uint8_t *out) {
+  struct encoded e;
+  encode_all(ds, cc, fc, out, &e);
+  size_t nc = e.nchunks;
+  double *t1 = xmalloc(nc * sizeof *t1), *tp = xmalloc(nc * sizeof *tp);
+  double *rat = xmalloc(nc * sizeof *rat);
+  double cpu1 = 0, cpup = 0, helped = 0, blocks = 0;
+  for (size_t i = 0; i < nc; i++) t1[i] = tp[i] = 1e30;
+  for (int r = 0; r < o->runs; r++) {
+    for (size_t i = 0; i < nc; i++) {
+      size_t nb = chunk_nbytes(&e, i);
+      uint8_t *dst = out + i * CHUNK;
+      double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = now();
+      int rc = b2_chunk_decode(chunk_at(&e, i), e.len[i], dst, nb);
+      double w1 = now(), c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+      if (rc < 0 || (size_t)rc != nb) die("chunk %zu: one-thread decode failed", i);
+      if (r == 0 && memcmp(dst, ds->src + i * CHUNK, nb)) die("chunk %zu differs (1T)", i);
+      if (w1 - w0 < t1[i]) t1[i] = w1 - w0;
+      cpu1 += c1 - c0;
+      if (r == 0) memset(dst, 0xA5, nb);
+      long h0 = atomic_load(&b2_chunk_par_helped);
+      c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+      w0 = now();
+      rc = b2_chunk_decode_par(chunk_at(&e, i), e.len[i], dst, nb, par_pool);
+      w1 = now();
+      c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+      if (rc < 0 || (size_t)rc != nb) die("chunk %zu: shared decode failed", i);
+      if (r == 0 && memcmp(dst, ds->src + i * CHUNK, nb)) die("chunk %zu differs (shared)", i);
+      if (w1 - w0 < tp[i]) tp[i] = w1 - w0;
+      cpup += c1 - c0;
+      helped += (double)(atomic_load(&b2_chunk_par_helped) - h0);
+      b2_chunk_info ci;
+      if (b2_chunk_parse(chunk_at(&e, i), e.len[i], &ci) == 0) blocks += ci.nblocks;
+    }
+  }
+  for (size_t i = 0; i < nc; i++) rat[i] = tp[i] / t1[i];
+  qsort(t1, nc, sizeof *t1, cmp_double);
+  qsort(tp, nc, sizeof *tp, cmp_double);
+  qsort(rat, nc, sizeof *rat, cmp_double);
+  double m1 = t1[nc / 2] * 1e6, mp = tp[nc / 2] * 1e6, n = (double)nc * o->runs;
+  int32_t bs = b2_chunk_blocksize(&e.p, CHUNK);
+  char cfg[64];
+  snprintf(cfg, sizeof cfg, "%s/%d", b2_codec_name(cc->codec), cc->clevel);
+  if (o->tsv)
+    printf("tsv\tlatency\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.3f\t%.3f\t%.0f\t%.1f\t%.1f\n",
+           ds->name, cfg, fc->name, (int)(CHUNK / (size_t)bs), m1, mp, mp / m1, rat[nc / 2],
+           blocks > 0 ? 100 * helped / blocks : 0, cpu1 / n * 1e6, cpup / n * 1e6);
+  else
+    printf("%-7s %-9s %-18s %6d %9.1f %9.1f %7.2f %7.2f %6.0f%% %9.1f %9.1f\n", ds->name, cfg,
+           fc->name, (int)(CHUNK / (size_t)bs), m1, mp, mp / m1, rat[nc / 2],
+           blocks > 0 ? 100 * helped / blocks : 0, cpu1 / n * 1e6, cpup / n * 1e6);
+  free(t1);
+  free(tp);
+  free(rat);
+  free(e.buf);
+  free(e.len);
+}
+
 static void run_config(const struct dataset *ds, const struct codeccfg *cc,
                        const struct filtcfg *fc, const struct opts *o,
                        uint8_t *out, struct result *res) {
@@ -444,27 +540,12 @@ static void run_config(const struct dataset *ds, const struct codeccfg *cc,
   snprintf(cfg, sizeof cfg, "%s %s/%d %s", ds->name, b2_codec_name(cc->codec),
            cc->clevel, fc->name);
   struct encoded e;
-  memset(&e, 0, sizeof e);
-  e.ds = ds;
-  e.nchunks = (ds->n + CHUNK - 1) / CHUNK;
-  e.stride = b2_chunk_bound(CHUNK);
-  e.buf = xmalloc(e.nchunks * e.stride);
-  e.len = xmalloc(e.nchunks * sizeof *e.len);
-  b2_cparams_default(&e.p);
-  e.p.codec = cc->codec;
-  e.p.clevel = cc->clevel;
-  e.p.typesize = ds->typesize;
-  memcpy(e.p.filters, fc->f, B2_MAX_FILTERS);
-  memset(e.p.filters_meta, 0, B2_MAX_FILTERS);
+  double t0 = now();
+  encode_all(ds, cc, fc, out, &e);
+  double t_enc = now() - t0, t_start = now();
   res->blocksize = b2_chunk_blocksize(&e.p, CHUNK);
-
-  struct job j = {.e = &e, .out = out};
-  j.kind = JOB_ENCODE;
-  double t_enc = run_job(&j, team.n); /* not measured: use every thread */
-  double t_start = now();
-  e.total = 0;
-  for (size_t i = 0; i < e.nchunks; i++) e.total += e.len[i];
   res->ratio = (double)ds->n / (double)e.total;
+  struct job j = {.e = &e, .out = out};
 
   /* Rounds of (1 thread, team, codec alone), interleaved so that other
    * load on the machine hits the columns alike; keep the best of each.
@@ -603,6 +684,7 @@ static void usage(void) {
   fputs("usage: bench_decode [--mib N] [--runs N] [--threads N] [--reads N]\n"
         "                    [--data signal|text] [--codec NAME]\n"
         "                    [--filter NAME] [--tsv] [--verbose] [--cpu-clock]\n"
+        "                    [--latency]\n"
         "       bench_decode [--runs N] --frame PATH...\n",
         stderr);
   exit(2);
@@ -616,6 +698,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--tsv")) { o.tsv = 1; continue; }
     if (!strcmp(a, "--verbose")) { o.verbose = 1; continue; }
     if (!strcmp(a, "--cpu-clock")) { cpu_clock = 1; continue; }
+    if (!strcmp(a, "--latency")) { o.latency = 1; continue; }
     if (!strcmp(a, "--frame")) {
       if (i + 1 >= argc) usage();
       frame_mode(argv + i + 1, argc - i - 1, o.runs);
@@ -679,7 +762,17 @@ int main(int argc, char **argv) {
            o.mib, o.runs, b2_simd_level(), mc1, mcn, o.threads, load[0],
            sysconf(_SC_NPROCESSORS_ONLN),
            cpu_clock ? "; 1T, codec and 4K columns in thread CPU time" : "");
-  print_header(&o);
+  if (o.latency && o.tsv)
+    printf("#tsv\tlatency\tdata\tcodec\tfilter\tblocks\tus_1t\tus_inchunk\tratio"
+           "\tmedian_ratio\tpct_helped\tcpu_us_1t\tcpu_us_inchunk\n");
+  else if (o.latency)
+    printf("one chunk at a time, median over chunks of each chunk's best of %d (wall us);\n"
+           "in-chunk = b2_chunk_decode_par with %d pool worker(s); CPU = process CPU per chunk\n"
+           "%-7s %-9s %-18s %6s %9s %9s %7s %7s %7s %9s %9s\n", o.runs, o.threads - 1, "data",
+           "codec", "filter", "blocks", "1T us", "in-chunk", "ratio", "med.rat", "%help",
+           "CPU 1T", "CPU in-ch");
+  else
+    print_header(&o);
 
   for (size_t d = 0; d < 2; d++) {
     struct dataset *ds = &sets[d];
@@ -696,6 +789,11 @@ int main(int argc, char **argv) {
         if (filtcfgs[f].signal_only && ds->typesize == 1) continue;
         if (o.only_filter && strcmp(o.only_filter, filtcfgs[f].name) != 0)
           continue;
+        if (o.latency) {
+          run_latency(ds, &codeccfgs[c], &filtcfgs[f], &o, out);
+          fflush(stdout);
+          continue;
+        }
         struct result r;
         run_config(ds, &codeccfgs[c], &filtcfgs[f], &o, out, &r);
         print_row(ds, &codeccfgs[c], &filtcfgs[f], &r, &o);
