@@ -22,6 +22,11 @@ sees exactly the last state.
       SChunk at PATH, one state per holding_lock() bracket
   pyb2_lock.py schunkread FILE SECONDS DONEFILE TIMEOUT TAG
       plainread of that SChunk's logical view through a mount
+  pyb2_lock.py mountclash FILE SECONDS DONEFILE
+      writes through a mount to the SChunk pyschunk changes meanwhile: each
+      commit lands or gets EBUSY, nothing else
+  pyb2_lock.py checkschunk FRAME
+      afterwards python-blosc2 opens the frame and every chunk is whole
   pyb2_lock.py mountread NPY SECONDS DONEFILE TIMEOUT SIDECAR
       reads the array's .npy view at NPY through a mount: random pages (each
       one read request) and whole numpy.load()s (several reads: under a
@@ -280,6 +285,49 @@ def cmd_mountwrite(path, seconds, donefile):
     writer_loop(seconds, donefile, step, "mountwrite", "states committed through the mount")
 
 
+def cmd_mountclash(path, seconds, donefile):
+    """writes through the mount to a frame python-blosc2 changes at the same
+    time (pyschunk): each commit either lands or is refused with EBUSY
+    (another program changed the frame since it was opened here); any other
+    error is a finding.  Then the frame must be whole (checkschunk)."""
+    wait_for(path)
+    landed = refused = 0
+    bad = []
+    end = time.time() + seconds
+    while time.time() < end and done_k(donefile) is None:
+        try:
+            with open(path, "r+b") as f:
+                f.write(bytes([250]) * SCHUNK_CHUNK)
+            landed += 1
+        except OSError as e:
+            if e.errno == 16:  # EBUSY
+                refused += 1
+            else:
+                bad.append(str(e))
+        time.sleep(random.random() * 0.01)
+    if bad:
+        print("not ok mountclash: %s" % "; ".join(bad[:3]))
+    else:
+        print("ok mountclash: %d commits landed, %d refused with EBUSY" % (landed, refused))
+
+
+def cmd_checkschunk(frame):
+    """the SChunk after a clash: python-blosc2 opens it, every chunk is one
+    value (a state of pyschunk, or b2fs's 250)"""
+    import blosc2
+
+    try:
+        s = blosc2.open(frame, mode="r", locking=True)
+        for i in range(s.nchunks):
+            c = np.frombuffer(s.decompress_chunk(i), np.uint8)
+            r = check_items(c, None, "chunk %d" % i)
+            if r:
+                raise ValueError(r)
+        print("ok checkschunk: %d chunks, each whole" % s.nchunks)
+    except Exception as e:  # noqa: BLE001 - any failure is a finding
+        print("not ok checkschunk: %s: %s" % (type(e).__name__, e))
+
+
 def whole_state(data):
     """why bytes are not exactly one state k (all bytes k % 251, nbytes_of(k)
     of them), or None"""
@@ -488,6 +536,10 @@ def main():
         cmd_mountread(args[0], float(args[1]), args[2], float(args[3]), args[4], tag=args[5])
     elif cmd == "mountwrite":
         cmd_mountwrite(args[0], float(args[1]), args[2])
+    elif cmd == "mountclash":
+        cmd_mountclash(args[0], float(args[1]), args[2])
+    elif cmd == "checkschunk":
+        cmd_checkschunk(args[0])
     elif cmd == "plainread":
         cmd_plainread(args[0], float(args[1]), args[2], float(args[3]), args[4])
     elif cmd == "schunkread":

@@ -14,7 +14,9 @@
 #     python-blosc2 (locking=True) reads the frame: whole-frame reads under
 #     holding_lock() are exactly one state, single chunks are whole; the
 #     same for arrays numpy.save writes through the mount (opt-in:
-#     B2FS_LOCK_ARRAYS=1, a known gap).
+#     B2FS_LOCK_ARRAYS=1, a known gap).  Both writing one frame at once:
+#     each b2fs commit lands or is refused with EBUSY, and the frame stays
+#     whole (b2f verify, python-blosc2 reads every chunk).
 #  3. Two daemons over one SOURCE (-o locking=on, as README advises for
 #     several daemons): pages read through one while the other
 #     writes are whole, the last commit is seen within the attribute
@@ -27,6 +29,7 @@ set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 B2FS=${B2FS:-$PWD/build/san/b2fs}
+B2F=${B2F:-$PWD/build/san/b2f}
 L="$PWD/tests/pyb2_lock.py"
 SECS=${B2FS_LOCK_SECONDS:-6}
 T="timeout -s KILL 300"
@@ -85,6 +88,12 @@ mount_bg lock2 "$SRC" "$M1" "timeout=1,locking=on" || { notok lock_mount_on "no 
 run_pair b2fs_writes "$PYB2" "$L" mountwrite "$M1/plain" "$SECS" "$TMP/done2" -- \
   "$PYB2" "$L" pyread "$SRC/plain.b2frame" "$SECS" "$TMP/done2"
 [ -f "$SRC/plain.b2frame.b2lock" ] && ok lock_on_sidecar || notok lock_on_sidecar "no sidecar made"
+# two writers: python-blosc2 and b2fs change one frame at once
+run_pair clash "$PYB2" "$L" pyschunk "$SRC/both.b2frame" "$SECS" "$TMP/done2c" -- \
+  "$PYB2" "$L" mountclash "$M1/both" "$SECS" "$TMP/done2c"
+if "$B2F" verify "$SRC/both.b2frame" >"$TMP/verify.out" 2>&1; then ok clash_verify
+else notok clash_verify "$(tail -2 "$TMP/verify.out")"; fi
+$T "$PYB2" "$L" checkschunk "$SRC/both.b2frame"
 # Known gap (notes/py.md): numpy.save through the mount truncates the .npy
 # to 0 and b2fs makes the array anew, so python-blosc2 finds the name absent
 # for a moment, then an array of the new shape with no chunks yet; opt in.

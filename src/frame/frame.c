@@ -229,6 +229,10 @@ int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ct
   if (rc < 0) return rc;
   rc = open_files(f, name);
   b2_frame *old = rc == 0 && fn && f->info.layout == B2_LAYOUT_CONTIGUOUS ? fn(ctx, &f->st) : NULL;
+  if (old && b2_frame_lk_moved(old)) { /* changed under locking, size and times alike */
+    b2_frame_close(old);
+    old = NULL;
+  }
   if (old) { /* the same file, unchanged: the parse it had is right */
     old->fd = f->fd;
     f->fd = -1;

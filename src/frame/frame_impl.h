@@ -269,11 +269,9 @@ int b2_frame_trailer_len(const uint8_t *tail, uint32_t *len);
  * writable frame, which reads its own staged state, or a frame this
  * process is committing through another b2_frame); rd_end(f, that result)
  * releases.
- * wr_begin makes the frame a writer (its reads lock nothing;
- * B2_E_AGAIN_INTERNAL when the counter moved since loading).  commit_begin
- * takes the exclusive lock around a commit or compaction (nested calls
- * count), fails with B2_E_BUSY when another program bumped the counter
- * since this frame last saw it, else bumps it; commit_end releases. */
+ * wr_begin takes the exclusive lock for a write session (until close) and
+ * bumps the counter; commit_begin bumps it again (each commit and
+ * compaction); commit_end does nothing (kept for symmetry). */
 #define B2_E_AGAIN_INTERNAL (B2_E_LAST - 100)
 int b2_frame_lk_attach(b2_frame *f, const char *path);
 void b2_frame_lk_free(b2_frame *f);
@@ -281,7 +279,10 @@ int b2_frame_lk_rd_begin(const b2_frame *f, int check);
 void b2_frame_lk_rd_end(const b2_frame *f, int locked);
 int b2_frame_lk_wr_begin(b2_frame *f);
 int b2_frame_lk_commit_begin(b2_frame *f);
-void b2_frame_lk_commit_end(b2_frame *f);
+/* 1 when another program bumped the counter since f last saw it (read
+ * without locking: a frame kept across opens is then parsed again). */
+int b2_frame_lk_moved(const b2_frame *f);
+static inline void b2_frame_lk_commit_end(b2_frame *f) { (void)f; }
 /* Who holds an exclusive flock on the file at fd, from /proc/locks (this
  * host only): "held by pid N (comm) on this host", else "holder unknown
  * (...)".  1 when found, 0 when not. */

@@ -22,13 +22,14 @@
  *     first: another value means the bytes may have moved (the reference
  *     library rewrites frames in place), and the read fails with
  *     B2_E_STALE, for the caller to open the frame again.
- * A writable frame takes the exclusive lock for each commit (and each
- * compaction), bumps the counter then, and checks that nobody else changed
- * the frame since it was loaded or last committed (a moved counter and
- * another header or file: python-blosc2's holding_lock() bumps the counter
- * around reads too): another writer may have appended where this one
- * staged its chunks (past the committed end), so the commit is refused
- * (B2_E_BUSY) rather than made over its changes.
+ * A writable frame holds the exclusive lock from b2_frame_open_rw (before
+ * it checks the frame did not change since it was loaded, trims what lies
+ * past the committed end, and stages chunks there) until it is closed,
+ * and bumps the counter then and at every commit and compaction.  Taking
+ * it only around commits is not enough: another writer appending between
+ * two commits (the reference library writes its new chunk where the index
+ * was, then a new index and trailer past the old end) would meet the
+ * chunks staged past that end.  Other lockers wait for the session.
  * Between commits others read and lock as usual.
  *
  * flock belongs to the open file description, so the shared lock of a
@@ -67,13 +68,12 @@ struct b2_frame_lk {
   pthread_mutex_t mu;  /* `shared` */
   int shared;          /* threads inside a shared section */
   uint64_t gen;        /* counter of the state this frame describes */
-  int writer;          /* a writable frame: reads take no lock */
-  int depth;           /* nested commit sections (the writer's mutex held) */
+  int writer;          /* a writable frame: holds the exclusive lock */
 };
 
 static atomic_int locking_mode = B2_LOCKING_AUTO;
 
-/* Sidecars this process holds exclusively (commits under way). */
+/* Sidecars this process holds exclusively (frames open for writing). */
 static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct held_id {
   dev_t dev;
@@ -220,7 +220,7 @@ int b2_frame_lk_attach(b2_frame *f, const char *path) {
 void b2_frame_lk_free(b2_frame *f) {
   b2_frame_lk *lk = f->lk;
   if (!lk) return;
-  if (lk->depth > 0) (void)set_held(lk, 0);
+  if (lk->writer) (void)set_held(lk, 0);
   close(lk->fd); /* releases what this description holds */
   pthread_mutex_destroy(&lk->mu);
   free(lk);
@@ -278,66 +278,37 @@ void b2_frame_lk_rd_end(const b2_frame *f, int locked) {
   pthread_mutex_unlock(&lk->mu);
 }
 
-int b2_frame_lk_wr_begin(b2_frame *f) {
-  b2_frame_lk *lk = f->lk;
-  if (!lk) return 0;
-  if (read_gen(lk->fd) != lk->gen) return B2_E_AGAIN_INTERNAL; /* changed since loaded */
-  lk->writer = 1;
+/* Bump the counter (the exclusive lock held): other lockers see a change. */
+static int bump(b2_frame_lk *lk) {
+  uint64_t g = read_gen(lk->fd) + 1;
+  uint8_t b[8];
+  memcpy(b, &g, sizeof b);
+  int rc = b2_io_pwrite(lk->fd, b, sizeof b, 8);
+  if (rc < 0) return b2_context(rc, "lock file: generation counter");
+  lk->gen = g;
   return 0;
 }
 
-/* Whether the frame on disk is still the one this writer last committed
- * (or loaded): the same file at its path, and for a contiguous frame the
- * same fixed header (sizes, flags).  The reference library bumps the
- * counter for every exclusive lock, python-blosc2's holding_lock() around
- * reads included, so a moved counter alone is no change. */
-static int disk_unchanged(b2_frame *f) {
-  struct stat a, b;
-  if (f->info.layout == B2_LAYOUT_SPARSE)
-    return fstatat(f->dirfd, B2_FRAME_SPARSE_INDEX, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
-           fstat(f->fd, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-  b2_frame_w *w = f->w;
-  uint8_t h[B2_FH_FIXED];
-  return w && w->rpath && w->c_header && w->c_header_len >= sizeof h &&
-         stat(w->rpath, &a) == 0 && fstat(f->fd, &b) == 0 && a.st_ino == b.st_ino &&
-         a.st_dev == b.st_dev && b2_frame_pread(f->fd, h, sizeof h, 0) == 0 &&
-         memcmp(h, w->c_header, sizeof h) == 0;
-}
-
-int b2_frame_lk_commit_begin(b2_frame *f) {
+int b2_frame_lk_wr_begin(b2_frame *f) {
   b2_frame_lk *lk = f->lk;
-  if (!lk || !lk->writer) return 0;
-  if (lk->depth++ > 0) return 0;
+  if (!lk) return 0;
   int rc = do_flock(lk->fd, LOCK_EX);
   if (rc == 0) rc = set_held(lk, 1);
   if (rc < 0) {
     (void)flock(lk->fd, LOCK_UN);
-    lk->depth = 0;
     return rc;
   }
-  uint64_t g = read_gen(lk->fd);
-  if (g != lk->gen && disk_unchanged(f)) lk->gen = g; /* only locked, not changed */
-  if (g != lk->gen) {
-    rc = b2_fail(B2_E_BUSY, "another program changed the frame while it was open for writing "
-                 "here (lock generation %llu, was %llu): not committed over its changes",
-                 (unsigned long long)g, (unsigned long long)lk->gen);
-  } else { /* bumped at lock time, as the reference library does */
-    uint8_t b[8];
-    g++;
-    memcpy(b, &g, sizeof b);
-    rc = b2_io_pwrite(lk->fd, b, sizeof b, 8);
-    if (rc < 0) rc = b2_context(rc, "lock file: generation counter");
-    else lk->gen = g;
-  }
-  if (rc < 0) b2_frame_lk_commit_end(f);
-  return rc;
+  lk->writer = 1; /* held until the frame is closed */
+  return bump(lk);
 }
 
-void b2_frame_lk_commit_end(b2_frame *f) {
+int b2_frame_lk_commit_begin(b2_frame *f) {
   b2_frame_lk *lk = f->lk;
-  if (!lk || !lk->writer || lk->depth == 0 || --lk->depth > 0) return;
-  (void)set_held(lk, 0);
-  (void)flock(lk->fd, LOCK_UN);
+  return lk && lk->writer ? bump(lk) : 0;
+}
+
+int b2_frame_lk_moved(const b2_frame *f) {
+  return f->lk && read_gen(f->lk->fd) != f->lk->gen;
 }
 
 int b2_frame_locked(const b2_frame *f) { return f && f->lk; }

@@ -321,8 +321,8 @@ int b2_frame_w_init(b2_frame *f) {
       return b2_fail(b2_from_errno(errno), "sparse frame directory: %s",
                      strerror(errno));
     rc = lock_fd(f->dirfd);
+    if (!rc) rc = b2_frame_lk_wr_begin(f); /* others' writers wait from here */
     if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
-    if (!rc) rc = b2_frame_lk_wr_begin(f);
     if (!rc) rc = fill_sizes_sparse(f);
   } else {
     /* Strict paths are canonical already, and must not be re-resolved
@@ -332,8 +332,8 @@ int b2_frame_w_init(b2_frame *f) {
                   : b2_fail(b2_from_errno(errno), "cannot resolve %s: %s",
                             f->path, strerror(errno));
     if (!rc) rc = lock_fd(f->fd);
+    if (!rc) rc = b2_frame_lk_wr_begin(f); /* others' writers wait from here */
     if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
-    if (!rc) rc = b2_frame_lk_wr_begin(f);
     if (!rc) rc = fill_sizes_contiguous(f);
     /* Bytes past frame_size belong to no committed frame (an abandoned
      * staged state): drop them. */
@@ -405,9 +405,24 @@ static int finish_redo(int dirfd, const char *base) {
   return rc < 0 ? rc : 0;
 }
 
+/* Another writer holds the frame (another daemon over the same files):
+ * B2_E_BUSY at once, before the open waits for that session's lock on the
+ * sidecar.  lock_fd checks again once the frame is parsed. */
+static int busy_now(int dirfd, const char *name) {
+  int fd = b2_io_openat(dirfd == -1 ? AT_FDCWD : dirfd, name,
+                        O_RDONLY | O_NONBLOCK | (dirfd == -1 ? 0 : O_NOFOLLOW), 0);
+  if (fd < 0) return 0; /* the open that follows reports it */
+  int rc = lock_fd(fd);
+  if (rc == 0) (void)flock(fd, LOCK_UN);
+  b2_io_close(fd);
+  return rc == B2_E_BUSY ? rc : 0;
+}
+
 int b2_frame_open_rw_in(int dirfd, const char *name, b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
   *out = NULL;
+  int brc = name ? busy_now(dirfd, name) : 0;
+  if (brc < 0) return brc;
   int rrc = finish_redo(dirfd, name);
   if (rrc < 0) return rrc;
   /* Parse, lock, and check nobody committed in between (else again). */
