@@ -219,10 +219,9 @@ int b2_frame_kind_is_data(int kind);
  * under the shared lock and reads every stored chunk under it, failing
  * with B2_E_STALE once the counter has moved (the other program may have
  * rewritten the bytes in place: open the frame again).  A writable frame
- * takes the exclusive lock for each commit and compaction and bumps the
- * counter then; a commit finding the counter moved since the frame was
- * loaded or last committed fails with B2_E_BUSY (another writer may have
- * appended where its chunks were staged).  Frames inside other files
+ * holds the exclusive lock from b2_frame_open_rw (B2_E_BUSY at once when
+ * another writer has the frame) to its close, and bumps the counter then
+ * and at each commit and compaction.  Frames inside other files
  * (b2_frame_open_fd) never lock.  See src/frame/lock.c. */
 #define B2_FRAME_LOCK_SUFFIX ".b2lock" /* beside a contiguous frame */
 #define B2_FRAME_LOCK_FILE ".b2lock"   /* inside a sparse frame */
