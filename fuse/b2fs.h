@@ -81,11 +81,13 @@ typedef struct b2fs_handle {
   int writable;                  /* opened for writing (logical view) */
   int wclosing;                  /* a b2fs_wclose of it runs (inode lock):
                                     only one closer at a time */
-  char *path;                    /* writable: the real path it was opened at
-                                    (changed under `use` and the inode lock) */
+  b2_ns_node *node;              /* writable: the namespace node owning
+                                    file (b2_ns.h), at the frame's directory
+                                    and name (moved under `use` and the
+                                    inode lock) */
   pthread_rwlock_t use;          /* writable: held shared around each use of
-                                    file, exclusively to reopen it at a new
-                                    path (b2fs_use) */
+                                    file, exclusively to move its home
+                                    (b2fs_use) */
   pthread_mutex_t errlock;
   uint64_t logged[8];            /* hashes of the last details logged */
   unsigned nlogged;
@@ -124,8 +126,12 @@ typedef struct b2fs_inode {
   b2fs_sig open_sig;
   struct timespec wtime;         /* last change through the mount while
                                     writable (0: none) */
-  char *closing;                 /* path of a writable handle being closed
-                                    (compacted): lookups of it wait */
+  char *closing;                 /* a writable handle being closed
+                                    (compacted): its source name in the
+                                    directory (cdev, cino); lookups of it
+                                    wait */
+  dev_t cdev;
+  ino_t cino;
   _Atomic(struct b2fs_snode *) sn; /* kind STORE: the store's state (its own
                                     inode) or the member's key (store.c) */
   dev_t pdev;                    /* frames: the directory and source name */
@@ -203,10 +209,13 @@ void b2fs_frame_forget(b2fs_inode *in);
  * the inode has one, with the inode's view); -EROFS for frames the writer
  * cannot keep valid. */
 int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **h, int *keep_cache);
-/* Make the writable file f (just created at path) the inode's handle, with
- * one user; takes f over.  Negative errno. */
-int b2fs_frame_install_rw(b2fs_inode *in, b2_file *f, const char *path,
-                          b2fs_handle **h);
+/* Make the writable node (just created) the inode's handle, with one
+ * user; takes it over.  Negative errno. */
+int b2fs_frame_install_rw(b2fs_inode *in, b2_ns_node *node, b2fs_handle **h);
+/* A writable b2_file of the inode's frame of its own (not shared: for a
+ * change made and committed at once), opened at its directory and name.
+ * An engine code. */
+int b2fs_frame_open_own(b2fs_inode *in, int view, b2_file **f);
 /* The file of a handle for one use (a read, write, flush...): for a
  * writable handle, held against reopening until b2fs_unuse.  NULL when the
  * handle lost its file (a reopen failed): answer EIO. */
@@ -231,26 +240,29 @@ void b2fs_frame_touched(b2fs_inode *in);
  * (an empty frame, compaction): if the inode's source entry was replaced
  * that way, rebind the inode to the new file.  Call after commits. */
 void b2fs_frame_follow(b2fs_inode *in);
-/* A lookup found the source entry at `path`: let a writable inode whose
- * file was rewritten there follow it first (so the lookup finds it). */
-void b2fs_frame_follow_path(const char *path);
-/* Around a rename of the source entry at real path `from` (and of the
- * entry at `also`, may be NULL): commit the writable frames at or under
- * them and hold off their uses; after the rename (renamed: it happened),
- * reopen them at their new paths (the engine works on the path it was
- * given) and let them go.  hold returns NULL when no frame is concerned. */
-/* `err` (may be NULL) gets the first failed commit as a negative errno:
+/* A lookup found source entry `name` of directory inode `dir`: let a
+ * writable inode whose file was rewritten there follow it first (so the
+ * lookup finds it). */
+void b2fs_frame_follow_at(b2fs_inode *dir, const char *name);
+/* Around a rename or removal through the mount of the entries of inodes a
+ * and b (either may be NULL): commit their writable frames and hold off
+ * their uses; once an entry has its new name, b2fs_frame_moved tells its
+ * frame (the engine rewrites a frame at its directory and name); unhold
+ * lets the uses go on.  hold returns NULL when no frame is concerned.
+ * `err` (may be NULL) gets the first failed commit as a negative errno:
  * the caller should then not move the frames (their data is not on disk). */
-void *b2fs_frame_hold(const char *from, const char *also, int *err);
-void b2fs_frame_unhold(void *held, int renamed);
+void *b2fs_frame_hold(b2fs_inode *a, b2fs_inode *b, int *err);
+void b2fs_frame_moved(void *held, b2fs_inode *in, int dirfd, const char *name);
+void b2fs_frame_unhold(void *held);
 /* Drop the references a hold took: a last release may close (and take the
  * namespace locks), so call it after b2fs_nsunlock2. */
 void b2fs_frame_hold_drop(void *held);
 /* Is any frame open for writing? */
 int b2fs_frame_any_writable(void);
-/* Does a writable handle of ours work on the frame at real path `path`
- * (open, committing, compacting: the engine's temporaries are in use)? */
-int b2fs_frame_writing_at(const char *path);
+/* Does a writable handle of ours work on frame `name` of directory dirfd
+ * (open, committing, compacting: the engine's temporaries are in use)?
+ * 1 also when that cannot be told. */
+int b2fs_frame_writing_at(int dirfd, const char *name);
 
 /* Internals shared by handle.c and whandle.c (inode lock held where said). */
 b2fs_handle *b2fs_handle_new(b2_file *f, const b2fs_sig *sig);

@@ -139,11 +139,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, b2_to_errno(kind));
     return;
   }
-  if (kind != B2_NS_PLAIN && b2fs_frame_any_writable()) {
-    /* A frame we rewrote under this name: its inode follows first. */
-    char path[PATH_MAX];
-    if (b2fs_path_at(pfd, src, path, sizeof path) == 0) b2fs_frame_follow_path(path);
-  }
+  /* A frame we rewrote under this name: its inode follows first. */
+  if (kind != B2_NS_PLAIN && b2fs_frame_any_writable()) b2fs_frame_follow_at(p, src);
   reply_lookup(req, b2fs_entry(pfd, src, kind, &e), &e);
 }
 

@@ -58,17 +58,13 @@ static int choose_new(int pfd, const char *name, mode_t type, int frames,
 }
 
 /* Create the frame src (a new .npy file for kind B2_NS_NPY) in pfd
- * with the mount's parameters and the mode asked for; *f gets it open for
- * writing, *path its real path. */
+ * with the mount's parameters and the mode asked for, at the directory and
+ * name (any depth); *n gets it open for writing. */
 static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t mode,
-                     b2_file **f, char *path, size_t cap) {
-  /* Created at the directory and name: any depth (path is only for the
-   * writer's bookkeeping, "" past PATH_MAX). */
-  if (b2fs_path_at(pfd, src, path, cap) < 0) path[0] = 0;
-  int brc = kind == B2_NS_NPY ? b2_file_create_npy_at(b2fs_g.env, pfd, src, NULL, f)
-                              : b2_file_create_at(b2fs_g.env, pfd, src, NULL, f);
+                     b2_ns_node **n) {
+  int brc = b2_ns_node_create(b2fs_g.env, pfd, src, kind, NULL, n);
   if (brc < 0) {
-    b2fs_log("%s: cannot create: %s", path[0] ? path : src,
+    b2fs_log("%s: cannot create: %s", src,
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
     return -b2fs_werrno(brc);
   }
@@ -77,7 +73,7 @@ static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t 
     mode_t m = mode & 07777;
     if (S_ISDIR(st.st_mode)) m = b2fs_sparse_dir_mode(m);
     if (fchmodat(pfd, src, m, 0) < 0)
-      b2fs_log("%s: cannot set mode %o: %s", path, (unsigned)m, strerror(errno));
+      b2fs_log("%s: cannot set mode %o: %s", src, (unsigned)m, strerror(errno));
   }
   b2fs_give_owner(pfd, src, req);
   return 0;
@@ -117,22 +113,21 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
     }
     return;
   }
-  char path[PATH_MAX];
-  b2_file *f;
-  rc = new_frame(req, pfd, src, frame, mode, &f, path, sizeof path);
+  b2_ns_node *f;
+  rc = new_frame(req, pfd, src, frame, mode, &f);
   if (rc < 0) {
     fuse_reply_err(req, -rc);
     return;
   }
   rc = b2fs_entry(pfd, src, frame, &e);
   if (rc < 0) {
-    b2_file_close(f);
+    b2_ns_node_close(f, NULL);
     fuse_reply_err(req, -rc);
     return;
   }
   b2fs_inode *in = b2fs_inode_get(e.ino);
   b2fs_handle *h;
-  rc = b2fs_frame_install_rw(in, f, path, &h);
+  rc = b2fs_frame_install_rw(in, f, &h);
   if (rc < 0) {
     b2fs_inode_forget(in, 1);
     fuse_reply_err(req, -rc);
@@ -161,11 +156,10 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
     return;
   }
   if (frame) {
-    char path[PATH_MAX];
-    b2_file *f;
-    rc = new_frame(req, pfd, src, frame, mode, &f, path, sizeof path);
+    b2_ns_node *f;
+    rc = new_frame(req, pfd, src, frame, mode, &f);
     if (rc == 0) {
-      int brc = b2_file_close(f);
+      int brc = b2_ns_node_close(f, NULL);
       if (brc < 0) rc = -b2fs_werrno(brc);
     }
   } else {
@@ -293,11 +287,11 @@ static int remove_entry(int pfd, const char *src, int kind, const struct stat *s
     keep = in->cur && (b2_ns_is_sparse(kind, st) || in->cur->writable) && !in->doomed;
     pthread_mutex_unlock(&in->lock);
   }
-  char from[PATH_MAX], hidden[B2_NS_HIDDEN_MAX];
-  void *held = keep && !b2_ns_name_hidden(src) && b2fs_path_at(pfd, src, from, sizeof from) == 0
-                   ? b2fs_frame_hold(from, NULL, NULL) : NULL;
+  char hidden[B2_NS_HIDDEN_MAX];
+  void *held = keep ? b2fs_frame_hold(in, NULL, NULL) : NULL;
   int rc = b2_ns_remove(pfd, src, kind, st, keep, hidden, sizeof hidden);
-  b2fs_frame_unhold(held, rc == 1);
+  if (rc == 1) b2fs_frame_moved(held, in, pfd, hidden); /* its writer rewrites it there */
+  b2fs_frame_unhold(held);
   *held_out = held; /* dropped by the caller once the locks are gone */
   if (rc < 0) return -ns_errno(rc);
   if (rc == 1) b2fs_doom(in, pfd, hidden);
@@ -350,8 +344,9 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
 typedef b2_ns_move move;
 
 
-/* Carry out a planned rename (nslocks of both entries held). */
-static int do_move(move *m, b2fs_inode *ein) {
+/* Carry out a planned rename (nslocks of both entries held, their
+ * writers held: held). */
+static int do_move(move *m, b2fs_inode *sin, b2fs_inode *ein, void *held) {
   int busy = 0;
   if (ein) {
     pthread_mutex_lock(&ein->lock);
@@ -372,7 +367,11 @@ static int do_move(move *m, b2fs_inode *ein) {
       b2fs_log("rename: replaced %s kept as %s: %s", m->esrc, m->hidden, strerror(errno));
     if (hfd >= 0) close(hfd);
   }
-  if (m->kept) b2fs_doom(ein, m->qfd, m->hidden);
+  if (sin) b2fs_frame_moved(held, sin, m->qfd, m->target);
+  if (m->kept) {
+    b2fs_frame_moved(held, ein, m->qfd, m->hidden);
+    b2fs_doom(ein, m->qfd, m->hidden);
+  }
   return 0;
 }
 
@@ -401,15 +400,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
     b2fs_inode *ein = m->ekind >= 0 ? b2fs_inode_find(&m->est, m->ekind) : NULL;
     b2fs_nslock2(sin, ein);
-    /* Writers of frames moved (this one, or under a moved directory). */
-    char from[PATH_MAX], over[PATH_MAX];
-    int have_over = m->ekind >= 0 && b2fs_path_at(m->qfd, m->esrc, over, sizeof over) == 0;
+    /* Writers of the frames moved or replaced (frames under a moved
+     * directory need nothing: they are at a descriptor of it). */
     int herr = 0;
-    void *held = b2fs_path_at(m->pfd, m->src, from, sizeof from) == 0
-                     ? b2fs_frame_hold(from, have_over ? over : NULL, &herr) : NULL;
+    void *held = b2fs_frame_hold(sin, ein, &herr);
     /* A frame whose pending data could not be committed is not moved: the
      * rename fails (EIO, ENOSPC) and the writer keeps its file. */
-    rc = herr ? herr : do_move(m, ein);
+    rc = herr ? herr : do_move(m, sin, ein, held);
     if (rc == 0 && sin && m->kind != B2_NS_PLAIN) { /* opened by directory + name */
       struct stat dst;
       memset(&dst, 0, sizeof dst);
@@ -417,7 +414,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
       dst.st_ino = q->ino;
       b2fs_set_home(sin, &dst, m->target);
     }
-    b2fs_frame_unhold(held, rc == 0);
+    b2fs_frame_unhold(held);
     b2fs_nsunlock2(sin, ein);
     b2fs_frame_hold_drop(held);
     if (sin) b2fs_inode_forget(sin, 1);

@@ -189,11 +189,8 @@ static int set_param(b2fs_inode *in, const char *key, const char *value, size_t 
     free(val);
     return rc;
   }
-  char path[PATH_MAX];
   uint64_t g0 = b2fs_frame_gen(h);
-  pthread_mutex_lock(&in->nslock);
-  rc = b2fs_real_path(in, path, sizeof path);
-  if (rc == 0 && strcmp(path, h->path) != 0) rc = -EBUSY; /* renamed while open */
+  pthread_mutex_lock(&in->nslock); /* no rename meanwhile: recreated at its home */
   b2_file *f = b2fs_use(h);
   if (rc == 0 && !f) rc = -EIO;
   if (rc == 0) {
@@ -218,15 +215,12 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
                       int flags) {
   b2fs_handle *h = NULL;
   b2_file *own = NULL;
-  int rc;
+  int rc = 0;
   if (in->kind == B2_NS_LOGICAL) {
     rc = b2fs_frame_open_rw(in, &h, NULL);
     if (rc < 0) return rc;
   } else {
-    char path[PATH_MAX];
-    rc = b2fs_real_path(in, path, sizeof path);
-    if (rc < 0) return rc;
-    int brc = b2_file_open(b2fs_g.env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &own);
+    int brc = b2fs_frame_open_own(in, B2_VIEW_LOGICAL, &own);
     if (brc < 0) return brc == B2_E_UNSUPPORTED ? -EROFS : -b2fs_errno(brc);
   }
   b2_file *f = own ? own : b2fs_use(h);

@@ -14,12 +14,10 @@
 
 #include "b2fs.h"
 
-/* Does our writer work on frame `name` of dirfd?  1 when its path cannot
- * be told either. */
+/* Does our writer work on frame `name` of dirfd? */
 static int busy(void *ctx, int dirfd, const char *name) {
   (void)ctx;
-  char path[PATH_MAX];
-  return b2fs_path_at(dirfd, name, path, sizeof path) < 0 || b2fs_frame_writing_at(path);
+  return b2fs_frame_writing_at(dirfd, name);
 }
 
 static void note(void *ctx, const char *name, const char *detail) {

@@ -1,26 +1,29 @@
 /*
  * whandle.c - writable frame handles.
  *
- * The first open for writing opens the frame B2_OPEN_RDWR at its real path
- * and makes it the inode's current handle (handle.c); every later open of
- * the inode shares it, and reads of opens made before go to it.  Its last
- * user commits it, compacts it when dead bytes exceed the mount's
- * thresholds, and closes it.  Opening and closing writable handles are
- * serialised per inode (wlock), so a new writer never meets the advisory
- * lock of one still closing.
+ * The first open for writing opens the frame as a namespace node
+ * (b2_ns_node_open: at its directory and source name, never by path, so
+ * any depth works) and makes a handle owning that node the inode's current
+ * handle (handle.c); every later open of the inode shares it, and reads of
+ * opens made before go to it.  Its last user commits it, compacts it when
+ * dead bytes exceed the mount's thresholds, and closes it.  Opening and
+ * closing writable handles are serialised per inode (wlock), so a new
+ * writer never meets the advisory lock of one still closing.
  *
- * The engine works on paths: a contiguous frame's compaction, and commits
- * of an empty frame, write a new file and rename it over the path the
- * frame was opened at.  So
- *   - after such a rewrite the inode follows the new file (rebind), found
- *     as the file at the handle's path that our writer holds locked;
- *   - a rename through the mount first commits the writable frames at or
- *     under the renamed path and holds off their uses (each use of a
- *     writable handle's file holds `use` shared), then reopens them at
- *     their new paths;
- *   - compaction runs at the entry's current path with renames and
- *     removals of the entry held off (nslock).
- * Inodes with a writable handle are kept in a registry for the last two.
+ * The node stays valid across the frame's own rewrites (the engine
+ * rewrites a frame at its directory and name: compaction, commits of an
+ * empty frame, .npy recreation), so the daemon only
+ *   - moves the inode to the new file a rewrite left at the node's name
+ *     (rebind: the file our writer holds locked, b2_ns_node_entry);
+ *   - around a rename or removal through the mount, commits the writers of
+ *     the entries moved or replaced, holds off their uses (each use of a
+ *     writable handle's file holds `use` shared) and tells their nodes the
+ *     new name (b2_ns_node_moved); frames under a moved directory need
+ *     nothing, their node holds a descriptor of the directory;
+ *   - compacts at close with renames and removals of the entry held off
+ *     (nslock), while the node's name still holds the inode's file.
+ * Inodes with a writable handle are kept in a registry, for the lookups
+ * and sweeps that must know which source names our writers use.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -97,47 +100,64 @@ static int open_rw_errno(int rc) {
   }
 }
 
-/* Open the frame of `in` for writing at its directory and source name
- * (paths longer than PATH_MAX): an engine code. */
-static int open_home(b2fs_inode *in, int view, b2_file **f) {
+/* A new descriptor of the directory of frame inode `in`, with its source
+ * name there in name (cap > B2_NS_NAME_MAX), as last seen through the
+ * mount; when that name no longer holds the file (moved behind the
+ * mount), the directory and name its descriptor resolves to now.  An
+ * engine code on failure. */
+static int home_at(b2fs_inode *in, char *name, size_t cap) {
+  b2fs_inode *dir = b2fs_home(in, name, cap, 1);
+  int dfd;
+  if (dir) {
+    dfd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
+    b2fs_home_put(dir);
+    return dfd < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno)) : dfd;
+  }
+  char path[PATH_MAX];
+  if (b2fs_real_path(in, path, sizeof path) < 0)
+    return b2_fail(B2_E_NOENT, "the frame's directory and name are not known");
+  char *slash = strrchr(path, '/');
+  if (!slash || strlen(slash + 1) >= cap) return b2_fail(B2_E_NOENT, "%s: no name", path);
+  snprintf(name, cap, "%s", slash + 1);
+  *slash = 0;
+  dfd = open(path[0] ? path : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  return dfd < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", path, strerror(errno)) : dfd;
+}
+
+int b2fs_frame_open_own(b2fs_inode *in, int view, b2_file **f) {
   char name[B2_NS_NAME_MAX + 1];
-  b2fs_inode *dir = b2fs_home(in, name, sizeof name, 1);
-  if (!dir) return b2_fail(B2_E_NOENT, "the frame's directory is not known");
-  int rc = b2_file_open_at(b2fs_g.env, dir->fd, name, view, B2_OPEN_RDWR, f);
-  b2fs_home_put(dir);
+  int dfd = home_at(in, name, sizeof name);
+  if (dfd < 0) return dfd;
+  int rc = b2_file_open_at(b2fs_g.env, dfd, name, view, B2_OPEN_RDWR, f);
+  close(dfd);
   return rc;
 }
 
-/* open(2) of the inode's source name: at `path`, or (path "": too long)
- * at its directory and source name. */
-static int open_name(b2fs_inode *in, const char *path, int flags) {
-  if (path[0]) return open(path, flags);
-  char name[B2_NS_NAME_MAX + 1];
-  b2fs_inode *dir = b2fs_home(in, name, sizeof name, 0);
-  if (!dir) return -1;
-  int fd = openat(dir->fd, name, flags);
-  b2fs_home_put(dir);
-  return fd;
-}
-
-/* A writable handle around f, opened at path (f closed on failure). */
-static b2fs_handle *rw_handle(b2_file *f, const char *path, const b2fs_sig *sig) {
-  b2fs_handle *h = b2fs_handle_new(f, sig);
-  if (h) {
-    h->writable = 1;
-    h->path = strdup(path);
-    if (h->path) return h;
-    b2fs_handle_free(h);
+/* A writable handle around node n (closed on failure). */
+static b2fs_handle *rw_handle(b2_ns_node *n, const b2fs_sig *sig) {
+  b2fs_handle *h = b2fs_handle_new(b2_ns_node_file(n), sig);
+  if (!h) {
+    b2_ns_node_close(n, NULL);
     return NULL;
   }
-  b2_file_close(f);
-  return NULL;
+  h->writable = 1;
+  h->node = n;
+  return h;
 }
 
-/* The view a writable handle of the inode presents. */
-static int rw_view(const b2fs_inode *in) {
-  return in->kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
+/* Is the writable handle h's frame entry `name` of the directory (dev,
+ * ino)?  (inode lock) */
+static int home_is(const b2fs_handle *h, dev_t dev, ino_t ino, const char *name) {
+  return h && h->node && b2_ns_node_is_at(h->node, dev, ino, name);
 }
+
+/* A new descriptor of what the frame of writable handle h has at its name
+ * now (the caller may use h->file), -1 when unknown. */
+static int open_at_home(b2fs_handle *h, int flags) {
+  int fd = h->node ? b2_ns_node_entry(h->node, flags) : -1;
+  return fd < 0 ? -1 : fd;
+}
+
 
 int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
   if (in->kind == B2_NS_PLAIN) return -EROFS;
@@ -153,42 +173,25 @@ int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
   }
   pthread_mutex_unlock(&in->lock);
 
-  char path[PATH_MAX];
+  char name[B2_NS_NAME_MAX + 1] = "";
   b2fs_sig sig;
-  b2_file *f = NULL;
+  b2_ns_node *node = NULL;
   b2fs_handle *h = NULL, *old = NULL;
-  int rc = b2fs_real_path(in, path, sizeof path);
-  int deep = rc == -ENAMETOOLONG; /* by directory + name: any depth */
-  if (deep) {
-    rc = 0;
-    path[0] = 0;
-  }
-  if (rc == 0) rc = b2fs_handle_sig(in, &sig);
-  if (rc == 0 && deep) {
-    int brc = open_home(in, rw_view(in), &f);
+  int rc = b2fs_handle_sig(in, &sig);
+  if (rc == 0) {
+    pthread_mutex_lock(&in->nslock); /* the entry is not renamed meanwhile */
+    int dfd = home_at(in, name, sizeof name);
+    int brc = dfd < 0 ? dfd : b2_ns_node_open(b2fs_g.env, dfd, name, in->kind, &node);
+    pthread_mutex_unlock(&in->nslock);
+    if (dfd >= 0) close(dfd);
     if (brc < 0) {
       rc = -open_rw_errno(brc);
       if (rc != -EROFS)
-        b2fs_log("cannot open a frame for writing: %s",
-                 b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
-    }
-  } else if (rc == 0) {
-    int brc = b2_file_open(b2fs_g.env, path, rw_view(in), B2_OPEN_RDWR, &f);
-    /* A rename between finding the path and opening it: find it again. */
-    for (int tries = 0; brc < 0 && tries < 8; tries++) {
-      char again[PATH_MAX];
-      if (b2fs_real_path(in, again, sizeof again) < 0 || strcmp(again, path) == 0) break;
-      memcpy(path, again, strlen(again) + 1);
-      brc = b2_file_open(b2fs_g.env, path, rw_view(in), B2_OPEN_RDWR, &f);
-    }
-    if (brc < 0) {
-      rc = -open_rw_errno(brc);
-      if (rc != -EROFS)
-        b2fs_log("%s: cannot open for writing: %s", path,
+        b2fs_log("%s: cannot open for writing: %s", name,
                  b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
     }
   }
-  if (rc == 0 && !(h = rw_handle(f, path, &sig))) rc = -ENOMEM;
+  if (rc == 0 && !(h = rw_handle(node, &sig))) rc = -ENOMEM;
   if (rc == 0) {
     pthread_mutex_lock(&in->lock);
     b2fs_handle_make_cur(in, h, &old);
@@ -201,8 +204,8 @@ int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
   return rc;
 }
 
-int b2fs_frame_install_rw(b2fs_inode *in, b2_file *f, const char *path, b2fs_handle **out) {
-  b2fs_handle *h = rw_handle(f, path, NULL), *old = NULL;
+int b2fs_frame_install_rw(b2fs_inode *in, b2_ns_node *node, b2fs_handle **out) {
+  b2fs_handle *h = rw_handle(node, NULL), *old = NULL;
   if (!h) return -ENOMEM;
   pthread_mutex_lock(&in->wlock);
   pthread_mutex_lock(&in->lock);
@@ -227,22 +230,18 @@ uint64_t b2fs_frame_gen(b2fs_handle *h) {
 void b2fs_frame_renewed(b2fs_inode *in, b2fs_handle *h, uint64_t g0) {
   pthread_mutex_lock(&in->nslock); /* no rename of the entry meanwhile */
   b2_file *f = b2fs_use(h);
-  char *path = f && b2_file_recreations(f) != g0 && h->path ? strdup(h->path) : NULL;
+  int nfd = f && b2_file_recreations(f) != g0 ? open_at_home(h, O_PATH) : -1;
   b2fs_unuse(h);
   struct stat before, st;
-  if (path && fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0) {
-    int nfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (nfd >= 0 && fstat(nfd, &st) == 0 &&
-        (st.st_ino != before.st_ino || st.st_dev != before.st_dev)) {
-      b2fs_copy_attrs(nfd, &before, 1);
-      fstat(nfd, &st);
-      b2fs_inode_rebind(in, nfd, &st);
-    } else if (nfd >= 0) {
-      close(nfd);
-    }
+  if (nfd >= 0 && fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+      fstat(nfd, &st) == 0 && (st.st_ino != before.st_ino || st.st_dev != before.st_dev)) {
+    b2fs_copy_attrs(nfd, &before, 1);
+    fstat(nfd, &st);
+    b2fs_inode_rebind(in, nfd, &st);
+  } else if (nfd >= 0) {
+    close(nfd);
   }
   pthread_mutex_unlock(&in->nslock);
-  free(path);
 }
 
 void b2fs_frame_note(b2_file *f) {
@@ -278,11 +277,12 @@ void b2fs_frame_touched(b2fs_inode *in) {
 
 /* ---- following rewrites and renames ------------------------------------- */
 
-/* Rebind in to the regular file at path when it is not the file `old`
- * describes and (with check_lock) a writer holds it locked: ours, since
- * the engine rewrote the frame.  nslock held. */
-static void rebind_to(b2fs_inode *in, const char *path, const struct stat *old, int check_lock) {
-  int fd = open_name(in, path, (check_lock ? O_RDONLY | O_NONBLOCK : O_PATH) | O_NOFOLLOW | O_CLOEXEC);
+/* Rebind in to the regular file at the home of its writable handle h
+ * when it is not the file `old` describes and (with check_lock) a writer
+ * holds it locked: ours, since the engine rewrote the frame.  nslock held;
+ * the caller may use h->file. */
+static void rebind_home(b2fs_inode *in, b2fs_handle *h, const struct stat *old, int check_lock) {
+  int fd = open_at_home(h, check_lock ? O_RDONLY | O_NONBLOCK : O_PATH);
   struct stat st;
   if (fd < 0) return;
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
@@ -296,7 +296,7 @@ static void rebind_to(b2fs_inode *in, const char *path, const struct stat *old, 
       close(fd);
       return;
     }
-    int pfd = open_name(in, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    int pfd = open_at_home(h, O_PATH);
     struct stat pst;
     int same = pfd >= 0 && fstat(pfd, &pst) == 0 && pst.st_ino == st.st_ino;
     close(fd);
@@ -324,38 +324,25 @@ static int replaced(b2fs_inode *in, struct stat *old) {
 
 void b2fs_frame_follow(b2fs_inode *in) {
   struct stat old;
-  char path[PATH_MAX];
   if (!in->rw || !replaced(in, &old)) return;
   pthread_mutex_lock(&in->nslock);
   pthread_mutex_lock(&in->lock);
   b2fs_handle *h = in->cur && in->cur->writable ? in->cur : NULL;
-  if (h) snprintf(path, sizeof path, "%s", h->path);
+  if (h) b2fs_handle_take(in); /* no close meanwhile */
   pthread_mutex_unlock(&in->lock);
-  if (h && replaced(in, &old)) rebind_to(in, path, &old, 1);
-  pthread_mutex_unlock(&in->nslock);
-}
-
-void b2fs_frame_follow_path(const char *path) {
-  size_t n;
-  if (!any_writable) return;
-  b2fs_inode **ins = wreg_pinned(&n);
-  for (size_t i = 0; i < n; i++) {
-    b2fs_inode *in = ins[i];
-    pthread_mutex_lock(&in->lock);
-    int closing = in->closing && strcmp(in->closing, path) == 0;
-    int match = closing || (in->cur && in->cur->writable && strcmp(in->cur->path, path) == 0);
-    pthread_mutex_unlock(&in->lock);
-    if (closing) { /* a compaction may be replacing the file: wait for it */
-      pthread_mutex_lock(&in->wlock);
-      pthread_mutex_unlock(&in->wlock);
-    }
-    if (match) b2fs_frame_follow(in);
-    b2fs_inode_forget(in, 1);
+  if (h) {
+    b2fs_use(h);
+    if (replaced(in, &old)) rebind_home(in, h, &old, 1);
+    b2fs_unuse(h);
   }
-  free(ins);
+  pthread_mutex_unlock(&in->nslock);
+  if (h) b2fs_frame_release(in, h);
 }
 
-int b2fs_frame_writing_at(const char *path) {
+/* Does a writable handle of ours (current or closing) have its home at
+ * entry `name` of the directory (dev, ino)?  With follow, let it follow a
+ * rewrite first (waiting for a closing one). */
+static int writing_at(dev_t dev, ino_t ino, const char *name, int follow) {
   size_t n;
   if (!any_writable) return 0;
   b2fs_inode **ins = wreg_pinned(&n);
@@ -363,60 +350,56 @@ int b2fs_frame_writing_at(const char *path) {
   for (size_t i = 0; i < n; i++) {
     b2fs_inode *in = ins[i];
     pthread_mutex_lock(&in->lock);
-    if ((in->closing && strcmp(in->closing, path) == 0) ||
-        (in->cur && in->cur->writable && in->cur->path && strcmp(in->cur->path, path) == 0))
-      yes = 1;
+    int closing = in->closing && in->cdev == dev && in->cino == ino &&
+                  strcmp(in->closing, name) == 0;
+    int match = closing || (in->cur && in->cur->writable && home_is(in->cur, dev, ino, name));
     pthread_mutex_unlock(&in->lock);
+    yes |= match;
+    if (follow && closing) { /* a compaction may be replacing the file: wait for it */
+      pthread_mutex_lock(&in->wlock);
+      pthread_mutex_unlock(&in->wlock);
+    }
+    if (follow && match) b2fs_frame_follow(in);
     b2fs_inode_forget(in, 1);
   }
   free(ins);
   return yes;
 }
 
-/* Renames.  The engine rewrites a frame (an empty one at a commit) at the
- * path it was opened with, so a writable frame must not be renamed with
- * uncommitted changes and must be reopened at its new path right after:
- * before the rename each writable frame at or under the renamed path is
- * committed and its uses are held off (`use` exclusively, in address
- * order), after it the frame is reopened at its real path. */
+void b2fs_frame_follow_at(b2fs_inode *dir, const char *name) {
+  writing_at(dir->dev, dir->ino, name, 1);
+}
+
+int b2fs_frame_writing_at(int dirfd, const char *name) {
+  struct stat dst;
+  if (fstat(dirfd, &dst) < 0) return 1; /* cannot tell */
+  return writing_at(dst.st_dev, dst.st_ino, name, 0);
+}
+
+/* Renames and removals.  A writable frame moved or set aside through the
+ * mount is committed first (its data on disk before its name changes: a
+ * failed commit fails the rename) and its uses are held off (`use`
+ * exclusively, in address order); once the entry has its new name the
+ * frame is told its new home (b2fs_frame_moved), then let go. */
 typedef struct held_e {
   b2fs_inode *in;
   b2fs_handle *h;
 } held_e;
 typedef struct held {
   size_t n;
-  held_e e[];
+  held_e e[2];
 } held;
 
-static int by_handle(const void *a, const void *b) {
-  uintptr_t x = (uintptr_t)((const held_e *)a)->h, y = (uintptr_t)((const held_e *)b)->h;
-  return x < y ? -1 : x > y;
-}
-
-/* Is path `p` at or under `dir`? */
-static int under(const char *p, const char *dir) {
-  size_t n = strlen(dir);
-  return strncmp(p, dir, n) == 0 && (p[n] == 0 || p[n] == '/');
-}
-
-void *b2fs_frame_hold(const char *from, const char *also, int *err) {
-  size_t n;
+void *b2fs_frame_hold(b2fs_inode *a, b2fs_inode *b, int *err) {
   if (err) *err = 0;
-  if (!any_writable) return NULL;
-  b2fs_inode **ins = wreg_pinned(&n);
-  held *hd = ins ? malloc(sizeof *hd + n * sizeof hd->e[0]) : NULL;
-  if (!hd) {
-    for (size_t i = 0; i < n; i++) b2fs_inode_forget(ins[i], 1);
-    free(ins);
-    return NULL;
-  }
-  hd->n = 0;
-  for (size_t i = 0; i < n; i++) {
+  held *hd = calloc(1, sizeof *hd);
+  if (!hd) return NULL;
+  b2fs_inode *ins[2] = {a, b == a ? NULL : b};
+  for (int i = 0; i < 2; i++) {
     b2fs_inode *in = ins[i];
+    if (!in || !in->rw || !b2fs_inode_pin(in)) continue;
     pthread_mutex_lock(&in->lock);
-    b2fs_handle *h = in->cur && in->cur->writable &&
-                     (under(in->cur->path, from) || (also && under(in->cur->path, also)))
-                         ? in->cur : NULL;
+    b2fs_handle *h = in->cur && in->cur->writable ? in->cur : NULL;
     if (h) b2fs_handle_take(in); /* no close while held */
     pthread_mutex_unlock(&in->lock);
     if (h) {
@@ -426,8 +409,11 @@ void *b2fs_frame_hold(const char *from, const char *also, int *err) {
       b2fs_inode_forget(in, 1);
     }
   }
-  free(ins);
-  qsort(hd->e, hd->n, sizeof hd->e[0], by_handle);
+  if (hd->n == 2 && (uintptr_t)hd->e[0].h > (uintptr_t)hd->e[1].h) {
+    held_e t = hd->e[0];
+    hd->e[0] = hd->e[1];
+    hd->e[1] = t;
+  }
   for (size_t i = 0; i < hd->n; i++) {
     b2fs_handle *h = hd->e[i].h;
     pthread_rwlock_wrlock(&h->use);
@@ -439,50 +425,30 @@ void *b2fs_frame_hold(const char *from, const char *also, int *err) {
     /* That commit (or one of the idle flusher) may have rewritten the
      * file: the inode must know the file that gets renamed. */
     struct stat old;
-    if (replaced(hd->e[i].in, &old)) rebind_to(hd->e[i].in, h->path, &old, 1);
+    if (replaced(hd->e[i].in, &old)) rebind_home(hd->e[i].in, h, &old, 1);
+  }
+  if (hd->n == 0) {
+    free(hd);
+    return NULL;
   }
   return hd;
 }
 
-/* Reopen the writable handle h of in at path (use held exclusively). */
-static void reopen(b2fs_inode *in, b2fs_handle *h, const char *path) {
-  char *np = strdup(path);
-  if (!np) return;
-  if (h->file && b2_frame_dirty(b2_file_frame(h->file))) {
-    /* The commit before the rename failed: closing would lose data. */
-    b2fs_log("%s: renamed with uncommitted changes; commits may fail", path);
-    free(np);
-    return;
+void b2fs_frame_moved(void *arg, b2fs_inode *in, int dirfd, const char *name) {
+  held *hd = arg;
+  for (size_t i = 0; hd && i < hd->n; i++) {
+    if (hd->e[i].in != in) continue;
+    b2fs_handle *h = hd->e[i].h;
+    pthread_mutex_lock(&in->lock); /* home_is reads the node's place */
+    int rc = h->node ? b2_ns_node_moved(h->node, dirfd, name) : 0;
+    pthread_mutex_unlock(&in->lock);
+    if (rc < 0) b2fs_frame_log(in, h, "moving the writer to the new name", rc);
   }
-  pthread_mutex_lock(&in->lock);
-  int rc = h->file ? b2_file_close(h->file) : 0;
-  h->file = NULL;
-  b2_file *f;
-  if (rc == 0) rc = b2_file_open(b2fs_g.env, np, rw_view(in), B2_OPEN_RDWR, &f);
-  if (rc == 0) {
-    h->file = f;
-    free(h->path);
-    h->path = np;
-  } else {
-    b2fs_log("%s: cannot reopen after a rename: %s", np,
-             b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
-    free(np);
-  }
-  pthread_mutex_unlock(&in->lock);
 }
 
-void b2fs_frame_unhold(void *arg, int renamed) {
+void b2fs_frame_unhold(void *arg) {
   held *hd = arg;
-  if (!hd) return;
-  for (size_t i = 0; i < hd->n; i++) {
-    b2fs_inode *in = hd->e[i].in;
-    b2fs_handle *h = hd->e[i].h;
-    char path[PATH_MAX];
-    if (renamed && b2fs_real_path(in, path, sizeof path) == 0 &&
-        strcmp(path, h->path) != 0)
-      reopen(in, h, path);
-    pthread_rwlock_unlock(&h->use);
-  }
+  for (size_t i = 0; hd && i < hd->n; i++) pthread_rwlock_unlock(&hd->e[i].h->use);
 }
 
 void b2fs_frame_hold_drop(void *arg) {
@@ -508,29 +474,24 @@ static int worth_compacting(b2_file *f) {
   return (uint64_t)dead > o->compact_min && dead * 100 > (int64_t)o->compact_pct * total;
 }
 
-/* Compact the (committed) frame of h, no longer current, at the entry's
- * current path; rebind the inode to the new file (nslock held). */
+/* Compact the (committed) frame of h, no longer current, at its home;
+ * rebind the inode to the new file (nslock held). */
 static void compact(b2fs_inode *in, b2fs_handle *h) {
-  char path[PATH_MAX], src[4096];
+  char src[4096];
   struct stat before;
-  if (in->gone || b2fs_real_path(in, path, sizeof path) < 0 ||
-      fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+  if (in->gone || !h->node || fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
     return;
-  int rc;
-  if (strcmp(path, h->path) == 0) {
-    rc = b2_file_compact(h->file);
-  } else { /* the engine knows another path: compact afresh */
-    rc = b2_file_close(h->file);
-    h->file = NULL;
-    if (rc == 0) rc = b2_frame_compact_path(path);
-  }
+  /* Only while the frame's name still holds the inode's file (not moved
+   * behind the mount's back). */
+  int rc = b2_ns_node_compact(h->node, &before);
+  if (rc == 0) return;
   if (rc < 0) {
     b2fs_log("%s: compaction failed: %s", b2fs_src_path(in, src, sizeof src),
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
     return;
   }
   if (!S_ISDIR(before.st_mode)) {
-    rebind_to(in, path, &before, 0);
+    rebind_home(in, h, &before, 0);
     b2fs_copy_attrs(in->fd, &before, 1); /* same content: same times */
   }
 }
@@ -573,26 +534,40 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   }
   /* Stay registered under our path until the file is final: a lookup
    * that meets a compacted file waits for the inode to follow it. */
-  in->closing = h->path;
+  in->closing = h->node ? strdup(b2_ns_node_name(h->node)) : NULL;
+  if (in->closing) b2_ns_node_dir(h->node, &in->cdev, &in->cino);
   b2fs_handle_drop(in); /* refs 0: ours alone now */
   pthread_mutex_unlock(&in->lock);
 
   pthread_mutex_lock(&in->nslock);
   if (rc == 0 && worth_compacting(h->file)) compact(in, h);
   int64_t size = h->file ? b2_file_size(h->file) : -1;
-  char *path = h->path;
-  h->path = NULL;
-  struct stat old;
-  int crc = b2fs_handle_free(h); /* a failed commit is retried here */
-  if (rc == 0) rc = crc;
-  /* That last try may have rewritten the file (an empty frame). */
-  if (path && replaced(in, &old)) rebind_to(in, path, &old, 0);
+  /* The last try of a failed commit (at the close) may rewrite the file
+   * (an empty frame): where that lands, before the handle goes. */
+  int hfd = -1;
+  if (h->node) { /* a failed commit is retried here */
+    int crc = b2_ns_node_close(h->node, &hfd);
+    h->node = NULL;
+    h->file = NULL;
+    if (rc == 0) rc = crc;
+  }
+  b2fs_handle_free(h);
+  struct stat old, st;
+  if (hfd >= 0 && replaced(in, &old) && fstat(hfd, &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_ino != old.st_ino) {
+    b2fs_copy_attrs(hfd, &old, 0);
+    fstat(hfd, &st);
+    b2fs_inode_rebind(in, hfd, &st);
+  } else if (hfd >= 0) {
+    close(hfd);
+  }
   pthread_mutex_lock(&in->lock);
+  char *closing = in->closing;
   in->closing = NULL;
   int current = in->cur && in->cur->writable;
   pthread_mutex_unlock(&in->lock);
   if (!current) b2fs_wreg_del(in);
-  free(path);
+  free(closing);
   pthread_mutex_unlock(&in->nslock);
   note_size(in, rc == 0 ? size : -1);
   pthread_mutex_unlock(&in->wlock);

@@ -75,6 +75,13 @@ int b2_frame_open_at(int dirfd, const char *name, b2_frame **out);
 /* A new descriptor of the directory a frame was opened at by an "at" call,
  * and in *name the name there; -1 for a frame opened by path. */
 int b2_frame_home(const b2_frame *f, const char **name);
+/* The frame opened by an "at" call now is entry `name` of directory dirfd
+ * (any descriptor of it): it was renamed there, and its writer rewrites,
+ * recreates and redoes it there from now on (a sparse frame's own
+ * directory descriptor follows it anyway).  The caller keeps the frame to
+ * itself meanwhile.  0, B2_E_INVAL for a frame opened by path, or the code
+ * of the failed open of the directory (nothing changed then). */
+int b2_frame_rehome(b2_frame *f, int dirfd, const char *name);
 
 /* Open, read-only, a contiguous frame that lies inside another file: the
  * `length` bytes at `offset` of the open regular file `fd` (a member of a

@@ -44,17 +44,30 @@
  * else keeps NAME.  A change is refused when the directory, as it will be
  * after it (an overlay probe), would not show the entry under that name.
  * b2_ns_choose_new, b2_ns_choose_link and b2_ns_plan_rename do that work;
- * the caller makes the change (mkdirat, linkat, renameat...) and keeps the
- * crash-safety protocol of docs/architecture.md (hidden names, restore
- * markers, the sweep; hard-linked frames are rewritten in place).
+ * the caller makes the simple changes (mkdirat, linkat, symlinkat...) and
+ * has removals and renames carried out by b2_ns_remove and b2_ns_rename,
+ * which keep the crash-safety protocol of docs/architecture.md (hidden
+ * names, restore markers, the sweep; hard-linked frames are rewritten in
+ * place by the frame layer).
+ *
+ * ## Removing, renaming, and frames open for writing
+ *
+ * b2_ns_remove and b2_ns_rename carry removals and renames out in steps
+ * that a crash cannot turn into a lost entry (hidden names, restore
+ * markers; the sweep, b2_ns_sweep, finishes or undoes what a dead process
+ * left).  A frame open for writing is a node (b2_ns_node: directory
+ * descriptor + source name + kind, owning the writable b2_file), valid
+ * across its own rewrites; the caller moves it when it renames or sets
+ * aside its entry.
  *
  * ## What comes next in this layer (see docs/architecture.md)
  *
- * Nodes: a directory entry is a node (directory fd + source name + kind).
- * Stores already plug in by kind: an entry of kind B2_NS_STORE is shown
- * as a directory whose children are the store's keys (fuse/store.c).  Attributes of a frame node may come from
- * its header alone (a place for the "perf" work: the daemon asks the node,
- * the node asks the frame layer).
+ * Stores plug in by kind: an entry of kind B2_NS_STORE is shown as a
+ * directory whose children are the store's keys (today fuse/store.c; a
+ * directory node here is where it belongs).  Attributes of a frame (kind,
+ * logical size, sidecar) may come from its header alone, kept while the
+ * source's signature is unchanged (the "perf" work: the daemon asks the
+ * node, the node asks the frame layer).
  */
 #ifndef B2_NS_H
 #define B2_NS_H
@@ -62,6 +75,8 @@
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+
+#include "b2_file.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -335,6 +350,62 @@ typedef struct b2_ns_sweep_ops {
 /* Remove the leftovers of crashes in directory dirfd (a readable
  * descriptor): the number removed or repaired, or a negative code. */
 int b2_ns_sweep(int dirfd, const b2_ns_sweep_ops *ops);
+
+/* ---- nodes: frames open for writing (node.c) --------------------------------
+ *
+ * A node is a frame of SOURCE open for writing, held as the directory it is
+ * in (a descriptor: the directory may be moved, and any depth works), its
+ * source name there and its kind; it owns the writable b2_file.  The engine
+ * rewrites the frame at that directory and name (compaction, the commit of
+ * an empty frame, a .npy file created anew once its header is in, redo
+ * files of hard-linked frames), so a node stays valid across its own
+ * rewrites without its caller's help.  A rename or removal made through
+ * the caller (b2_ns_rename, b2_ns_remove) moves the entry: the caller then
+ * tells the node (b2_ns_node_moved), with the node's file kept to itself
+ * meanwhile.  A frame moved by another program is not followed: its
+ * commits still reach the file (they write through its descriptor), its
+ * rewrites by name fail (B2_E_BUSY: the name holds another file) or do
+ * not happen (b2_ns_node_compact).
+ *
+ * A node is not locked: the caller serialises its calls with any use of
+ * its file (the daemon: the handle's `use` lock, held exclusively around
+ * b2_ns_node_moved). */
+typedef struct b2_ns_node b2_ns_node;
+
+/* Open frame `name` of dirfd (any descriptor of the directory, O_PATH
+ * included) for writing with the view of `kind` (B2_NS_LOGICAL: the
+ * logical bytes; B2_NS_NPY: the .npy view).  0 or the code of
+ * b2_file_open_at (B2_E_UNSUPPORTED: a frame the writer cannot keep valid,
+ * B2_E_BUSY: another writer holds it). */
+int b2_ns_node_open(b2_env *env, int dirfd, const char *name, int kind, b2_ns_node **out);
+/* Create frame `name` in dirfd (kind B2_NS_NPY: a new .npy file, whose
+ * array is created once its header is written; p NULL: the environment's
+ * parameters) and open it as a node.  B2_E_EXIST when the name exists. */
+int b2_ns_node_create(b2_env *env, int dirfd, const char *name, int kind,
+                      const b2_frame_params *p, b2_ns_node **out);
+/* The node's writable file (valid until b2_ns_node_close). */
+b2_file *b2_ns_node_file(const b2_ns_node *n);
+/* Its source name, and whether it is entry `name` of the directory with
+ * device and inode numbers (ddev, dino). */
+const char *b2_ns_node_name(const b2_ns_node *n);
+void b2_ns_node_dir(const b2_ns_node *n, dev_t *ddev, ino_t *dino);
+int b2_ns_node_is_at(const b2_ns_node *n, dev_t ddev, ino_t dino, const char *name);
+/* The entry was moved to `name` of dirfd (renamed, or set aside under a
+ * hidden name): the frame is rewritten there from now on.  0 or a code
+ * (nothing changed then). */
+int b2_ns_node_moved(b2_ns_node *n, int dirfd, const char *name);
+/* A new descriptor (open flags: O_PATH, O_RDONLY...) of what the node's
+ * name holds now, the file a rewrite left there; or a negative code. */
+int b2_ns_node_entry(const b2_ns_node *n, int flags);
+/* Compact the (committed) frame at its name when that name still holds
+ * the file `expect` describes: 1 compacted (the name now holds the new
+ * file, or the same one rewritten in place when it has other links), 0
+ * left alone, or a negative code. */
+int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect);
+/* Commit and close (a failed commit is tried once more) and free the node;
+ * with entry, *entry gets an O_PATH descriptor of what its name holds
+ * afterwards (-1 if none).  The close's code. */
+int b2_ns_node_close(b2_ns_node *n, int *entry);
 
 #ifdef __cplusplus
 }

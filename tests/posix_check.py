@@ -188,6 +188,20 @@ def name_max():
 
 # ---- cause 2: paths near PATH_MAX ----------------------------------------------
 
+def open_renamed_rewrite(p, move, data):
+    """Create p, open it for writing, move it (move()), then empty it, sync,
+    write data and sync through the open descriptor."""
+    create(p, 0o644, b"first")
+    fd = os.open(p, os.O_RDWR)
+    try:
+        move()
+        os.ftruncate(fd, 0)
+        os.fsync(fd)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 @check
 def path_max():
     d = fresh()
@@ -234,6 +248,28 @@ def path_max():
             want("pathmax_rename_4095", e == 0 and read(p2) == b"again", "rename: %s" % ename(e))
             e = err(os.unlink, p2)
             want("pathmax_unlink_4095", e == 0, "unlink: %s" % ename(e))
+        # Open for writing, renamed, then emptied (an empty frame's commit
+        # rewrites it by name) and written again through the descriptor:
+        # the rewrite must land at the new name.
+        p3 = rel + "/" + "k" * len(last)
+        p4 = rel + "/" + "m" * len(last)
+        e = err(open_renamed_rewrite, p3, lambda: os.rename(p3, p4), b"second")
+        want("pathmax_rename_open_4095",
+             e == 0 and read(p4) == b"second" and not os.path.lexists(p3),
+             "%s; at the new name: %r" % (ename(e), err(read, p4) or read(p4)))
+        err(os.unlink, p4)
+        # The same with its directory renamed (the last one of the path).
+        d1 = comps[-1]
+        d2 = d1[:3] + "e" * (len(d1) - 3)
+        q1 = "/".join(comps[:-1] + [d1]) + "/" + "n" * len(last)
+        q2 = "/".join(comps[:-1] + [d2]) + "/" + "n" * len(last)
+        parent = "/".join(comps[:-1])
+        e = err(open_renamed_rewrite, q1,
+                lambda: os.rename(os.path.join(parent, d1), os.path.join(parent, d2)), b"third")
+        want("pathmax_dir_rename_open_4095", e == 0 and read(q2) == b"third",
+             "%s" % ename(e))
+        err(os.unlink, q2)
+        err(os.rename, os.path.join(parent, d2), os.path.join(parent, d1))
         dp = rel + "/" + "h" * (4095 - len(rel) - 1)
         e = err(os.mkdir, dp, 0o755)
         want("pathmax_mkdir_4095", e == 0, "mkdir: %s" % ename(e))

@@ -280,6 +280,34 @@ int b2_frame_home(const b2_frame *f, const char **name) {
   return fcntl(f->home_dir, F_DUPFD_CLOEXEC, 0);
 }
 
+int b2_frame_rehome(b2_frame *f, int dirfd, const char *name) {
+  if (!f || f->home_dir < 0) return b2_fail(B2_E_INVAL, "frame rehome: not opened at a directory");
+  if (strchr(name, '/')) return b2_fail(B2_E_INVAL, "frame rehome: %s is not a name", name);
+  int nd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (nd < 0)
+    return b2_fail(b2_from_errno(errno), "cannot open the new directory of %s: %s", name,
+                   strerror(errno));
+  char *n = strdup(name), *p = strdup(name), *r = f->w && f->w->rpath ? strdup(name) : NULL;
+  if (!n || !p || (f->w && f->w->rpath && !r)) {
+    close(nd);
+    free(n);
+    free(p);
+    free(r);
+    return b2_fail(B2_E_NOMEM, "out of memory");
+  }
+  close(f->home_dir);
+  f->home_dir = nd;
+  free(f->home_name);
+  f->home_name = n;
+  free(f->path);
+  f->path = p;
+  if (r) {
+    free(f->w->rpath);
+    f->w->rpath = r;
+  }
+  return 0;
+}
+
 int b2_frame_open_at(int dirfd, const char *name, b2_frame **out) {
   if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame open: no directory");
   return b2_frame_open_in(dirfd, name, NULL, NULL, out);
