@@ -1,0 +1,224 @@
+/* test_ns_change.c - the namespace layer's changes (src/ns/change.c) and
+ * nodes (src/ns/node.c) on a real directory: removals set aside or not,
+ * renames over an entry in use, and a frame open for writing that stays
+ * valid while its entry is renamed, moved to another directory and
+ * rewritten by the engine (an empty frame's commit writes a new file by
+ * name). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "b2_error.h"
+#include "b2_file.h"
+#include "b2_ns.h"
+#include "t.h"
+
+static char root[64];
+
+static int mkroot(void) {
+  snprintf(root, sizeof root, "/tmp/b2fs-test-ns-XXXXXX");
+  if (!mkdtemp(root)) return -1;
+  return open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+static int rm_entry(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)arg;
+  if (type == DT_DIR) {
+    b2_ns_each_entry(dfd, name, rm_entry, NULL);
+    return unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? 0 : 0;
+  }
+  unlinkat(dfd, name, 0);
+  return 0;
+}
+
+static void rmroot(int fd) {
+  int d = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d >= 0) {
+    b2_ns_each_entry(d, ".", rm_entry, NULL);
+    close(d);
+  }
+  rmdir(root);
+  close(fd);
+}
+
+static int exists(int dfd, const char *name) {
+  struct stat st;
+  return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void put(int dfd, const char *name, const char *data) {
+  int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  CHECK_EQ(write(fd, data, strlen(data)), (long long)strlen(data));
+  close(fd);
+}
+
+/* Number of entries of dfd whose name starts with prefix. */
+static int count_prefixed(int dfd, const char *prefix) {
+  int d = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
+  DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+  struct dirent *e;
+  while (dir && (e = readdir(dir)))
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+  if (dir) closedir(dir);
+  return n;
+}
+
+static void test_remove(void) {
+  int r = mkroot();
+  CHECK(r >= 0);
+  if (r < 0) return;
+  struct stat st;
+  char hidden[B2_NS_HIDDEN_MAX];
+  put(r, "a.b2frame", "x");
+  fstatat(r, "a.b2frame", &st, AT_SYMLINK_NOFOLLOW);
+  CHECK_EQ(b2_ns_remove(r, "a.b2frame", B2_NS_LOGICAL, &st, 0, hidden, sizeof hidden), 0);
+  CHECK(!exists(r, "a.b2frame"));
+  /* kept: set aside under a hidden name, which is never shown */
+  put(r, "b.b2frame", "y");
+  fstatat(r, "b.b2frame", &st, AT_SYMLINK_NOFOLLOW);
+  CHECK_EQ(b2_ns_remove(r, "b.b2frame", B2_NS_LOGICAL, &st, 1, hidden, sizeof hidden), 1);
+  CHECK(!exists(r, "b.b2frame"));
+  CHECK(exists(r, hidden));
+  CHECK(b2_ns_name_hidden(hidden));
+  CHECK_EQ(b2_ns_delete(r, hidden), 0);
+  CHECK(!exists(r, hidden));
+  /* one name of a linked file: a plain unlink even when kept */
+  put(r, "c.b2frame", "z");
+  CHECK_EQ(linkat(r, "c.b2frame", r, "d.b2frame", 0), 0);
+  fstatat(r, "c.b2frame", &st, AT_SYMLINK_NOFOLLOW);
+  CHECK_EQ(b2_ns_remove(r, "c.b2frame", B2_NS_LOGICAL, &st, 1, hidden, sizeof hidden), 0);
+  CHECK(!exists(r, "c.b2frame") && exists(r, "d.b2frame"));
+  CHECK_EQ(count_prefixed(r, B2_NS_GONE_PREFIX), 0);
+  /* a failed call keeps its own errno */
+  CHECK(b2_ns_delete(r, "nothing") < 0);
+  CHECK_EQ(b2_ns_last_errno(), ENOENT);
+  rmroot(r);
+}
+
+static void test_rename(void) {
+  int r = mkroot();
+  CHECK(r >= 0);
+  if (r < 0) return;
+  put(r, "a.b2frame", "new");
+  put(r, "b.b2frame", "old");
+  b2_ns_move m;
+  memset(&m, 0, sizeof m);
+  m.pfd = m.qfd = r;
+  /* b in use: a file replaced under its own name keeps a hidden link */
+  CHECK_EQ(b2_ns_plan_rename(&m, "a", "b", 0), 0);
+  CHECK_EQ(b2_ns_rename(&m, 1), 0);
+  CHECK(m.linked && m.kept && !exists(r, "a.b2frame"));
+  CHECK(m.note[0] == 0);
+  char buf[8] = {0};
+  int fd = openat(r, m.hidden, O_RDONLY | O_CLOEXEC);
+  CHECK(fd >= 0 && read(fd, buf, sizeof buf) == 3 && memcmp(buf, "old", 3) == 0);
+  if (fd >= 0) close(fd);
+  CHECK_EQ(b2_ns_delete(r, m.hidden), 0);
+  /* not in use: replaced in one step, nothing hidden left */
+  put(r, "c.b2frame", "c");
+  memset(&m, 0, sizeof m);
+  m.pfd = m.qfd = r;
+  CHECK_EQ(b2_ns_plan_rename(&m, "c", "b", 0), 0);
+  CHECK_EQ(b2_ns_rename(&m, 0), 0);
+  CHECK(!m.kept && !m.linked);
+  CHECK_EQ(count_prefixed(r, B2_NS_GONE_PREFIX), 0);
+  /* a rename that fails (over a non-empty directory) leaves both entries */
+  CHECK_EQ(mkdirat(r, "d", 0755), 0);
+  CHECK_EQ(mkdirat(r, "e", 0755), 0);
+  put(r, "e/x", "1");
+  memset(&m, 0, sizeof m);
+  m.pfd = m.qfd = r;
+  CHECK_EQ(b2_ns_plan_rename(&m, "d", "e", 0), 0);
+  CHECK(b2_ns_rename(&m, 0) < 0);
+  CHECK(b2_ns_last_errno() == ENOTEMPTY || b2_ns_last_errno() == EEXIST);
+  CHECK(exists(r, "d") && exists(r, "e/x"));
+  rmroot(r);
+}
+
+/* Read the whole logical content of frame `name` of dfd into buf. */
+static ssize_t read_frame(b2_env *env, int dfd, const char *name, char *buf, size_t cap) {
+  b2_file *f;
+  if (b2_file_open_at(env, dfd, name, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f) < 0) return -1;
+  ssize_t n = b2_file_pread(f, buf, cap, 0);
+  b2_file_close(f);
+  return n;
+}
+
+static void test_node_moves(void) {
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.idle_ms = 0;
+  b2_env *env;
+  CHECK_EQ(b2_env_create(&o, &env), 0);
+  int r = mkroot();
+  CHECK(r >= 0);
+  if (r < 0) {
+    b2_env_destroy(env);
+    return;
+  }
+  CHECK_EQ(mkdirat(r, "d1", 0755), 0);
+  CHECK_EQ(mkdirat(r, "d2", 0755), 0);
+  int d1 = openat(r, "d1", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int d2 = openat(r, "d2", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  b2_ns_node *n = NULL;
+  CHECK_EQ(b2_ns_node_create(env, d1, "a.b2frame", B2_NS_LOGICAL, NULL, &n), 0);
+  if (!n) goto out;
+  b2_file *f = b2_ns_node_file(n);
+  CHECK_EQ(b2_file_pwrite(f, "first", 5, 0), 5);
+  CHECK_EQ(b2_file_flush(f), 0);
+  struct stat dst;
+  fstat(d1, &dst);
+  CHECK(b2_ns_node_is_at(n, dst.st_dev, dst.st_ino, "a.b2frame"));
+  /* renamed into another directory while open: the node is told */
+  CHECK_EQ(renameat(d1, "a.b2frame", d2, "b.b2frame"), 0);
+  CHECK_EQ(b2_ns_node_moved(n, d2, "b.b2frame"), 0);
+  fstat(d2, &dst);
+  CHECK(b2_ns_node_is_at(n, dst.st_dev, dst.st_ino, "b.b2frame"));
+  CHECK(strcmp(b2_ns_node_name(n), "b.b2frame") == 0);
+  /* emptied: the commit of an empty frame writes a new file by name */
+  CHECK_EQ(b2_file_truncate(f, 0), 0);
+  CHECK_EQ(b2_file_flush(f), 0);
+  CHECK(!exists(d1, "a.b2frame"));
+  CHECK(exists(d2, "b.b2frame"));
+  CHECK_EQ(b2_file_pwrite(f, "second", 6, 0), 6);
+  CHECK_EQ(b2_file_flush(f), 0);
+  /* the entry is the file the node writes */
+  int e = b2_ns_node_entry(n, O_PATH);
+  struct stat a, b;
+  CHECK(e >= 0 && fstat(e, &a) == 0 && fstatat(d2, "b.b2frame", &b, 0) == 0 &&
+        a.st_ino == b.st_ino);
+  if (e >= 0) close(e);
+  /* the directory itself moved: nothing to tell */
+  CHECK_EQ(renameat(r, "d2", r, "d3"), 0);
+  CHECK_EQ(b2_file_truncate(f, 0), 0);
+  CHECK_EQ(b2_file_flush(f), 0);
+  CHECK_EQ(b2_file_pwrite(f, "third", 5, 0), 5);
+  /* compaction only while the name holds the file expected */
+  struct stat other;
+  memset(&other, 0, sizeof other);
+  CHECK_EQ(b2_ns_node_compact(n, &other), 0);
+  int entry = -1;
+  CHECK_EQ(b2_ns_node_close(n, &entry), 0);
+  CHECK(entry >= 0);
+  if (entry >= 0) close(entry);
+  char buf[16] = {0};
+  CHECK_EQ(read_frame(env, d2, "b.b2frame", buf, sizeof buf), 5);
+  CHECK(memcmp(buf, "third", 5) == 0);
+  CHECK(!exists(d1, "a.b2frame"));
+out:
+  close(d1);
+  close(d2);
+  rmroot(r);
+  b2_env_destroy(env);
+}
+
+int main(void) {
+  T_RUN(test_remove);
+  T_RUN(test_rename);
+  T_RUN(test_node_moves);
+  T_END();
+}
