@@ -7,7 +7,11 @@
  * file seen both as a frame and as plain bytes (hard links) gives two
  * inodes.  Frames are read and written through one shared b2_file per
  * inode (b2fs_handle, refcounted by the opens using it); while a frame is
- * open for writing, that writable handle serves every open of the inode.
+ * open for writing, that writable handle serves every open of the inode
+ * and owns the frame's namespace node (b2_ns_node: directory + name).
+ * The files call each other one way, lowest first: log, opts < inode <
+ * srcops, frame < handle < whandle < attr < store, sweep < ops_* < main
+ * (docs/architecture.md; scripts/fuse-deps checks it).
  */
 #ifndef B2FS_H
 #define B2FS_H
@@ -110,6 +114,7 @@ typedef struct b2fs_inode {
   int doomed_dir;                /* O_PATH descriptor of its directory */
   _Atomic int gone;              /* removed or replaced through the mount */
   _Atomic int swept;             /* directory: its leftovers were removed */
+  int outside;                   /* not in the table (a store's member) */
 
   pthread_mutex_t wlock;         /* opening and closing writable handles */
   pthread_mutex_t nslock;        /* renames and removals of the entry vs.
@@ -151,7 +156,18 @@ typedef struct b2fs {
 
 extern b2fs b2fs_g;
 
+/* What the table calls in the files above it (set once by main.c): the
+ * order of the daemon's files stays one way (docs/architecture.md). */
+typedef struct b2fs_hooks {
+  /* An inode is freed: let go of its store state and frame handle. */
+  void (*release)(b2fs_inode *in);
+  /* Attributes of a kind STORE inode (store.c). */
+  int (*store_stat)(b2fs_inode *in, struct stat *st);
+} b2fs_hooks;
+extern b2fs_hooks b2fs_hook;
+
 int b2fs_table_init(void);
+/* Free every inode (store members first: b2fs_store_forget_all). */
 void b2fs_table_destroy(void);
 b2fs_inode *b2fs_inode_get(fuse_ino_t ino);
 fuse_ino_t b2fs_inode_id(b2fs_inode *in);
@@ -189,7 +205,8 @@ void b2fs_nsunlock2(b2fs_inode *a, b2fs_inode *b);
 const char *b2fs_fd_path(int fd, char *buf, size_t cap);
 
 /* ---- frames (frame.c) and their shared handles (handle.c, whandle.c) ---- */
-/* Attributes shown for an inode (frames: view size, file mode, disk use). */
+/* Attributes shown for an inode (frames: view size, file mode, disk use;
+ * attr.c). */
 int b2fs_stat(b2fs_inode *in, struct stat *st);
 
 /* Open / release the shared frame handle; *keep_cache tells whether the
@@ -275,10 +292,16 @@ b2fs_handle *b2fs_handle_drop(b2fs_inode *in);
 int b2fs_handle_sig(b2fs_inode *in, b2fs_sig *sig);
 /* The page-cache decision of an open with signature sig (lock). */
 int b2fs_handle_keep(b2fs_inode *in, const b2fs_sig *sig);
-/* whandle.c: registry of inodes with a writable current handle (called
- * under the inode lock by make_cur/drop), and the close of the last user. */
+/* One user less of h (handle.c): the handle to free now (or NULL); with
+ * *close_rw set, the caller closes the writable handle (b2fs_wclose). */
+b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int *close_rw);
+/* Registry of inodes with a writable current handle (handle.c; called
+ * under the inode lock by make_cur/drop); the registered inodes, each
+ * pinned (b2fs_inode_forget(in, 1) after), NULL when there are none. */
 void b2fs_wreg_add(b2fs_inode *in);
 void b2fs_wreg_del(b2fs_inode *in);
+b2fs_inode **b2fs_wreg_pinned(size_t *n);
+/* The close of a writable handle's last user (whandle.c). */
 int b2fs_wclose(b2fs_inode *in, b2fs_handle *h);
 
 /* Most unused frame handles kept open for later opens. */
@@ -322,8 +345,6 @@ void b2fs_sweep_dir(b2fs_inode *dir);
 /* Kind STORE inodes: a store (source entry NAME.b2d/.b2z/.b2e, shown as a
  * directory) and its members that are not files of their own (groups,
  * zip members, embedded values: virtual, read-only, outside the table). */
-/* Is entry `name` of dirfd a store?  1, 0. */
-int b2fs_is_store(int dirfd, const char *name);
 int b2fs_store_stat(b2fs_inode *in, struct stat *st);
 /* Entry `name` of store directory `dir` (counting one lookup); -errno. */
 int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param *e);
@@ -339,28 +360,27 @@ ssize_t b2fs_store_xattr(b2fs_inode *in, const char *name, char *buf, size_t siz
 void b2fs_store_free(b2fs_inode *in);
 /* Forget every member inode (unmount: before the table goes). */
 void b2fs_store_forget_all(void);
-/* A member inode (not in the table)? */
-int b2fs_store_member(const b2fs_inode *in);
 
+/* ---- replies (attr.c) ------------------------------------------------------ */
 /* A per-thread buffer of at least n bytes (kept for the thread's life). */
 void *b2fs_tls_buf(size_t n);
-
-/* ---- operations ---------------------------------------------------------- */
 /* Look up source entry `src` (of view `kind`) in the directory at pfd and
  * fill e (counting one lookup).  -errno; -ENOENT when absent. */
 int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e);
 /* The handle of an open's fh, and whether the open may write. */
 b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi);
 int b2fs_fh_writes(const struct fuse_file_info *fi);
+/* Do opens with these flags bypass the page cache (direct I/O)? */
+int b2fs_write_only(int flags);
+
+/* ---- operations ---------------------------------------------------------- */
 /* After a write or truncate by the caller of req: a caller without
  * CAP_FSETID (not root) takes set-user-ID away, and set-group-ID where the
  * file is group-executable or the caller not in its group, as every local
  * file system does.  The
  * kernel leaves this to us (FUSE_CAP_HANDLE_KILLPRIV, and direct I/O
  * writes): the daemon itself writes as root, which would keep them. */
-void b2fs_kill_privs(fuse_req_t req, b2fs_inode *in);
-/* Do opens with these flags bypass the page cache (direct I/O)? */
-int b2fs_write_only(int flags);
+void b2fs_kill_privs(fuse_req_t req, b2fs_inode *in); /* ops_write.c */
 
 void b2fs_ops_read(struct fuse_lowlevel_ops *ops);
 void b2fs_ops_dir(struct fuse_lowlevel_ops *ops);

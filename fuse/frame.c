@@ -1,10 +1,8 @@
 /*
- * frame.c - frames under the mount: what counts as a frame, its signature
- * (size, mtime, ctime, inode of the frame file: it changes when the frame
- * is rewritten in SOURCE), and the attributes shown for it (view size,
- * regular-file mode, disk use), recomputed only when the signature changes.
- * A frame open for writing shows the size of its writable handle, and the
- * time of its last change through the mount until that is committed.
+ * frame.c - frames under the mount: their signature (size, mtime, ctime,
+ * inode of the frame file: it changes when the frame is rewritten in
+ * SOURCE; the .b2lock counter), messages' source paths, and the errno
+ * replied for an engine code.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -82,87 +80,3 @@ const char *b2fs_src_path(b2fs_inode *in, char *buf, size_t cap) {
   buf[n] = 0;
   return buf;
 }
-
-/* Size of the view for signature sig (under the inode lock); 0 when the
- * frame cannot be opened. */
-static int64_t view_size(b2fs_inode *in, const b2fs_sig *sig) {
-  if (in->cur && !in->cur->writable && b2fs_sig_eq(&in->cur->sig, sig))
-    return b2_file_size(in->cur->file);
-  b2_file *f;
-  if (sig->size < 0 || b2fs_open_view(in, &f) < 0) return 0;
-  int64_t n = b2_file_size(f);
-  b2_file_close(f);
-  return n < 0 ? 0 : n;
-}
-
-/* Disk use of a sparse frame: the blocks of the files it holds. */
-static blkcnt_t sparse_blocks(int fd) {
-  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return 0;
-  DIR *d = fdopendir(dfd);
-  if (!d) {
-    close(dfd);
-    return 0;
-  }
-  blkcnt_t sum = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    struct stat st;
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode))
-      sum += st.st_blocks;
-  }
-  closedir(d);
-  return sum;
-}
-
-static struct timespec ts_max(struct timespec a, struct timespec b) {
-  if (a.tv_sec != b.tv_sec) return a.tv_sec > b.tv_sec ? a : b;
-  return a.tv_nsec >= b.tv_nsec ? a : b;
-}
-
-int b2fs_stat(b2fs_inode *in, struct stat *st) {
-  if (in->kind == B2_NS_STORE) return b2fs_store_stat(in, st);
-  if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-    return -errno;
-  if (in->kind == B2_NS_PLAIN) return 0;
-  if (in->rw && st->st_nlink == 0) { /* rewritten by our writer? */
-    b2fs_frame_follow(in);
-    if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
-  }
-  b2fs_sig sig;
-  b2fs_sig_of(in, st, &sig);
-  pthread_mutex_lock(&in->lock);
-  b2fs_handle *w = in->cur && in->cur->writable ? in->cur : NULL;
-  if (!in->attr_valid || !b2fs_sig_eq(&in->attr_sig, &sig)) {
-    in->lsize = w ? (w->file ? b2_file_size(w->file) : 0) : view_size(in, &sig);
-    in->blocks = in->sparse ? sparse_blocks(in->fd) : st->st_blocks;
-    in->attr_sig = sig;
-    in->attr_valid = 1;
-  }
-  if (w && !w->file) w = NULL; /* lost at a reopen */
-  int64_t lsize = w ? b2_file_size(w->file) : in->lsize;
-  blkcnt_t blocks = in->blocks;
-  struct timespec wtime = in->wtime;
-  pthread_mutex_unlock(&in->lock);
-  st->st_size = lsize;
-  /* Whole chunks are the cheap unit: ask for large reads and writes (cp
-   * sizes its buffer by this). */
-  st->st_blksize = B2FS_IO_MAX;
-  if (wtime.tv_sec) {
-    st->st_mtim = ts_max(st->st_mtim, wtime);
-    st->st_ctim = ts_max(st->st_ctim, wtime);
-  }
-  if (in->sparse) {
-    st->st_mode = S_IFREG | (st->st_mode & 07777 & ~(mode_t)0111);
-    st->st_nlink = 1;
-    st->st_blocks = blocks;
-    if (sig.size >= 0) {
-      st->st_mtim = ts_max(st->st_mtim, sig.mtime);
-      st->st_ctim = ts_max(st->st_ctim, sig.ctime);
-    }
-  }
-  return 0;
-}
-

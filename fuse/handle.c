@@ -20,6 +20,50 @@
 
 #include "b2fs.h"
 
+/* ---- registry of inodes with a writable current handle -------------------- */
+static pthread_mutex_t wreg_mu = PTHREAD_MUTEX_INITIALIZER;
+static b2fs_inode **wreg;
+static size_t nwreg, capwreg;
+static atomic_int any_writable;
+
+void b2fs_wreg_add(b2fs_inode *in) {
+  pthread_mutex_lock(&wreg_mu);
+  if (nwreg == capwreg) {
+    size_t ncap = capwreg ? capwreg * 2 : 16;
+    b2fs_inode **n = realloc(wreg, ncap * sizeof *n);
+    if (n) {
+      wreg = n;
+      capwreg = ncap;
+    }
+  }
+  if (nwreg < capwreg) wreg[nwreg++] = in; /* else not followed: rare, harmless */
+  any_writable = nwreg > 0;
+  pthread_mutex_unlock(&wreg_mu);
+}
+
+void b2fs_wreg_del(b2fs_inode *in) {
+  pthread_mutex_lock(&wreg_mu);
+  for (size_t i = 0; i < nwreg; i++)
+    if (wreg[i] == in) {
+      wreg[i] = wreg[--nwreg];
+      break;
+    }
+  any_writable = nwreg > 0;
+  pthread_mutex_unlock(&wreg_mu);
+}
+
+int b2fs_frame_any_writable(void) { return any_writable; }
+
+b2fs_inode **b2fs_wreg_pinned(size_t *n) {
+  *n = 0;
+  pthread_mutex_lock(&wreg_mu);
+  b2fs_inode **out = nwreg ? malloc(nwreg * sizeof *out) : NULL;
+  for (size_t i = 0; out && i < nwreg; i++)
+    if (b2fs_inode_pin(wreg[i])) out[(*n)++] = wreg[i];
+  pthread_mutex_unlock(&wreg_mu);
+  return out;
+}
+
 int b2fs_open_view(b2fs_inode *in, b2_file **out) {
   char path[64];
   int view = in->kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
@@ -157,23 +201,22 @@ int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h) {
   return get_handle(in, h, NULL);
 }
 
-int b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
+b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int *close_rw) {
   b2fs_handle *dead = NULL;
-  int close_rw = 0;
+  *close_rw = 0;
   pthread_mutex_lock(&in->lock);
   if (--h->refs == 0) {
     dead = h; /* an older version, no longer current */
   } else if (h->refs == 1 && in->cur == h) {
     if (h->writable) {
-      close_rw = !h->wclosing; /* a closer already at work sees refs == 1 */
+      *close_rw = !h->wclosing; /* a closer already at work sees refs == 1 */
       h->wclosing = 1;
     }
     else if (atomic_fetch_add(&idle_kept, 1) >= idle_max)
       dead = b2fs_handle_drop(in);
   }
   pthread_mutex_unlock(&in->lock);
-  int rc = close_rw ? b2fs_wclose(in, h) : b2fs_handle_free(dead);
-  return rc < 0 ? -b2fs_werrno(rc) : 0;
+  return dead;
 }
 
 void b2fs_frame_forget(b2fs_inode *in) {

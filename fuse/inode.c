@@ -54,9 +54,10 @@ void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden) {
   if (!in->doomed) b2fs_log("cannot keep the name of a deleted open frame: %s", hidden);
 }
 
+b2fs_hooks b2fs_hook;
+
 static void inode_free(b2fs_inode *in) {
-  b2fs_store_free(in);
-  b2fs_frame_forget(in);
+  if (b2fs_hook.release) b2fs_hook.release(in); /* its store state, its handle */
   remove_doomed(in);
   if (in->fd >= 0) close(in->fd);
   for (int i = 0; i < in->nold; i++) close(in->old_fds[i]);
@@ -69,7 +70,6 @@ static void inode_free(b2fs_inode *in) {
 }
 
 void b2fs_table_destroy(void) {
-  b2fs_store_forget_all(); /* they hold their stores' inodes */
   for (size_t b = 0; b < b2fs_g.nbuckets; b++) {
     b2fs_inode *in = b2fs_g.buckets[b];
     while (in) {
@@ -249,7 +249,7 @@ void b2fs_inode_forget(b2fs_inode *in, uint64_t n) {
     pthread_mutex_unlock(&b2fs_g.table_lock);
     return;
   }
-  if (!b2fs_store_member(in)) { /* store members are not in the table */
+  if (!in->outside) { /* store members are not in the table */
     unhook(in);
     b2fs_g.count--;
   }

@@ -156,6 +156,12 @@ static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cmd) {
   return rc;
 }
 
+/* An inode is freed (b2fs_hook.release). */
+static void release_inode(b2fs_inode *in) {
+  b2fs_store_free(in);
+  b2fs_frame_forget(in);
+}
+
 int main(int argc, char **argv) {
   struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
   struct fuse_cmdline_opts cmd;
@@ -204,6 +210,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s SOURCE MOUNTPOINT [options]  (see --help)\n", argv[0]);
     goto out;
   }
+  b2fs_hook.release = release_inode;
+  b2fs_hook.store_stat = b2fs_store_stat;
   if (b2fs_table_init() < 0) {
     fprintf(stderr, "b2fs: out of memory\n");
     goto out;
@@ -238,7 +246,10 @@ out:
   if (mounted) fuse_session_unmount(se);
   if (handlers) fuse_remove_signal_handlers(se);
   if (se) fuse_session_destroy(se);
-  if (b2fs_g.buckets) b2fs_table_destroy();
+  if (b2fs_g.buckets) {
+    b2fs_store_forget_all(); /* they hold their stores' inodes */
+    b2fs_table_destroy();
+  }
   if (b2fs_g.env) b2_env_destroy(b2fs_g.env);
   if (b2fs_g.root.fd >= 0) {
     close(b2fs_g.root.fd);

@@ -37,69 +37,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn) {
   conn->time_gran = 1;
 }
 
-/* ---- per-thread read buffer --------------------------------------------- */
-static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
-typedef struct tls_buf {
-  size_t cap;
-  unsigned char data[];
-} tls_buf;
-
-static void buf_key_init(void) { pthread_key_create(&buf_key, free); }
-
-void *b2fs_tls_buf(size_t n) {
-  pthread_once(&buf_once, buf_key_init);
-  tls_buf *b = pthread_getspecific(buf_key);
-  if (b && b->cap >= n) return b->data;
-  size_t cap = n < B2FS_IO_MAX ? B2FS_IO_MAX : n;
-  tls_buf *nb = malloc(sizeof *nb + cap);
-  if (!nb) return NULL;
-  nb->cap = cap;
-  free(b);
-  pthread_setspecific(buf_key, nb);
-  return nb->data;
-}
-
 /* ---- names --------------------------------------------------------------- */
 static void reply_negative(fuse_req_t req) {
   struct fuse_entry_param e;
   memset(&e, 0, sizeof e);
   e.entry_timeout = b2fs_g.opts.timeout;
   fuse_reply_entry(req, &e);
-}
-
-int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
-  int fd = openat(pfd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0 || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
-    int err = errno;
-    if (fd >= 0) close(fd);
-    return -err;
-  }
-  int sparse = 0;
-  if (kind == B2_NS_STORE) {
-    if (!b2fs_is_store(pfd, src)) kind = B2_NS_PLAIN; /* changed meanwhile */
-  } else if (kind != B2_NS_PLAIN && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode) && b2_ns_holds_sparse_index(fd))
-      sparse = 1;
-    else
-      kind = B2_NS_PLAIN; /* changed since the name was resolved */
-  }
-  b2fs_inode *in = b2fs_inode_ref(fd, &st, kind, sparse);
-  if (!in) return -ENOMEM;
-  struct stat dst; /* a frame is opened for writing by directory + name */
-  if (kind != B2_NS_PLAIN && fstatat(pfd, "", &dst, AT_EMPTY_PATH) == 0)
-    b2fs_set_home(in, &dst, src);
-  memset(e, 0, sizeof *e);
-  int rc = b2fs_stat(in, &e->attr);
-  if (rc < 0) {
-    b2fs_inode_forget(in, 1);
-    return rc;
-  }
-  e->ino = b2fs_inode_id(in);
-  e->attr_timeout = b2fs_g.opts.timeout;
-  e->entry_timeout = b2fs_g.opts.timeout;
-  return 0;
 }
 
 /* Reply to a lookup that found e (rc 0) or failed. */
@@ -192,18 +135,6 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 }
 
 /* ---- contents ------------------------------------------------------------ */
-/* A frame open's fh: its handle, with bit 0 set when it may write. */
-b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi) {
-  return (b2fs_handle *)(uintptr_t)(fi->fh & ~(uint64_t)1);
-}
-int b2fs_fh_writes(const struct fuse_file_info *fi) { return (int)(fi->fh & 1); }
-
-/* Write-only opens of frames (cp, tar, rsync...) bypass the kernel's page
- * cache: one copy less per byte, and such a descriptor cannot be mapped
- * anyway.  Other opens see the new data: each write changes the times the
- * kernel checks before serving cached pages (auto_inval_data). */
-int b2fs_write_only(int flags) { return (flags & O_ACCMODE) == O_WRONLY; }
-
 static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi) {
   struct stat st;
   char path[64];

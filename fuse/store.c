@@ -105,14 +105,6 @@ static void snap_put(b2fs_snap *p) {
   }
 }
 
-int b2fs_is_store(int dirfd, const char *name) {
-  return b2_store_detect(dirfd, name) != B2_STORE_NONE;
-}
-
-int b2fs_store_member(const b2fs_inode *in) {
-  return in->kind == B2_NS_STORE && in->sn && in->sn->root;
-}
-
 /* The store state of a store's own inode, made at its first use. */
 static b2fs_snode *root_sn(b2fs_inode *in) {
   b2fs_snode *sn = atomic_load(&in->sn);
@@ -345,6 +337,7 @@ static b2fs_inode *member(b2fs_inode *r, b2fs_snap *p, int64_t i) {
   in->ino = r->ino;
   in->kind = B2_NS_STORE;
   in->nlookup = 1;
+  in->outside = 1; /* not in the table */
   in->sn = sn;
   pthread_mutex_init(&in->lock, NULL);
   pthread_mutex_init(&in->wlock, NULL);

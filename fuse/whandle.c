@@ -39,52 +39,6 @@
 
 #include "b2fs.h"
 
-/* ---- registry of inodes with a writable current handle -------------------- */
-static pthread_mutex_t wreg_mu = PTHREAD_MUTEX_INITIALIZER;
-static b2fs_inode **wreg;
-static size_t nwreg, capwreg;
-static atomic_int any_writable;
-
-void b2fs_wreg_add(b2fs_inode *in) {
-  pthread_mutex_lock(&wreg_mu);
-  if (nwreg == capwreg) {
-    size_t ncap = capwreg ? capwreg * 2 : 16;
-    b2fs_inode **n = realloc(wreg, ncap * sizeof *n);
-    if (n) {
-      wreg = n;
-      capwreg = ncap;
-    }
-  }
-  if (nwreg < capwreg) wreg[nwreg++] = in; /* else not followed: rare, harmless */
-  any_writable = nwreg > 0;
-  pthread_mutex_unlock(&wreg_mu);
-}
-
-void b2fs_wreg_del(b2fs_inode *in) {
-  pthread_mutex_lock(&wreg_mu);
-  for (size_t i = 0; i < nwreg; i++)
-    if (wreg[i] == in) {
-      wreg[i] = wreg[--nwreg];
-      break;
-    }
-  any_writable = nwreg > 0;
-  pthread_mutex_unlock(&wreg_mu);
-}
-
-int b2fs_frame_any_writable(void) { return any_writable; }
-
-/* The registered inodes, each pinned (b2fs_inode_forget(in, 1) after);
- * NULL when there are none. */
-static b2fs_inode **wreg_pinned(size_t *n) {
-  *n = 0;
-  pthread_mutex_lock(&wreg_mu);
-  b2fs_inode **out = nwreg ? malloc(nwreg * sizeof *out) : NULL;
-  for (size_t i = 0; out && i < nwreg; i++)
-    if (b2fs_inode_pin(wreg[i])) out[(*n)++] = wreg[i];
-  pthread_mutex_unlock(&wreg_mu);
-  return out;
-}
-
 /* ---- opening -------------------------------------------------------------- */
 
 /* errno of a failed writable open. */
@@ -344,8 +298,8 @@ void b2fs_frame_follow(b2fs_inode *in) {
  * rewrite first (waiting for a closing one). */
 static int writing_at(dev_t dev, ino_t ino, const char *name, int follow) {
   size_t n;
-  if (!any_writable) return 0;
-  b2fs_inode **ins = wreg_pinned(&n);
+  if (!b2fs_frame_any_writable()) return 0;
+  b2fs_inode **ins = b2fs_wreg_pinned(&n);
   int yes = 0;
   for (size_t i = 0; i < n; i++) {
     b2fs_inode *in = ins[i];
@@ -459,6 +413,15 @@ void b2fs_frame_hold_drop(void *arg) {
     b2fs_inode_forget(hd->e[i].in, 1);
   }
   free(hd);
+}
+
+/* ---- releasing and closing ---------------------------------------------- */
+
+int b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
+  int close_rw = 0;
+  b2fs_handle *dead = b2fs_handle_unref(in, h, &close_rw);
+  int rc = close_rw ? b2fs_wclose(in, h) : b2fs_handle_free(dead);
+  return rc < 0 ? -b2fs_werrno(rc) : 0;
 }
 
 /* ---- closing ------------------------------------------------------------- */
