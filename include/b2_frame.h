@@ -374,6 +374,17 @@ int b2_frame_compact(b2_frame *f);
  * rewrite is under way: leave it), negative code on error.  Call before
  * the frame is read or written again. */
 int b2_frame_redo(int dirfd, const char *name);
+/* Make the contiguous frame *fp (open for writing) anew at its name with
+ * parameters p and nbytes of logical content (zero chunks), atomically:
+ * the new frame is created, sized and committed under a temporary name,
+ * then renamed over the old file while *fp's write session still holds
+ * the `.b2lock` sidecar, and that lock passes to the new frame (*fp, open
+ * for writing).  Other processes never find the name missing or the new
+ * frame half made; lockers see the old frame, then the new one once the
+ * session ends.  On failure before the rename *fp is unchanged; after it,
+ * *fp is NULL when the new frame could not be opened.  B2_E_UNSUPPORTED
+ * for sparse frames (remove and create instead). */
+int b2_frame_remake(b2_frame **fp, const b2_frame_params *p, int64_t nbytes);
 /* Remove the temporary `name` of dirfd that creating or rewriting a frame
  * left behind (`.NAME.b2tmp`: a file, or the directory of a sparse
  * creation holding nothing but its index), unless a process holds it: the

@@ -13,8 +13,8 @@
 #  2. b2fs (-o locking=on) writes a file through the mount while
 #     python-blosc2 (locking=True) reads the frame: whole-frame reads under
 #     holding_lock() are exactly one state, single chunks are whole; the
-#     same for arrays numpy.save writes through the mount (opt-in:
-#     B2FS_LOCK_ARRAYS=1, a known gap).  Both writing one frame at once:
+#     same for arrays numpy.save writes through the mount (made anew each
+#     time: never missing, never without chunks).  Both writing one frame at once:
 #     each b2fs commit lands or is refused with EBUSY, and the frame stays
 #     whole (b2f verify, python-blosc2 reads every chunk).
 #  3. Two daemons over one SOURCE (-o locking=on, as README advises for
@@ -94,15 +94,12 @@ run_pair clash "$PYB2" "$L" pyschunk "$SRC/both.b2frame" "$SECS" "$TMP/done2c" -
 if "$B2F" verify "$SRC/both.b2frame" >"$TMP/verify.out" 2>&1; then ok clash_verify
 else notok clash_verify "$(tail -2 "$TMP/verify.out")"; fi
 $T "$PYB2" "$L" checkschunk "$SRC/both.b2frame"
-# Known gap (notes/py.md): numpy.save through the mount truncates the .npy
-# to 0 and b2fs makes the array anew, so python-blosc2 finds the name absent
-# for a moment, then an array of the new shape with no chunks yet; opt in.
-if [ "${B2FS_LOCK_ARRAYS:-0}" = 1 ]; then
-  run_pair b2fs_saves "$PYB2" "$L" npywrite "$M1/saved.npy" "$SECS" "$TMP/done2a" -- \
-    "$PYB2" "$L" pyarrayread "$SRC/saved.b2nd" "$SECS" "$TMP/done2a"
-else
-  skip b2fs_saves "known gap: an array saved anew through the mount is absent, then empty, for a moment (B2FS_LOCK_ARRAYS=1 runs it)"
-fi
+# numpy.save through the mount truncates the .npy to 0 and b2fs makes the
+# array anew (b2_frame_remake: built under a temporary name, renamed over
+# the old file under the session's lock): python-blosc2 never finds the name
+# missing nor an array without its chunks.
+run_pair b2fs_saves "$PYB2" "$L" npywrite "$M1/saved.npy" "$SECS" "$TMP/done2a" -- \
+  "$PYB2" "$L" pyarrayread "$SRC/saved.b2nd" "$SECS" "$TMP/done2a"
 unmount_fg "$M1" lock2
 
 # ---- 3. two daemons over one SOURCE ------------------------------------------

@@ -308,7 +308,7 @@ static int to_plain(b2_file *f) {
   b2_frame_params p = f->newp;
   p.nmeta = 0;
   p.meta = NULL;
-  int rc = b2_file_recreate(f, &p);
+  int rc = b2_file_recreate(f, &p, 0);
   if (rc < 0) return rc;
   held h;
   pthread_rwlock_wrlock(&f->szlock);
@@ -332,13 +332,10 @@ static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
   uint8_t *meta = NULL;
   char *npy = malloc(hl);
   int rc = npy ? b2_b2nd_frame_params(a, &p, &mi, &meta) : b2_fail(B2_E_NOMEM, "no memory");
-  if (rc == 0) rc = b2_file_recreate(f, &p);
+  /* Sized before it is committed: a b2nd on disk always has the chunks
+   * its shape needs (zero chunks until written). */
+  if (rc == 0) rc = b2_file_recreate(f, &p, a->nchunks * a->chunk_nbytes);
   free(meta);
-  if (rc == 0 && a->nchunks > 0) {
-    pthread_mutex_lock(&f->fmu);
-    rc = b2_frame_resize(f->frame, a->nchunks * a->chunk_nbytes);
-    pthread_mutex_unlock(&f->fmu);
-  }
   if (rc < 0) {
     free(npy);
     b2_b2nd_free(a);

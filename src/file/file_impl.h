@@ -140,8 +140,9 @@ void b2_file_flush_soon(b2_file *f, b2_cache_entry *e);
 ssize_t b2_file_lwrite(b2_file *f, const void *buf, size_t n, int64_t off);
 int b2_file_lresize(b2_file *f, int64_t size);
 void b2_file_params_of(const b2_frame *fr, b2_frame_params *p);
-/* Replace the frame by a new empty one with parameters p (wmu held). */
-int b2_file_recreate(b2_file *f, const b2_frame_params *p);
+/* Replace the frame by a new one with parameters p and nbytes of zeros,
+ * committed (wmu held). */
+int b2_file_recreate(b2_file *f, const b2_frame_params *p, int64_t nbytes);
 
 /* Parameters of new frames from the env (defaults without one). */
 void b2_file_env_params(const b2_env *env, b2_frame_params *p);

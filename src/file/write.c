@@ -334,7 +334,7 @@ static int remove_frame(int pfd, const char *base, int layout) {
   return rc;
 }
 
-int b2_file_recreate(b2_file *f, const b2_frame_params *p) {
+int b2_file_recreate(b2_file *f, const b2_frame_params *p, int64_t nbytes) {
   int old_layout = b2_frame_get_info(f->frame)->layout;
   b2_frame_params q;
   b2_file_params_of(f->frame, &q);
@@ -344,13 +344,19 @@ int b2_file_recreate(b2_file *f, const b2_frame_params *p) {
   int home = b2_frame_home(f->frame, &hname);
   char name[NAME_MAX + 1];
   snprintf(name, sizeof name, "%s", hname ? hname : "");
-  b2_frame_close(f->frame);
-  f->frame = NULL;
-  int pfd = home >= 0 ? fcntl(home, F_DUPFD_CLOEXEC, 0) : b2_io_open_parent(f->path, &base);
-  if (home >= 0) base = name;
-  int rc = pfd < 0 ? (home >= 0 ? b2_from_errno(errno) : pfd) : remove_frame(pfd, base, old_layout);
-  if (rc == 0) rc = home >= 0 ? b2_frame_create_at(home, name, p, &f->frame)
-                              : b2_frame_create(f->path, p, &f->frame);
+  /* A contiguous frame is made anew in one step: never missing or half
+   * made for other processes (b2_frame_remake). */
+  int rc = b2_frame_remake(&f->frame, p, nbytes);
+  if (rc == B2_E_UNSUPPORTED) { /* sparse: removed, then created */
+    b2_frame_close(f->frame);
+    f->frame = NULL;
+    int pfd = home >= 0 ? fcntl(home, F_DUPFD_CLOEXEC, 0) : b2_io_open_parent(f->path, &base);
+    if (home >= 0) base = name;
+    rc = pfd < 0 ? (home >= 0 ? b2_from_errno(errno) : pfd) : remove_frame(pfd, base, old_layout);
+    if (rc == 0) rc = home >= 0 ? b2_frame_create_at(home, name, p, &f->frame)
+                                : b2_frame_create(f->path, p, &f->frame);
+    if (rc == 0 && nbytes > 0) rc = b2_frame_resize(f->frame, nbytes);
+  }
   if (rc == 0) {
     b2_frame_set_verify(f->frame, f->env->opts.verify);
     f->cp = p->cparams;
@@ -390,7 +396,7 @@ int b2_file_set_param(b2_file *f, const char *key, const char *value) {
   int rc = b2_params_set(&p, key, value);
   if (rc == 0 && (atomic_load(&f->size) != 0 || atomic_load(&f->gen) != 0))
     rc = b2_fail(B2_E_BUSY, "%s: parameters are fixed once data has been written", f->path);
-  if (rc == 0) rc = b2_file_recreate(f, &p); /* the empty frame anew */
+  if (rc == 0) rc = b2_file_recreate(f, &p, 0); /* the empty frame anew */
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }

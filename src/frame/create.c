@@ -234,3 +234,49 @@ int b2_frame_create_at(int dirfd, const char *name, const b2_frame_params *p, b2
   if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame create: no directory");
   return create_in(dirfd, name, p, out);
 }
+
+/* ---- making an open frame anew ------------------------------------------ */
+
+int b2_frame_remake(b2_frame **fp, const b2_frame_params *p, int64_t nbytes) {
+  b2_frame *f = fp ? *fp : NULL;
+  if (!f || !p || nbytes < 0) return b2_fail(B2_E_INVAL, "frame remake: missing argument");
+  if (!f->w || f->info.layout != B2_LAYOUT_CONTIGUOUS || p->layout != B2_LAYOUT_CONTIGUOUS)
+    return b2_fail(B2_E_UNSUPPORTED, "frame remake: contiguous frames open for writing only");
+  const char *base;
+  int dirfd = b2_frame_w_home(f, &base);
+  if (dirfd < 0) return dirfd;
+  char name[NAME_MAX + 1], tmp[NAME_MAX + 1], tlock[NAME_MAX + 1];
+  char *path = f->home_dir >= 0 ? NULL : strdup(f->path);
+  int rc = f->home_dir < 0 && !path ? b2_fail(B2_E_NOMEM, "out of memory") : 0;
+  if (!rc && (snprintf(name, sizeof name, "%s", base) >= (int)sizeof name ||
+              snprintf(tmp, sizeof tmp, ".%s.b2tmp", base) >= (int)sizeof tmp ||
+              snprintf(tlock, sizeof tlock, "%s" B2_FRAME_LOCK_SUFFIX, tmp) >= (int)sizeof tlock))
+    rc = b2_fail(B2_E_LIMIT, "file name too long for a temporary file");
+  /* The new frame, whole and committed under the temporary name (held by
+   * its writer's lock meanwhile, so no sweep takes it). */
+  b2_frame *nf = NULL;
+  if (!rc) rc = create_in(dirfd, tmp, p, &nf);
+  if (!rc && nbytes > 0) rc = b2_frame_resize(nf, nbytes);
+  if (!rc) rc = b2_frame_commit(nf);
+  /* Over the old file while f's session still holds the sidecar. */
+  if (!rc) rc = b2_io_renameat(dirfd, tmp, dirfd, name, 0);
+  if (nf) b2_frame_close(nf);
+  (void)unlinkat(dirfd, tlock, 0); /* a sidecar the temporary got (locking on) */
+  if (rc < 0) {
+    if (nf) (void)unlinkat(dirfd, tmp, 0);
+    b2_io_close(dirfd);
+    free(path);
+    return b2_context(rc, "remake of %s", f->path);
+  }
+  rc = b2_io_fsync(dirfd);
+  /* The session's lock goes to the new frame: other lockers see the old
+   * frame, then the new one. */
+  b2_frame_lk_hand_over(f);
+  b2_frame_close(f);
+  *fp = NULL;
+  int rc2 = path ? b2_frame_open_rw(path, fp) : b2_frame_open_rw_at(dirfd, name, fp);
+  b2_frame_lk_drop_handed(); /* (not taken: the open failed) */
+  b2_io_close(dirfd);
+  free(path);
+  return rc2 < 0 ? rc2 : rc;
+}

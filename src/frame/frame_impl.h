@@ -282,6 +282,11 @@ int b2_frame_lk_commit_begin(b2_frame *f);
 /* 1 when another program bumped the counter since f last saw it (read
  * without locking: a frame kept across opens is then parsed again). */
 int b2_frame_lk_moved(const b2_frame *f);
+/* Hand a writable frame's session lock to the next frame this thread
+ * opens at the same sidecar (from loses it; b2_frame_remake), and drop a
+ * handed lock nobody took. */
+void b2_frame_lk_hand_over(b2_frame *from);
+void b2_frame_lk_drop_handed(void);
 static inline void b2_frame_lk_commit_end(b2_frame *f) { (void)f; }
 /* Who holds an exclusive flock on the file at fd, from /proc/locks (this
  * host only): "held by pid N (comm) on this host", else "holder unknown

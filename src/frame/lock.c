@@ -191,7 +191,42 @@ static uint64_t read_gen(int fd) {
   return g;
 }
 
+/* A write session's exclusive lock handed by a frame being remade to the
+ * next frame this thread opens at the same sidecar (b2_frame_lk_hand_over):
+ * no other locker gets in between. */
+static _Thread_local b2_frame_lk *handed;
+
+static void lk_release(b2_frame_lk *lk) {
+  if (lk->writer) (void)set_held(lk, 0);
+  close(lk->fd); /* releases what this description holds */
+  pthread_mutex_destroy(&lk->mu);
+  free(lk);
+}
+
+void b2_frame_lk_hand_over(b2_frame *from) {
+  b2_frame_lk_drop_handed();
+  if (from->lk && from->lk->writer) {
+    handed = from->lk;
+    from->lk = NULL;
+  }
+}
+
+void b2_frame_lk_drop_handed(void) {
+  if (handed) lk_release(handed);
+  handed = NULL;
+}
+
+static int attach(b2_frame *f, const char *path, b2_frame_lk *h);
+
 int b2_frame_lk_attach(b2_frame *f, const char *path) {
+  b2_frame_lk *h = handed;
+  handed = NULL;
+  int rc = attach(f, path, h);
+  if (h && f->lk != h) lk_release(h); /* another sidecar, or none: let go */
+  return rc;
+}
+
+static int attach(b2_frame *f, const char *path, b2_frame_lk *h) {
   int mode = effective_mode();
   if (mode == B2_LOCKING_OFF || f->base != 0) return 0;
   int fd = open_sidecar(path, f->dirfd, mode == B2_LOCKING_ON, f->home_dir, f->home_name);
@@ -201,6 +236,12 @@ int b2_frame_lk_attach(b2_frame *f, const char *path) {
    * frames at their directory and name, and find theirs). */
   if (fd == B2_E_NAMETOOLONG && mode != B2_LOCKING_ON) return 0;
   if (fd < 0) return b2_context(fd, "%s", path);
+  struct stat hs;
+  if (h && fstat(fd, &hs) == 0 && hs.st_dev == h->dev && hs.st_ino == h->ino) {
+    close(fd); /* the session's lock, held all along */
+    f->lk = h;
+    return 0;
+  }
   b2_frame_lk *lk = calloc(1, sizeof *lk);
   if (!lk) {
     close(fd);
@@ -218,12 +259,8 @@ int b2_frame_lk_attach(b2_frame *f, const char *path) {
 }
 
 void b2_frame_lk_free(b2_frame *f) {
-  b2_frame_lk *lk = f->lk;
-  if (!lk) return;
-  if (lk->writer) (void)set_held(lk, 0);
-  close(lk->fd); /* releases what this description holds */
-  pthread_mutex_destroy(&lk->mu);
-  free(lk);
+  if (!f->lk) return;
+  lk_release(f->lk);
   f->lk = NULL;
 }
 
@@ -292,6 +329,7 @@ static int bump(b2_frame_lk *lk) {
 int b2_frame_lk_wr_begin(b2_frame *f) {
   b2_frame_lk *lk = f->lk;
   if (!lk) return 0;
+  if (lk->writer) return bump(lk); /* handed over, held already */
   int rc = do_flock(lk->fd, LOCK_EX);
   if (rc == 0) rc = set_held(lk, 1);
   if (rc < 0) {
