@@ -90,8 +90,10 @@ struct b2_file {
                                  writes that make them (exclusive): a read
                                  never sees a size whose bytes are not in */
   atomic_uint_fast64_t gen;   /* bumped by every change */
-  atomic_uint_fast64_t epoch; /* bumped by every size change (under fmu):
-                                 a flush that began before one is stale */
+  atomic_uint_fast64_t epoch; /* bumped (under fmu) by every change that
+                                 can cut chunks off (shrinking, array
+                                 resizes, recreation): a flush that began
+                                 before one is stale */
   atomic_uint_fast64_t committed_gen; /* gen of the last successful flush */
   _Atomic int64_t last_write_ms;
   int64_t wend;               /* where the last write ended (wmu) */

@@ -54,7 +54,7 @@ int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len)
     pthread_mutex_lock(&f->fmu);
     size_t want = chunk_len(f, b2_file_fbytes(f), i);
     if (epoch != atomic_load(&f->epoch))
-      /* The size changed while we compressed: this data may belong to a
+      /* The file was cut while we compressed: this data may belong to a
        * chunk since cut off (and grown back); a live entry stays dirty. */
       rc = b2_fail(B2_E_BUSY, "chunk %lld: the size changed during its flush", (long long)i);
     else if (want == 0)
@@ -120,7 +120,11 @@ static int set_size(b2_file *f, int64_t size) {
   if (size < old) atomic_store(&f->size, size);
   rc = b2_frame_resize(f->frame, size);
   atomic_store(&f->size, rc == 0 ? size : old);
-  atomic_fetch_add(&f->epoch, 1);
+  /* Flushes under way store nothing after a cut (their chunk may have been
+   * cut off and grown back).  Growing leaves whole chunks as they were and
+   * the old edge chunk's new length fails their length check: an appending
+   * writer (cp) must not void every compression the pool does meanwhile. */
+  if (size < old || rc != 0) atomic_fetch_add(&f->epoch, 1);
   pthread_mutex_unlock(&f->fmu);
 
   if (rc == 0 && size < old) {
