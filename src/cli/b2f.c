@@ -44,6 +44,27 @@ int b2f_usage_error(const char *cmd, const char *msg) {
   return 2;
 }
 
+int b2f_flag_and_operand(const char *cmd, int argc, char **argv, const char *flag, int *on,
+                         const char *what, const char **operand) {
+  char msg[64];
+  *operand = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], flag)) {
+      *on = 1;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return b2f_usage_error(cmd, "unknown option");
+    } else if (!*operand) {
+      *operand = argv[i];
+    } else {
+      snprintf(msg, sizeof msg, "one %s only", what);
+      return b2f_usage_error(cmd, msg);
+    }
+  }
+  if (*operand) return 0;
+  snprintf(msg, sizeof msg, "missing %s", what);
+  return b2f_usage_error(cmd, msg);
+}
+
 int b2f_write_all(int fd, const void *buf, size_t n) {
   const char *p = buf;
   while (n > 0) {

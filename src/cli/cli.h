@@ -56,6 +56,12 @@ int b2f_report(const char *path, int code);
 /* Print a usage error for `cmd` and return 2. */
 int b2f_usage_error(const char *cmd, const char *msg);
 
+/* The arguments of a command taking one optional flag (*on set to 1 when
+ * given) and exactly one operand (named `what` in errors, e.g. "PATH"):
+ * 0, or the usage error's status (2). */
+int b2f_flag_and_operand(const char *cmd, int argc, char **argv, const char *flag, int *on,
+                         const char *what, const char **operand);
+
 /* Write all of buf to fd; 0 or -1 with errno. */
 int b2f_write_all(int fd, const void *buf, size_t n);
 

@@ -122,18 +122,9 @@ static void filters_text(const b2_frame_info *in, char *buf, size_t cap) {
 
 int b2f_info(int argc, char **argv) {
   out_t o = {0, 1};
-  const char *path = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json"))
-      o.json = 1;
-    else if (argv[i][0] == '-' && argv[i][1])
-      return b2f_usage_error("info", "unknown option");
-    else if (!path)
-      path = argv[i];
-    else
-      return b2f_usage_error("info", "one PATH only");
-  }
-  if (!path) return b2f_usage_error("info", "missing PATH");
+  const char *path;
+  int urc = b2f_flag_and_operand("info", argc, argv, "--json", &o.json, "PATH", &path);
+  if (urc) return urc;
 
   b2_frame *f;
   int rc = b2_frame_open(path, &f);

@@ -30,18 +30,9 @@ static const char *where(const b2_store_entry *e) {
 
 int b2f_ls(int argc, char **argv) {
   int lng = 0;
-  const char *path = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-l"))
-      lng = 1;
-    else if (argv[i][0] == '-' && argv[i][1])
-      return b2f_usage_error("ls", "unknown option");
-    else if (!path)
-      path = argv[i];
-    else
-      return b2f_usage_error("ls", "one STORE only");
-  }
-  if (!path) return b2f_usage_error("ls", "missing STORE");
+  const char *path;
+  int urc = b2f_flag_and_operand("ls", argc, argv, "-l", &lng, "STORE", &path);
+  if (urc) return urc;
   struct stat st;
   if (b2_store_detect(AT_FDCWD, path) == B2_STORE_NONE && stat(path, &st) == 0 &&
       S_ISDIR(st.st_mode))
