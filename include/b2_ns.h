@@ -293,8 +293,10 @@ int b2_ns_rename(b2_ns_move *m, int ebusy);
  * shown, and the caller deletes it with b2_ns_delete once done, or the
  * sweep of a later run does if the caller dies first.  Without `keep` the
  * entry is deleted: a file unlinked, a sparse frame's directory emptied
- * and removed.  0 (deleted), 1 (kept under `hidden`), or a negative code
- * with a detail. */
+ * and removed.  When the last name of a contiguous frame goes, its
+ * `NAME.b2lock` sidecar goes too, as the reference library removes it.
+ * 0 (deleted), 1 (kept under `hidden`), or a negative code with a
+ * detail. */
 int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                  char *hidden, size_t cap);
 

@@ -88,6 +88,10 @@ mount_bg lock2 "$SRC" "$M1" "timeout=1,locking=on" || { notok lock_mount_on "no 
 run_pair b2fs_writes "$PYB2" "$L" mountwrite "$M1/plain" "$SECS" "$TMP/done2" -- \
   "$PYB2" "$L" pyread "$SRC/plain.b2frame" "$SECS" "$TMP/done2"
 [ -f "$SRC/plain.b2frame.b2lock" ] && ok lock_on_sidecar || notok lock_on_sidecar "no sidecar made"
+# removing a frame removes its sidecar, as the reference library does
+rm -f "$M1/plain"
+if [ ! -e "$SRC/plain.b2frame" ] && [ ! -e "$SRC/plain.b2frame.b2lock" ]; then ok unlink_sidecar
+else notok unlink_sidecar "left: $(ls -a "$SRC" | grep plain)"; fi
 # two writers: python-blosc2 and b2fs change one frame at once
 run_pair clash "$PYB2" "$L" pyschunk "$SRC/both.b2frame" "$SECS" "$TMP/done2c" -- \
   "$PYB2" "$L" mountclash "$M1/both" "$SECS" "$TMP/done2c"

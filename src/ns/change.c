@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "b2_error.h"
+#include "b2_frame.h"
 #include "b2_ns.h"
 
 #ifndef RENAME_NOREPLACE
@@ -55,8 +56,32 @@ int b2_ns_delete(int dirfd, const char *name) {
   return unlinkat(dirfd, name, 0) < 0 ? fail_at(name, errno) : 0;
 }
 
+static int ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
+                     char *hidden, size_t cap);
+
+/* The `.b2lock` sidecar of a contiguous frame whose last name went: the
+ * reference library removes it with the frame (other processes holding
+ * it keep their descriptors). */
+static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat *st) {
+  char lk[B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX];
+  struct stat ls;
+  if (kind == B2_NS_PLAIN || kind == B2_NS_STORE || !S_ISREG(st->st_mode) ||
+      b2_ns_name_hidden(src) ||
+      (size_t)snprintf(lk, sizeof lk, "%s" B2_FRAME_LOCK_SUFFIX, src) >= sizeof lk)
+    return;
+  if (fstatat(dirfd, lk, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ls.st_mode))
+    (void)unlinkat(dirfd, lk, 0);
+}
+
 int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                  char *hidden, size_t cap) {
+  int rc = ns_remove(dirfd, src, kind, st, keep, hidden, cap);
+  if (rc >= 0 && !(S_ISREG(st->st_mode) && st->st_nlink > 1)) drop_sidecar(dirfd, src, kind, st);
+  return rc;
+}
+
+static int ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
+                     char *hidden, size_t cap) {
   last_err = 0;
   /* One name of a hard-linked file: the file lives on under the others
    * (a writer rewrites a linked frame in place, never by name). */
