@@ -284,9 +284,13 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
   b2fs_snap *p;
   int64_t i, size = 0;
   b2fs_snode *sn = in->sn;
+  int held = -1;
   for (int tries = 0;; tries++) {
     int rc = resolve(in, &p, &i);
-    if (rc < 0) return rc;
+    if (rc < 0) {
+      b2_store_release(held);
+      return rc;
+    }
     pthread_mutex_lock(&in->lock);
     if (sn->size_snap != p) {
       int64_t n = value_size(p, i);
@@ -301,10 +305,17 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
     size = sn->size;
     pthread_mutex_unlock(&in->lock);
     if (ok) break;
-    snap_put(p); /* another process changed the store meanwhile */
+    /* Another process changed the store meanwhile: again, holding its
+     * sidecar so that it cannot change once more in between. */
+    if (held < 0) held = b2_store_hold(p->s);
+    snap_put(p);
     recheck(in);
-    if (tries == STALE_TRIES) return -EIO;
+    if (tries == STALE_TRIES) {
+      b2_store_release(held);
+      return -EIO;
+    }
   }
+  b2_store_release(held);
   st->st_mode = S_IFREG | perm;
   st->st_nlink = 1;
   st->st_size = size;
@@ -474,19 +485,26 @@ int b2fs_store_open(b2fs_inode *in, int flags, uint64_t *fh) {
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return -EROFS;
   sfile *sf = calloc(1, sizeof *sf);
   if (!sf) return -ENOMEM;
+  int held = -1;
   for (int tries = 0;; tries++) {
     int rc = resolve(in, &sf->snap, &sf->i);
     if (rc < 0) {
+      b2_store_release(held);
       free(sf);
       return rc;
     }
     int view = view_of(b2_store_entry_at(sf->snap->s, sf->i));
     int erc = view < 0 ? 0 : b2_store_open_file(sf->snap->s, b2fs_g.env, sf->i, view, &sf->f);
-    if (erc == B2_E_STALE && tries < STALE_TRIES) { /* changed meanwhile: again */
+    if (erc == B2_E_STALE && tries < STALE_TRIES) {
+      /* Changed meanwhile: again, holding the store's sidecar so that it
+       * cannot change once more in between. */
+      if (held < 0) held = b2_store_hold(sf->snap->s);
       snap_put(sf->snap);
       recheck(in);
       continue;
     }
+    b2_store_release(held);
+    held = -1;
     if (erc < 0) {
       char real[PATH_MAX];
       b2fs_log("%s/%s: %s", b2fs_src_path(root_of(in), real, sizeof real), in->sn->key,

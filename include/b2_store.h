@@ -138,6 +138,15 @@ void b2_store_close(b2_store *s);
  * new one.  (A value rewritten in place is read afresh by every open.) */
 int b2_store_stale(const b2_store *s);
 
+/* Hold the shared lock of the store's `.b2lock` sidecar (python-blosc2
+ * changes a store under its exclusive lock): a descriptor to pass to
+ * b2_store_release, or -1 when the store has no sidecar.  While held, no
+ * locking writer changes the store, so opening it again and reading a
+ * value cannot find it changed (B2_E_STALE): the way out when a busy
+ * writer keeps changing it between two tries. */
+int b2_store_hold(const b2_store *s);
+void b2_store_release(int held);
+
 int b2_store_form(const b2_store *s);
 int b2_store_flavor(const b2_store *s);
 /* The name it was opened by (for messages). */

@@ -228,6 +228,9 @@ static void store_unlock(int fd) {
   if (fd >= 0) close(fd); /* releases the lock */
 }
 
+int b2_store_hold(const b2_store *s) { return s ? store_lock(s) : -1; }
+void b2_store_release(int held) { store_unlock(held); }
+
 /* Read n bytes of the EmbedStore's logical content at off. */
 static int embed_read(b2_store *s, void *buf, size_t n, int64_t off) {
   size_t done = 0;
