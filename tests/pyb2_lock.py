@@ -350,10 +350,10 @@ def cmd_npywrite(path, seconds, donefile):
 def cmd_pyarrayread(frame, seconds, donefile):
     """python-blosc2 (locking=True) reads the array b2fs writes, whole under
     holding_lock(): exactly one state, python-blosc2's dtype.  numpy.save
-    truncates the .npy view to 0, and b2fs then makes the array anew: the
-    source name is absent for a moment (counted apart), and the new array is
-    committed with its shape before its chunks (a known gap: this check
-    fails on it)"""
+    truncates the .npy view to 0, and b2fs then makes the array anew, a new
+    file renamed over the old one: the name must never be missing, and an
+    NDArray opened before cannot refresh into it (opened again, counted
+    apart)"""
     import blosc2
 
     n = {"opens": 0, "bad": 0, "absent": 0, "renewed": 0}
