@@ -41,7 +41,12 @@ void *b2fs_tls_buf(size_t n) {
   return nb->data;
 }
 
-int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
+static int stat_known(b2fs_inode *in, struct stat *st);
+
+/* b2fs_entry, with the directory's device and inode numbers in dst when
+ * the caller knows them (NULL: asked). */
+static int entry(int pfd, const struct stat *dst, const char *src, int kind,
+                 struct fuse_entry_param *e) {
   int fd = openat(pfd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
@@ -60,11 +65,17 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
   }
   b2fs_inode *in = b2fs_inode_ref(fd, &st, kind, sparse);
   if (!in) return -ENOMEM;
-  struct stat dst; /* a frame is opened for writing by directory + name */
-  if (kind != B2_NS_PLAIN && fstatat(pfd, "", &dst, AT_EMPTY_PATH) == 0)
-    b2fs_set_home(in, &dst, src);
+  struct stat d; /* a frame is opened for writing by directory + name */
+  if (kind != B2_NS_PLAIN && !dst && fstatat(pfd, "", &d, AT_EMPTY_PATH) == 0) dst = &d;
+  if (kind != B2_NS_PLAIN && dst) b2fs_set_home(in, dst, src);
+  /* A frame file without a sidecar beside it, found with one call by its
+   * directory and name: the signature need not look for it by path. */
+  if ((kind == B2_NS_LOGICAL || kind == B2_NS_NPY) && S_ISREG(st.st_mode) &&
+      b2_ns_has_sidecar(pfd, src, &st) == 0)
+    b2fs_sig_nolock_file(in, &st);
   memset(e, 0, sizeof *e);
-  int rc = b2fs_stat(in, &e->attr);
+  e->attr = st; /* the entry as just found: the inode's file */
+  int rc = in->kind == B2_NS_STORE ? b2fs_hook.store_stat(in, &e->attr) : stat_known(in, &e->attr);
   if (rc < 0) {
     b2fs_inode_forget(in, 1);
     return rc;
@@ -73,6 +84,18 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
   e->attr_timeout = b2fs_g.opts.timeout;
   e->entry_timeout = b2fs_g.opts.timeout;
   return 0;
+}
+
+int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
+  return entry(pfd, NULL, src, kind, e);
+}
+
+int b2fs_entry_in(const b2fs_inode *dir, const char *src, int kind, struct fuse_entry_param *e) {
+  struct stat dst;
+  memset(&dst, 0, sizeof dst);
+  dst.st_dev = dir->dev;
+  dst.st_ino = dir->ino;
+  return entry(dir->fd, &dst, src, kind, e);
 }
 
 /* A frame open's fh: its handle, with bit 0 set when it may write. */
@@ -92,9 +115,20 @@ int b2fs_write_only(int flags) { return (flags & O_ACCMODE) == O_WRONLY; }
 static int64_t view_size(b2fs_inode *in, const b2fs_sig *sig) {
   if (in->cur && !in->cur->writable && b2fs_sig_eq(&in->cur->sig, sig))
     return b2_file_size(in->cur->file);
+  /* From the header the lookup's probe read (the frame file, or a sparse
+   * frame's index, unchanged since): no open. */
+  struct stat hst;
+  int64_t n;
+  memset(&hst, 0, sizeof hst);
+  hst.st_dev = in->dev;
+  hst.st_ino = sig->ino;
+  hst.st_size = sig->size;
+  hst.st_mtim = sig->mtime;
+  hst.st_ctim = sig->ctime;
+  if (sig->size >= 0 && b2_ns_frame_size(&hst, in->kind, &n) == 0) return n;
   b2_file *f;
   if (sig->size < 0 || b2fs_open_view(in, &f) < 0) return 0;
-  int64_t n = b2_file_size(f);
+  n = b2_file_size(f);
   b2_file_close(f);
   return n < 0 ? 0 : n;
 }
@@ -130,6 +164,11 @@ int b2fs_stat(b2fs_inode *in, struct stat *st) {
   if (in->kind == B2_NS_STORE) return b2fs_hook.store_stat(in, st);
   if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
     return -errno;
+  return stat_known(in, st);
+}
+
+/* b2fs_stat of a plain or frame inode whose lstat st has just been taken. */
+static int stat_known(b2fs_inode *in, struct stat *st) {
   if (in->kind == B2_NS_PLAIN) return 0;
   if (in->rw && st->st_nlink == 0) { /* rewritten by our writer? */
     b2fs_frame_follow(in);

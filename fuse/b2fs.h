@@ -143,6 +143,9 @@ typedef struct b2fs_inode {
   ino_t pino;                    /* it was last found under (lookup, create,
                                     rename through the mount), for opens by */
   char *sname;                   /* directory fd + name (b2fs_home; lock) */
+  int nolock_valid;              /* frames: no .b2lock sidecar was found */
+  b2fs_sig nolock_sig;           /* while the source had this signature
+                                    (frame.c: its own lock) */
 } b2fs_inode;
 
 typedef struct b2fs {
@@ -311,6 +314,11 @@ void b2fs_frame_log(b2fs_inode *in, b2fs_handle *h, const char *what, int rc);
 /* Source signature of a frame inode from the fstat of its entry. */
 int b2fs_sig_of(b2fs_inode *in, const struct stat *st, b2fs_sig *sig);
 int b2fs_sig_eq(const b2fs_sig *a, const b2fs_sig *b);
+/* The frame inode has no .b2lock sidecar while its source has signature
+ * sig: b2fs_sig_of does not look for one until the source changes. */
+void b2fs_sig_nolock(b2fs_inode *in, const b2fs_sig *sig);
+/* The same for a frame file (contiguous) whose lstat is st. */
+void b2fs_sig_nolock_file(b2fs_inode *in, const struct stat *st);
 /* Open the frame of a frame inode with its view (handle.c). */
 int b2fs_open_view(b2fs_inode *in, b2_file **out);
 /* Source path of an inode, for messages. */
@@ -367,6 +375,8 @@ void *b2fs_tls_buf(size_t n);
 /* Look up source entry `src` (of view `kind`) in the directory at pfd and
  * fill e (counting one lookup).  -errno; -ENOENT when absent. */
 int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e);
+/* The same in directory inode `dir` (its numbers known: one call less). */
+int b2fs_entry_in(const b2fs_inode *dir, const char *src, int kind, struct fuse_entry_param *e);
 /* The handle of an open's fh, and whether the open may write. */
 b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi);
 int b2fs_fh_writes(const struct fuse_file_info *fi);

@@ -49,6 +49,41 @@ int b2fs_sig_eq(const b2fs_sig *a, const b2fs_sig *b) {
          ts_eq(a->dctime, b->dctime);
 }
 
+/* Guards the inodes' nolock fields (sig_of runs under the inode lock or
+ * not, so it takes a lock of its own). */
+#define NOLOCK_MU 16
+static pthread_mutex_t nolock_mu[NOLOCK_MU] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER};
+
+/* The fields of a signature that come from the frame file (or index). */
+static void file_fields(b2fs_sig *sig, const struct stat *f) {
+  sig->size = f->st_size;
+  sig->mtime = f->st_mtim;
+  sig->ctime = f->st_ctim;
+  sig->ino = f->st_ino;
+}
+
+void b2fs_sig_nolock_file(b2fs_inode *in, const struct stat *st) {
+  b2fs_sig sig;
+  memset(&sig, 0, sizeof sig);
+  file_fields(&sig, st);
+  b2fs_sig_nolock(in, &sig);
+}
+
+void b2fs_sig_nolock(b2fs_inode *in, const b2fs_sig *sig) {
+  pthread_mutex_t *mu = &nolock_mu[((uintptr_t)in >> 6) % NOLOCK_MU];
+  pthread_mutex_lock(mu);
+  in->nolock_sig = *sig;
+  in->nolock_sig.gen = 0;
+  in->nolock_valid = 1;
+  pthread_mutex_unlock(mu);
+}
+
 int b2fs_sig_of(b2fs_inode *in, const struct stat *st, b2fs_sig *sig) {
   memset(sig, 0, sizeof *sig);
   struct stat cst;
@@ -62,14 +97,20 @@ int b2fs_sig_of(b2fs_inode *in, const struct stat *st, b2fs_sig *sig) {
     }
     f = &cst;
   }
-  sig->size = f->st_size;
-  sig->mtime = f->st_mtim;
-  sig->ctime = f->st_ctim;
-  sig->ino = f->st_ino;
+  file_fields(sig, f);
   /* another program's change under the reference library's locking may
-   * keep size and times: its sidecar's counter moves */
+   * keep size and times: its sidecar's counter moves.  A sidecar found
+   * absent is not looked for again while the source is unchanged (that
+   * program's changes change it). */
+  pthread_mutex_t *mu = &nolock_mu[((uintptr_t)in >> 6) % NOLOCK_MU];
+  pthread_mutex_lock(mu);
+  int absent = in->nolock_valid && b2fs_sig_eq(&in->nolock_sig, sig);
+  pthread_mutex_unlock(mu);
+  if (absent) return 0;
   char path[64];
-  if (b2_frame_lock_gen(b2fs_fd_path(in->fd, path, sizeof path), &sig->gen) < 0) sig->gen = 0;
+  int rc = b2_frame_lock_gen(b2fs_fd_path(in->fd, path, sizeof path), &sig->gen);
+  if (rc < 0) sig->gen = 0;
+  if (rc == B2_E_NOENT) b2fs_sig_nolock(in, sig);
   return 0;
 }
 

@@ -206,6 +206,16 @@ int b2_frame_kind(const b2_frame *f);
  * for deciding how to show an entry without opening the whole frame.
  * Negative code when it is no readable frame. */
 int b2_frame_kind_at(int dirfd, const char *name);
+/* The same, `known` (may be NULL) being the lstat of `name` just taken:
+ * a regular file's needs no second one to find the kind remembered. */
+int b2_frame_kind_at_st(int dirfd, const char *name, const struct stat *known);
+struct stat;
+/* The kind b2_frame_kind_at last read for the header file (a frame file,
+ * or a sparse frame's chunks.b2frame) that `st` describes while it is
+ * unchanged (device, inode, size, modification and change times), and in
+ * *nbytes (may be NULL) the uncompressed size its header gave: the size of
+ * the logical content.  -1 when not known that way.  No system call. */
+int b2_frame_kind_seen(const struct stat *st, int64_t *nbytes);
 
 /* "schunk", "ndarray", "lazyexpr", "objectarray", ... ("unknown"). */
 const char *b2_frame_kind_name(int kind);

@@ -64,10 +64,9 @@
  *
  * Stores plug in by kind: an entry of kind B2_NS_STORE is shown as a
  * directory whose children are the store's keys (today fuse/store.c; a
- * directory node here is where it belongs).  Attributes of a frame (kind,
- * logical size, sidecar) may come from its header alone, kept while the
- * source's signature is unchanged (the "perf" work: the daemon asks the
- * node, the node asks the frame layer).
+ * directory node here is where it belongs).  Attributes of a frame come
+ * from the probe's header read already (b2_ns_frame_size, b2_ns_has_sidecar,
+ * below); an array's .npy size still needs its metalayer.
  */
 #ifndef B2_NS_H
 #define B2_NS_H
@@ -171,6 +170,18 @@ int b2_ns_holds_data(int dirfd, const char *name);
  * regular file or a directory holding chunks.b2frame, that holds data?
  * 1, 0. */
 int b2_ns_is_frame(int dirfd, const char *name, const struct stat *st);
+/* The size of view `kind` (B2_NS_LOGICAL or B2_NS_NPY) of the frame whose
+ * header file (the frame file, or a sparse frame's chunks.b2frame) has the
+ * lstat `hst`, as the probe that found it a frame (b2_ns_is_frame, through
+ * lookups and listings) read it from the header, while that file is
+ * unchanged: 0 and *size.  B2_E_NOENT when not known that way (an array's
+ * .npy view needs its metalayer; a frame not probed since it changed):
+ * open it then.  No system call. */
+int b2_ns_frame_size(const struct stat *hst, int kind, int64_t *size);
+/* Does frame `name` of dirfd (lstat st) have the reference library's
+ * lock sidecar (NAME.b2lock beside a frame file, .b2lock inside a sparse
+ * frame's directory; b2_frame.h)?  1, 0, or a negative code. */
+int b2_ns_has_sidecar(int dirfd, const char *name, const struct stat *st);
 /* Probe of a live directory (ctx: int *dirfd). */
 int b2_ns_probe_dir(void *ctx, const char *name);
 

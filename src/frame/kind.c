@@ -123,6 +123,7 @@ static struct kind_seen {
   off_t size;
   struct timespec mtim, ctim;
   int kind; /* -1: empty slot */
+  int64_t nbytes; /* the header's uncompressed size */
 } kinds_seen[KIND_CACHE];
 static pthread_mutex_t kinds_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t kinds_once = PTHREAD_ONCE_INIT;
@@ -140,7 +141,7 @@ static int same_time(struct timespec a, struct timespec b) {
 }
 
 /* The kind remembered for the file st describes, or -1. */
-static int kind_cached(const struct stat *st) {
+static int kind_cached(const struct stat *st, int64_t *nbytes) {
   pthread_once(&kinds_once, kinds_init);
   pthread_mutex_lock(&kinds_mu);
   const struct kind_seen *s = kind_slot(st);
@@ -149,11 +150,17 @@ static int kind_cached(const struct stat *st) {
                      same_time(s->ctim, st->st_ctim)
                  ? s->kind
                  : -1;
+  if (kind >= 0 && nbytes) *nbytes = s->nbytes;
   pthread_mutex_unlock(&kinds_mu);
   return kind;
 }
 
-static void kind_remember(const struct stat *st, int kind) {
+int b2_frame_kind_seen(const struct stat *st, int64_t *nbytes) {
+  if (!st) return -1;
+  return kind_cached(st, nbytes);
+}
+
+static void kind_remember(const struct stat *st, int kind, int64_t nbytes) {
   pthread_once(&kinds_once, kinds_init);
   pthread_mutex_lock(&kinds_mu);
   struct kind_seen *s = kind_slot(st);
@@ -163,6 +170,7 @@ static void kind_remember(const struct stat *st, int kind) {
   s->mtim = st->st_mtim;
   s->ctim = st->st_ctim;
   s->kind = kind;
+  s->nbytes = nbytes;
   pthread_mutex_unlock(&kinds_mu);
 }
 
@@ -181,12 +189,13 @@ static int header_stat(int dirfd, const char *name, struct stat *st) {
 }
 
 /* Open `name` in dirfd (AT_FDCWD: a path, as b2_frame_open opens one): the
- * frame file, or a sparse frame's index file. */
-static int open_header_file(int dirfd, const char *name, int64_t *size) {
+ * frame file, or a sparse frame's index file; *out gets its fstat. */
+static int open_header_file(int dirfd, const char *name, struct stat *out) {
   int fd = b2_io_openat(dirfd, name, O_RDONLY | O_NONBLOCK | (dirfd == AT_FDCWD ? 0 : O_NOFOLLOW), 0);
   if (fd < 0) return fd;
   struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (fstat(fd, &st) < 0) st.st_mode = 0;
+  if (S_ISDIR(st.st_mode)) {
     int ifd = openat(fd, B2_FRAME_SPARSE_INDEX, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     int e = errno;
     close(fd);
@@ -200,19 +209,22 @@ static int open_header_file(int dirfd, const char *name, int64_t *size) {
     close(fd);
     return b2_fail(B2_E_FORMAT, "not a regular file or a directory");
   }
-  *size = (int64_t)st.st_size;
+  *out = st;
   return fd;
 }
 
-int b2_frame_kind_at(int dirfd, const char *name) {
+int b2_frame_kind_at(int dirfd, const char *name) { return b2_frame_kind_at_st(dirfd, name, NULL); }
+
+int b2_frame_kind_at_st(int dirfd, const char *name, const struct stat *known) {
   if (!name || !*name) return b2_fail(B2_E_INVAL, "frame kind: no name");
   struct stat st;
-  int kind = header_stat(dirfd, name, &st) == 0 ? kind_cached(&st) : -1;
+  int have = known && S_ISREG(known->st_mode);
+  if (have) st = *known;
+  int kind = have || header_stat(dirfd, name, &st) == 0 ? kind_cached(&st, NULL) : -1;
   if (kind >= 0) return kind;
-  int64_t size = 0;
-  int fd = open_header_file(dirfd, name, &size);
+  int fd = open_header_file(dirfd, name, &st); /* st: what is read below */
   if (fd < 0) return fd;
-  int have_st = fstat(fd, &st) == 0; /* what is read below */
+  int64_t size = (int64_t)st.st_size;
   uint8_t pre[HEADER_PREFIX];
   size_t n = size < HEADER_PREFIX ? (size_t)size : HEADER_PREFIX;
   b2_frame_header h;
@@ -247,7 +259,7 @@ int b2_frame_kind_at(int dirfd, const char *name) {
       len[k] = meta[k].len;
     }
     rc = classify(B2_MIN(nmeta, B2_FRAME_MAX_META), names, data, len);
-    if (rc >= 0 && have_st) kind_remember(&st, rc);
+    if (rc >= 0) kind_remember(&st, rc, h.nbytes);
   }
   free(meta);
   free(hdr);

@@ -27,22 +27,56 @@ int b2_ns_holds_sparse_index(int fd) {
   return fstatat(fd, B2_NS_SPARSE_INDEX, &cst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(cst.st_mode);
 }
 
-int b2_ns_holds_data(int dirfd, const char *name) {
-  int kind = b2_frame_kind_at(dirfd, name);
+/* b2_ns_holds_data, with the lstat of a regular file known (or NULL). */
+static int holds_data_st(int dirfd, const char *name, const struct stat *st) {
+  int kind = b2_frame_kind_at_st(dirfd, name, st);
   return kind < 0 || b2_frame_kind_is_data(kind); /* damaged: a frame (EIO on open) */
+}
+
+int b2_ns_holds_data(int dirfd, const char *name) { return holds_data_st(dirfd, name, NULL); }
+
+int b2_ns_has_sidecar(int dirfd, const char *name, const struct stat *st) {
+  char side[B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX];
+  struct stat ss;
+  int rc;
+  if (S_ISDIR(st->st_mode)) {
+    int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return fail_sys(errno);
+    rc = fstatat(fd, B2_FRAME_LOCK_FILE, &ss, AT_SYMLINK_NOFOLLOW);
+    int err = errno;
+    close(fd);
+    errno = err;
+  } else {
+    if ((size_t)snprintf(side, sizeof side, "%s" B2_FRAME_LOCK_SUFFIX, name) >= sizeof side)
+      return B2_E_NAMETOOLONG;
+    rc = fstatat(dirfd, side, &ss, AT_SYMLINK_NOFOLLOW);
+  }
+  if (rc == 0) return 1;
+  return errno == ENOENT ? 0 : fail_sys(errno);
 }
 
 int b2_ns_is_frame(int dirfd, const char *name, const struct stat *st) {
   int kind = b2_ns_name_kind(name, NULL);
   if (kind == B2_NS_PLAIN) return 0;
   if (kind == B2_NS_STORE) return b2_store_detect(dirfd, name) != B2_STORE_NONE;
-  if (S_ISREG(st->st_mode)) return b2_ns_holds_data(dirfd, name);
+  if (S_ISREG(st->st_mode)) return holds_data_st(dirfd, name, st);
   if (!S_ISDIR(st->st_mode)) return 0;
   int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return 0;
   int yes = b2_ns_holds_sparse_index(fd);
   close(fd);
   return yes && b2_ns_holds_data(dirfd, name);
+}
+
+int b2_ns_frame_size(const struct stat *hst, int kind, int64_t *size) {
+  int64_t n = 0;
+  int k = b2_frame_kind_seen(hst, &n);
+  /* the .npy view of an SChunk is its logical content; an array's is not */
+  if (k == B2_KIND_SCHUNK || (k == B2_KIND_NDARRAY && kind == B2_NS_LOGICAL)) {
+    *size = n;
+    return 0;
+  }
+  return B2_E_NOENT;
 }
 
 int b2_ns_probe_dir(void *ctx, const char *name) {
