@@ -465,10 +465,10 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* --latency: one chunk at a time, as a reader waits for a chunk that is
- * not cached.  For every chunk, `runs` interleaved rounds of the
- * one-thread decode (b2_chunk_decode) and the shared one
- * (b2_chunk_decode_par: this thread and the pool's idle workers, woken
- * for the chunk), wall clock; per chunk the smallest time of each (the
+ * not cached.  For every chunk, `runs` rounds of the one-thread decode
+ * (b2_chunk_decode) and the shared one (b2_chunk_decode_par: this thread
+ * and the pool's idle workers, woken for the chunk), each first in every
+ * other round, wall clock; per chunk the smallest time of each (the
  * rounds other work on the machine delayed least).  Prints the median
  * per-chunk times and their ratio, the share of blocks the workers
  * decoded, and the process CPU time per chunk of each way (all rounds:
@@ -487,27 +487,30 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
     for (size_t i = 0; i < nc; i++) {
       size_t nb = chunk_nbytes(&e, i);
       uint8_t *dst = out + i * CHUNK;
-      double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = now();
-      int rc = b2_chunk_decode(chunk_at(&e, i), e.len[i], dst, nb);
-      double w1 = now(), c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-      if (rc < 0 || (size_t)rc != nb) die("chunk %zu: one-thread decode failed", i);
-      if (r == 0 && memcmp(dst, ds->src + i * CHUNK, nb)) die("chunk %zu differs (1T)", i);
-      if (w1 - w0 < t1[i]) t1[i] = w1 - w0;
-      cpu1 += c1 - c0;
-      if (r == 0) memset(dst, 0xA5, nb);
-      long h0 = atomic_load(&b2_chunk_par_helped);
-      c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-      w0 = now();
-      rc = b2_chunk_decode_par(chunk_at(&e, i), e.len[i], dst, nb, par_pool);
-      w1 = now();
-      c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-      if (rc < 0 || (size_t)rc != nb) die("chunk %zu: shared decode failed", i);
-      if (r == 0 && memcmp(dst, ds->src + i * CHUNK, nb)) die("chunk %zu differs (shared)", i);
-      if (w1 - w0 < tp[i]) tp[i] = w1 - w0;
-      cpup += c1 - c0;
-      helped += (double)(atomic_load(&b2_chunk_par_helped) - h0);
-      b2_chunk_info ci;
-      if (b2_chunk_parse(chunk_at(&e, i), e.len[i], &ci) == 0) blocks += ci.nblocks;
+      /* Both ways in turn, each first in every other round: whichever runs
+       * second finds the chunk and its output in the caches. */
+      for (int k = 0; k < 2; k++) {
+        int par = (k + r) % 2;
+        if (r == 0) memset(dst, 0xA5, nb);
+        long h0 = atomic_load(&b2_chunk_par_helped);
+        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = now();
+        int rc = par ? b2_chunk_decode_par(chunk_at(&e, i), e.len[i], dst, nb, par_pool)
+                     : b2_chunk_decode(chunk_at(&e, i), e.len[i], dst, nb);
+        double w1 = now(), c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        if (rc < 0 || (size_t)rc != nb) die("chunk %zu: %s decode failed", i, par ? "shared" : "1T");
+        if (r == 0 && memcmp(dst, ds->src + i * CHUNK, nb))
+          die("chunk %zu differs (%s)", i, par ? "shared" : "1T");
+        double *t = par ? tp : t1;
+        if (w1 - w0 < t[i]) t[i] = w1 - w0;
+        if (par) {
+          cpup += c1 - c0;
+          helped += (double)(atomic_load(&b2_chunk_par_helped) - h0);
+          b2_chunk_info ci;
+          if (b2_chunk_parse(chunk_at(&e, i), e.len[i], &ci) == 0) blocks += ci.nblocks;
+        } else {
+          cpu1 += c1 - c0;
+        }
+      }
     }
   }
   for (size_t i = 0; i < nc; i++) rat[i] = tp[i] / t1[i];

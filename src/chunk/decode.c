@@ -10,6 +10,7 @@
 #include "common/pool.h"
 #include "common/util.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -151,13 +152,46 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
   return 0;
 }
 
+/* Block 0 of a chunk (the delta reference) being decoded by another
+ * thread while this one decodes a later block (b2_chunk_decode_par):
+ * `ready` is 0 until it is there, 1 once it is, -1 if it failed. */
+struct refwait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int ready;
+  const uint8_t *ref0;
+  int32_t ref0_size;
+};
+
+static int ref_wait(struct refwait *w, const uint8_t **ref0, int32_t *size) {
+  pthread_mutex_lock(&w->mu);
+  while (w->ready == 0) pthread_cond_wait(&w->cv, &w->mu);
+  int ok = w->ready > 0;
+  *ref0 = w->ref0;
+  *size = w->ref0_size;
+  pthread_mutex_unlock(&w->mu);
+  return ok ? 0 : b2_fail(B2_E_FORMAT, "block 0, the delta reference, failed");
+}
+
+static void ref_set(struct refwait *w, const uint8_t *ref0, int32_t size, int ok) {
+  pthread_mutex_lock(&w->mu);
+  w->ref0 = ref0;
+  w->ref0_size = size;
+  w->ready = ok ? 1 : -1;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
 /* Decode bytes [wlo, whi) of one block into out[0, whi - wlo), filters
  * included.  ref0 is block 0 decoded (the delta reference) or NULL when
- * decoding block 0 itself. */
+ * decoding block 0 itself, or when `rw` will give it: then the streams
+ * and the filters before delta run first, and only the delta step waits
+ * for block 0. */
 static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
                         int32_t bsize, int leftoverblock, int64_t src_start,
                         int64_t src_end, uint8_t *out, size_t wlo, size_t whi,
-                        const uint8_t *ref0, int32_t ref0_size) {
+                        const uint8_t *ref0, int32_t ref0_size,
+                        struct refwait *rw) {
   int rc;
   int whole = wlo == 0 && whi == (size_t)bsize;
   int32_t nstreams = block_streams(d, leftoverblock);
@@ -193,6 +227,8 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
     int meta = d->in.filters_meta[i];
     if (slot_is_noop(&d->in, i)) continue;
     if (f == B2_FILTER_DELTA) {
+      if (boff != 0 && !ref0 && rw && (rc = ref_wait(rw, &ref0, &ref0_size)) < 0)
+        return b2_context(rc, "block %d", nb);
       if (boff != 0 && (!ref0 || bsize > ref0_size))
         return b2_fail(B2_E_UNSUPPORTED, "block %d: delta block larger than "
                        "its reference block", nb);
@@ -286,7 +322,7 @@ static int block_window(const struct dctx *d, int32_t b, int64_t boff,
   if (lo >= hi) return 0;
   return decode_block(d, b, boff, bsize, leftoverblock, start, end,
                       dst + (lo - offset), lo - (size_t)boff,
-                      hi - (size_t)boff, ref0, ref0_size);
+                      hi - (size_t)boff, ref0, ref0_size, NULL);
 }
 
 /* Block 0 decoded whole (the delta reference): straight into dst when the
@@ -311,7 +347,7 @@ static int delta_reference(const struct dctx *d, int64_t end0, size_t offset,
   uint8_t *t = covered ? dst : b2_chunk_scratch(B2_SCR_REF, (size_t)bsize);
   if (!t) return b2_fail(B2_E_NOMEM, "block 0: no scratch memory");
   rc = decode_block(d, 0, 0, bsize, leftoverblock, start, end0, t, 0,
-                    (size_t)bsize, NULL, 0);
+                    (size_t)bsize, NULL, 0, NULL);
   if (rc < 0) return rc;
   if (!covered && offset < (size_t)bsize)
     memcpy(dst, t + offset, B2_MIN(n, (size_t)bsize - offset));
@@ -430,8 +466,7 @@ atomic_long b2_chunk_par_helped;
 struct par {
   const struct dctx *d;
   uint8_t *dst;
-  const uint8_t *ref0;
-  int32_t ref0_size;
+  struct refwait *rw;   /* block 0, when delta needs it; NULL if not */
   int32_t end;          /* blocks [.., end) */
   atomic_int next;      /* next block to take */
   atomic_int rc;        /* first failure, 0 if none */
@@ -451,7 +486,7 @@ static long par_take(struct par *p) {
     int rc = fixed_block(d, b, &boff, &bsize, &leftoverblock, &start);
     if (rc == 0)
       rc = decode_block(d, b, boff, bsize, leftoverblock, start, d->in.cbytes,
-                        p->dst + boff, 0, (size_t)bsize, p->ref0, p->ref0_size);
+                        p->dst + boff, 0, (size_t)bsize, NULL, 0, p->rw);
     if (rc < 0) {
       int zero = 0;
       if (atomic_compare_exchange_strong(&p->rc, &zero, rc))
@@ -482,20 +517,44 @@ int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
   struct par p = {.d = &d, .dst = dst, .end = d.in.nblocks};
   atomic_init(&p.next, 0);
   atomic_init(&p.rc, 0);
+  struct refwait rw;
+  /* Delta: this thread decodes block 0, every other block's reference,
+   * while the helpers start on the others (streams and earlier filters
+   * need no reference); so the helpers may take all of them. */
+  int32_t left = p.end;
   if (d.has_delta) {
-    /* Block 0 first: every other block is decoded against it. */
-    rc = delta_reference(&d, d.in.cbytes, 0, (size_t)d.in.nbytes, dst,
-                         &p.ref0, &p.ref0_size);
-    if (rc < 0) return rc;
+    pthread_mutex_init(&rw.mu, NULL);
+    pthread_cond_init(&rw.cv, NULL);
+    rw.ready = 0;
+    rw.ref0 = NULL;
+    rw.ref0_size = 0;
+    p.rw = &rw;
     atomic_store(&p.next, 1);
+    left = p.end - 1;
+  } else {
+    left = p.end - 1; /* this thread takes one block too */
   }
-  int32_t left = p.end - atomic_load(&p.next);
-  if (helpers > left - 1) helpers = left - 1;
+  if (helpers > left) helpers = left;
   b2_pool_group g = B2_POOL_GROUP_INIT;
   for (int k = 0; k < helpers; k++)
     if (b2_pool_try_submit(pool, par_job, &p, &g) < 0) break;
+  if (d.has_delta) {
+    const uint8_t *r0 = NULL;
+    int32_t r0size = 0;
+    rc = delta_reference(&d, d.in.cbytes, 0, (size_t)d.in.nbytes, dst, &r0, &r0size);
+    if (rc < 0) {
+      int zero = 0; /* first, so that helpers failing on it do not win */
+      if (atomic_compare_exchange_strong(&p.rc, &zero, rc))
+        snprintf(p.detail, sizeof p.detail, "%s", b2_last_detail());
+    }
+    ref_set(&rw, r0, r0size, rc >= 0);
+  }
   par_take(&p);
   b2_pool_wait(pool, &g); /* runs our jobs still queued itself */
+  if (d.has_delta) {
+    pthread_cond_destroy(&rw.cv);
+    pthread_mutex_destroy(&rw.mu);
+  }
   rc = atomic_load(&p.rc);
   if (rc < 0) return b2_fail(rc, "%s", p.detail);
   return d.in.nbytes;

@@ -20,6 +20,7 @@
 #include "b2_error.h"
 #include "b2_frame.h"
 #include "chunk/chunk_internal.h"
+#include "common/util.h" /* b2_le32 */
 #include "common/pool.h"
 #include "t.h"
 
@@ -239,25 +240,35 @@ static void test_par_fixture_chunks(void) {
 
 /* Byte flips in the streams of a many-block chunk: the shared decode fails
  * exactly when the one-thread decode does, else gives the same bytes. */
-static void test_par_damaged(void) {
+/* delta: 0 plain shuffle; 1 delta + shuffle, every other trial damaging
+ * only block 0 (the reference the helpers wait for while it fails). */
+static void par_damaged(int delta) {
   b2_cparams p;
   b2_cparams_default(&p);
   p.blocksize = 8192;
+  if (delta) p.filters[4] = B2_FILTER_DELTA;
   size_t n = 200000;
   uint8_t *src = malloc(n), *c = malloc(b2_chunk_bound(n));
   uint8_t *d = malloc(b2_chunk_bound(n));
   fill(src, n, 0);
   int cb = b2_chunk_encode(&p, src, n, c, b2_chunk_bound(n));
   CHECK(cb > 1000);
+  b2_chunk_info in;
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), 0);
+  uint32_t b0 = b2_le32(c + in.header_len), b1 = b2_le32(c + in.header_len + 4);
+  CHECK(b1 > b0 && (int)b1 <= cb);
   int bad = 0, failed = 0;
   for (int t = 0; t < 300 && cb > 1000; t++) {
     memcpy(d, c, (size_t)cb);
     int flips = 1 + (int)(rnd() % 4);
-    for (int k = 0; k < flips; k++) /* past the header and block starts */
-      d[200 + rnd() % (uint64_t)(cb - 200)] ^= (uint8_t)(1u << (rnd() % 8));
+    for (int k = 0; k < flips; k++) { /* past the header and block starts */
+      size_t at = delta && t % 2 ? b0 + rnd() % (uint64_t)(b1 - b0)
+                                 : 200 + rnd() % (uint64_t)(cb - 200);
+      d[at] ^= (uint8_t)(1u << (rnd() % 8));
+    }
     int ok;
     char what[32];
-    snprintf(what, sizeof what, "trial %d", t);
+    snprintf(what, sizeof what, "trial %d%s", t, delta ? " (delta)" : "");
     bad += compare(d, (size_t)cb, what, &ok);
     failed += !ok;
   }
@@ -266,6 +277,11 @@ static void test_par_damaged(void) {
   free(src);
   free(c);
   free(d);
+}
+
+static void test_par_damaged(void) {
+  par_damaged(0);
+  par_damaged(1);
 }
 
 /* ---- several callers at once --------------------------------------------------- */
