@@ -23,6 +23,7 @@
 struct b2_ns_node {
   b2_file *file;
   int kind;
+  int dfd;    /* a descriptor of the directory it is in (O_PATH dup) */
   dev_t ddev; /* the directory it was opened in or moved to */
   ino_t dino;
   char name[B2_NS_NAME_MAX + 1];
@@ -34,15 +35,17 @@ static int view_of(int kind) { return kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_
 static int node_new(b2_file *f, int dirfd, const char *name, int kind, b2_ns_node **out) {
   struct stat dst;
   b2_ns_node *n = calloc(1, sizeof *n);
+  int dfd = -1;
   int rc = !n ? b2_fail(B2_E_NOMEM, "out of memory")
-           : fstat(dirfd, &dst) < 0 ? b2_fail(b2_from_errno(errno), "%s: directory: %s", name,
-                                              strerror(errno))
-                                    : 0;
+           : fstat(dirfd, &dst) < 0 || (dfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0)) < 0
+               ? b2_fail(b2_from_errno(errno), "%s: directory: %s", name, strerror(errno))
+               : 0;
   if (rc < 0) {
     free(n);
     b2_file_close(f);
     return rc;
   }
+  n->dfd = dfd;
   n->file = f;
   n->kind = kind;
   n->ddev = dst.st_dev;
@@ -92,10 +95,15 @@ int b2_ns_node_is_at(const b2_ns_node *n, dev_t ddev, ino_t dino, const char *na
 int b2_ns_node_moved(b2_ns_node *n, int dirfd, const char *name) {
   struct stat dst;
   if (strlen(name) > B2_NS_NAME_MAX) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", name);
-  if (fstat(dirfd, &dst) < 0)
-    return b2_fail(b2_from_errno(errno), "%s: directory: %s", name, strerror(errno));
+  int nd = fstat(dirfd, &dst) < 0 ? -1 : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (nd < 0) return b2_fail(b2_from_errno(errno), "%s: directory: %s", name, strerror(errno));
   int rc = b2_frame_rehome(b2_file_frame(n->file), dirfd, name);
-  if (rc < 0) return rc;
+  if (rc < 0) {
+    close(nd);
+    return rc;
+  }
+  close(n->dfd);
+  n->dfd = nd;
   n->ddev = dst.st_dev;
   n->dino = dst.st_ino;
   snprintf(n->name, sizeof n->name, "%s", name);
@@ -103,13 +111,8 @@ int b2_ns_node_moved(b2_ns_node *n, int dirfd, const char *name) {
 }
 
 int b2_ns_node_entry(const b2_ns_node *n, int flags) {
-  const char *name;
-  int dfd = b2_frame_home(b2_file_frame(n->file), &name);
-  if (dfd < 0) return b2_fail(B2_E_NOENT, "%s: the frame's directory is not known", n->name);
-  int fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
-  int err = errno;
-  close(dfd);
-  return fd < 0 ? b2_fail(b2_from_errno(err), "%s: %s", n->name, strerror(err)) : fd;
+  int fd = openat(n->dfd, n->name, flags | O_NOFOLLOW | O_CLOEXEC);
+  return fd < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", n->name, strerror(errno)) : fd;
 }
 
 int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect) {
@@ -125,13 +128,9 @@ int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect) {
 
 int b2_ns_node_close(b2_ns_node *n, int *entry) {
   if (!n) return 0;
-  const char *name;
-  int dfd = entry ? b2_frame_home(b2_file_frame(n->file), &name) : -1;
-  char nm[B2_NS_NAME_MAX + 1];
-  if (dfd >= 0) snprintf(nm, sizeof nm, "%s", name);
   int rc = b2_file_close(n->file); /* a failed commit is tried once more */
-  if (entry) *entry = dfd >= 0 ? openat(dfd, nm, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
-  if (dfd >= 0) close(dfd);
+  if (entry) *entry = openat(n->dfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  close(n->dfd);
   free(n);
   return rc;
 }
