@@ -62,7 +62,8 @@ b2_cache_entry *b2_cache_claim_locked(b2_cache *c, const b2_cache_filter *f,
       continue;
     }
     if (e->ferr && (e->ferr_seq > f->retry_seq || e->ferr_ns > f->retry_ns)) {
-      if (err && !*err) *err = e->ferr;
+      /* (a real failure before a size change met: B2_E_BUSY is transient) */
+      if (err && (!*err || *err == B2_E_BUSY)) *err = e->ferr;
       continue;
     }
     e->flushing = 1;
@@ -134,6 +135,11 @@ static int wait_dirty_room(b2_cache *c, b2_cache_entry *e) {
       pthread_mutex_lock(&c->dmu);
     } else if (busy) {
       pthread_cond_wait(&c->dcv, &c->dmu);
+    } else if (err == B2_E_BUSY) {
+      /* Only entries whose flush met a size change are left (they are
+       * flushed again later): the limit is exceeded by them for now, not a
+       * failure of this write. */
+      break;
     } else {
       if (!err) err = B2_E_IO;
       rc = b2_fail(err, "dirty limit: %zu dirty bytes cannot be written back "

@@ -477,6 +477,26 @@ static void test_dirty_bound(void) {
   b2_cache_destroy(c);
 }
 
+/* A flush that met a size change (B2_E_BUSY: done again later) is no
+ * failure of the writer that needs room; a real failure beside it is. */
+static void test_dirty_bound_busy(void) {
+  b2_cache *c = mk(1 << 20, 3000, 4);
+  loader l = {.size = 1000};
+  store s = {.fail = B2_E_BUSY, .fail_chunk = -1};
+  for (int k = 0; k < 3; k++) CHECK_EQ(dirty_key(c, &l, &s, 7, k, 1), 0);
+  CHECK_EQ(dirty_key(c, &l, &s, 7, 3, 1), 0); /* over the limit, for now */
+  CHECK_EQ(stats(c).dirty_bytes, 4000);
+  s.fail_chunk = 1; /* then only chunk 1 is busy, chunk 0 fails for good */
+  s.fail = B2_E_NOSPC;
+  CHECK_EQ(b2_cache_flush_file(c, 7, NULL), B2_E_NOSPC);
+  s.fail = B2_E_BUSY;
+  CHECK_EQ(b2_cache_flush_file(c, 7, NULL), B2_E_BUSY);
+  s.fail = 0;
+  CHECK_EQ(b2_cache_flush_file(c, 7, NULL), 0);
+  CHECK_EQ(stats(c).dirty_bytes, 0);
+  b2_cache_destroy(c);
+}
+
 static void test_resize(void) {
   b2_cache *c = mk(1 << 20, 1 << 16, 0);
   loader l = {.size = 1000};
@@ -655,6 +675,7 @@ int main(void) {
   T_RUN(test_dirty_flush_on_eviction);
   T_RUN(test_flush_error_kept);
   T_RUN(test_dirty_bound);
+  T_RUN(test_dirty_bound_busy);
   T_RUN(test_resize);
   T_RUN(test_buffer_red_zones);
   T_RUN(test_flush_file_and_idle);
