@@ -175,10 +175,15 @@ def npy_header_len(head):
 def load_locked(npy, sidecar):
     """numpy.load through the mount while holding the reference library's
     shared lock on the frame's sidecar in SOURCE: one consistent state even
-    over the several read() calls numpy makes"""
+    over the several read() calls numpy makes; None when the sidecar is
+    missing (python-blosc2's mode="w" removes it with the frame for a
+    moment): no finding either way"""
     import fcntl
 
-    fd = os.open(sidecar, os.O_RDONLY)
+    try:
+        fd = os.open(sidecar, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         return np.load(npy)
@@ -224,6 +229,8 @@ def cmd_mountread(npy, seconds, donefile, timeout, sidecar, tag="mountread"):
                     bad += 1
             if random.random() < 0.2:
                 a = load_locked(npy, sidecar)
+                if a is None:
+                    continue
                 loads += 1
                 r = check_items(a, None, "numpy.load")
                 if r is None and a.size and len(a) != size_of(int(a[0])):
