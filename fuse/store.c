@@ -3,9 +3,10 @@
  *
  * A source entry NAME.b2e, NAME.b2d or NAME.b2z that b2_store_detect
  * recognises is shown as a directory (its short name NAME, names.c).  Its
- * inode (kind B2_NS_STORE, in the table like any source entry) holds
- * the store opened: a snapshot, reopened when b2_store_stale says it
- * changed (checked at most once per attribute timeout).  The store's
+ * inode (kind B2_NS_STORE, in the table like any source entry) holds the
+ * store's namespace directory node (b2_ns_store: the current snapshot,
+ * reopened when the store changed, checked at most once per attribute
+ * timeout); this file maps the node's keys to inodes and replies.  The store's
  * groups, and the values that do not lie in a file of their own (zip
  * members, embedded values), are virtual inodes outside the table (kind
  * STORE too, `sn->root` set), read-only; a .b2d value that is a file of
@@ -21,7 +22,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "b2_store.h"
@@ -32,19 +32,12 @@
  * and the call retried, at most this often. */
 #define STALE_TRIES 20
 
-typedef struct b2fs_snap {
-  b2_store *s;
-  atomic_int refs;
-} b2fs_snap;
+typedef b2_ns_snap b2fs_snap; /* a snapshot of a store (b2_ns.h) */
 
 typedef struct b2fs_snode b2fs_snode;
 struct b2fs_snode {
-  /* The store's own inode (root == NULL). */
-  pthread_mutex_t mu;
-  b2fs_snap *snap;          /* current snapshot, NULL: none (yet) */
-  struct timespec checked;  /* when it was last found current */
-  int err;                  /* negative engine code of the last failed open */
-  char *logged;             /* detail last logged */
+  /* The store's own inode (root == NULL): its namespace node. */
+  b2_ns_store *node;
   /* A member (root != NULL, pinned). */
   b2fs_inode *root;
   char *key;
@@ -98,33 +91,25 @@ typedef struct sdir {
   size_t n;
 } sdir;
 
-static void snap_put(b2fs_snap *p) {
-  if (p && atomic_fetch_sub(&p->refs, 1) == 1) {
-    b2_store_close(p->s);
-    free(p);
-  }
-}
+static void snap_put(b2fs_snap *p) { b2_ns_snap_put(p); }
 
 /* The store state of a store's own inode, made at its first use. */
 static b2fs_snode *root_sn(b2fs_inode *in) {
   b2fs_snode *sn = atomic_load(&in->sn);
   if (sn) return sn;
   sn = calloc(1, sizeof *sn);
+  if (sn && !(sn->node = b2_ns_store_new())) {
+    free(sn);
+    sn = NULL;
+  }
   if (!sn) return NULL;
-  pthread_mutex_init(&sn->mu, NULL);
   b2fs_snode *none = NULL;
   if (!atomic_compare_exchange_strong(&in->sn, &none, sn)) { /* another thread was first */
-    pthread_mutex_destroy(&sn->mu);
+    b2_ns_store_free(sn->node);
     free(sn);
     return none;
   }
   return sn;
-}
-
-static double since(const struct timespec *t) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (double)(now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
 }
 
 /* The store inode of a store node. */
@@ -141,76 +126,37 @@ static b2fs_snap *snap_get(b2fs_inode *in, int *err) {
     *err = -ENOMEM;
     return NULL;
   }
-  pthread_mutex_lock(&sn->mu);
-  b2fs_snap *p = sn->snap;
-  if (p && (since(&sn->checked) < b2fs_g.opts.timeout || !b2_store_stale(p->s))) {
-    if (since(&sn->checked) >= b2fs_g.opts.timeout)
-      clock_gettime(CLOCK_MONOTONIC, &sn->checked);
-    atomic_fetch_add(&p->refs, 1);
-    pthread_mutex_unlock(&sn->mu);
-    return p;
-  }
-  if (!p && sn->err && since(&sn->checked) < b2fs_g.opts.timeout) {
-    *err = -EIO; /* damaged: not reopened more often than the timeout */
-    pthread_mutex_unlock(&sn->mu);
-    return NULL;
-  }
-  char proc[64], real[PATH_MAX];
-  b2fs_fd_path(r->fd, proc, sizeof proc);
-  b2fs_src_path(r, real, sizeof real);
-  const char *base = strrchr(real, '/');
-  base = base ? base + 1 : real;
-  b2_store *s = NULL;
-  int rc = b2_store_open_named(b2fs_g.env, AT_FDCWD, proc, base, &s);
-  clock_gettime(CLOCK_MONOTONIC, &sn->checked);
-  b2fs_snap *np = rc == 0 ? calloc(1, sizeof *np) : NULL;
-  if (rc == 0 && !np) {
-    b2_store_close(s);
-    rc = B2_E_NOMEM;
+  b2fs_snap *p = NULL;
+  int report = 0;
+  int rc = b2_ns_store_get(sn->node, b2fs_g.env, r->fd, b2fs_g.opts.timeout, &p, &report);
+  if (report) { /* a new snapshot's notes, or a failure not logged yet */
+    char real[PATH_MAX];
+    b2fs_src_path(r, real, sizeof real);
+    if (rc < 0)
+      b2fs_log("store %s: %s", real, b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
+    for (int k = 0; rc == 0 && k < b2_store_nnotes(b2_ns_snap_store(p)); k++)
+      b2fs_log("store %s: %s", real, b2_store_note(b2_ns_snap_store(p), k));
   }
   if (rc < 0) {
-    const char *d = b2_last_detail();
-    if (!sn->logged || strcmp(sn->logged, d)) {
-      b2fs_log("store %s: %s", real, d && *d ? d : b2_strerror(rc));
-      free(sn->logged);
-      sn->logged = strdup(d ? d : "");
-    }
-    sn->err = rc;
-    snap_put(sn->snap); /* a damaged store shows nothing of its old self */
-    sn->snap = NULL;
-    pthread_mutex_unlock(&sn->mu);
     *err = -b2fs_errno(rc);
     return NULL;
   }
-  for (int k = 0; k < b2_store_nnotes(s); k++)
-    b2fs_log("store %s: %s", real, b2_store_note(s, k));
-  free(sn->logged);
-  sn->logged = NULL;
-  sn->err = 0;
-  np->s = s;
-  atomic_init(&np->refs, 2); /* the root's and the caller's */
-  snap_put(sn->snap);
-  sn->snap = np;
-  pthread_mutex_unlock(&sn->mu);
-  return np;
+  return p;
 }
 
 /* A read failed: check the store again at its next use (it may have been
  * changed in place), whatever the timeout. */
 static void recheck(b2fs_inode *in) {
   b2fs_snode *sn = atomic_load(&root_of(in)->sn);
-  if (!sn) return;
-  pthread_mutex_lock(&sn->mu);
-  memset(&sn->checked, 0, sizeof sn->checked);
-  pthread_mutex_unlock(&sn->mu);
+  if (sn) b2_ns_store_recheck(sn->node);
 }
 
 /* The entry of node `in` in snapshot p (the root group for the store
  * itself); B2_E_NOENT when the store no longer has it. */
 static int64_t entry_of(b2fs_inode *in, b2fs_snap *p) {
   if (!in->sn || !in->sn->root) return 0;
-  return in->sn->group ? b2_store_find_group(p->s, in->sn->key)
-                       : b2_store_find(p->s, in->sn->key);
+  return in->sn->group ? b2_store_find_group(b2_ns_snap_store(p), in->sn->key)
+                       : b2_store_find(b2_ns_snap_store(p), in->sn->key);
 }
 
 /* Snapshot and entry of a node, or a negative errno. */
@@ -235,9 +181,7 @@ void b2fs_store_free(b2fs_inode *in) {
     free(sn->key);
     snap_put(sn->size_snap);
   } else {
-    snap_put(sn->snap);
-    free(sn->logged);
-    pthread_mutex_destroy(&sn->mu);
+    b2_ns_store_free(sn->node);
   }
   free(sn);
 }
@@ -254,11 +198,11 @@ static int view_of(const b2_store_entry *e) {
 
 /* Size of value i as shown (0 when it cannot be read), or B2_E_STALE. */
 static int64_t value_size(b2fs_snap *p, int64_t i) {
-  const b2_store_entry *e = b2_store_entry_at(p->s, i);
+  const b2_store_entry *e = b2_store_entry_at(b2_ns_snap_store(p), i);
   int view = view_of(e);
-  if (view < 0) return b2_store_raw_size(p->s, i);
+  if (view < 0) return b2_store_raw_size(b2_ns_snap_store(p), i);
   b2_file *f;
-  int rc = b2_store_open_file(p->s, NULL, i, view, &f);
+  int rc = b2_store_open_file(b2_ns_snap_store(p), NULL, i, view, &f);
   if (rc < 0) return rc == B2_E_STALE ? rc : 0;
   int64_t n = b2_file_size(f);
   b2_file_close(f);
@@ -296,7 +240,7 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
       int64_t n = value_size(p, i);
       if (n != B2_E_STALE) {
         snap_put(sn->size_snap);
-        atomic_fetch_add(&p->refs, 1);
+        b2_ns_snap_ref(p);
         sn->size_snap = p;
         sn->size = n;
       }
@@ -307,7 +251,7 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
     if (ok) break;
     /* Another process changed the store meanwhile: again, holding its
      * sidecar so that it cannot change once more in between. */
-    if (held < 0) held = b2_store_hold(p->s);
+    if (held < 0) held = b2_store_hold(b2_ns_snap_store(p));
     snap_put(p);
     recheck(in);
     if (tries == STALE_TRIES) {
@@ -319,7 +263,7 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
   st->st_mode = S_IFREG | perm;
   st->st_nlink = 1;
   st->st_size = size;
-  st->st_blocks = (b2_store_raw_size(p->s, i) + 511) / 512;
+  st->st_blocks = (b2_store_raw_size(b2_ns_snap_store(p), i) + 511) / 512;
   snap_put(p);
   return 0;
 }
@@ -328,7 +272,7 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
 
 /* A virtual inode for entry i of p under store inode r (one lookup). */
 static b2fs_inode *member(b2fs_inode *r, b2fs_snap *p, int64_t i) {
-  const b2_store_entry *e = b2_store_entry_at(p->s, i);
+  const b2_store_entry *e = b2_store_entry_at(b2_ns_snap_store(p), i);
   b2fs_inode *in = calloc(1, sizeof *in);
   b2fs_snode *sn = calloc(1, sizeof *sn);
   char *key = strdup(e->key);
@@ -385,12 +329,12 @@ int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param
   int64_t g;
   int rc = resolve(dir, &p, &g);
   if (rc < 0) return rc;
-  int64_t i = b2_store_child(p->s, g, name);
+  int64_t i = b2_store_child(b2_ns_snap_store(p), g, name);
   if (i < 0) {
     snap_put(p);
     return -ENOENT;
   }
-  const b2_store_entry *e = b2_store_entry_at(p->s, i);
+  const b2_store_entry *e = b2_store_entry_at(b2_ns_snap_store(p), i);
   b2fs_inode *r = root_of(dir);
   if (e->loc == B2_STORE_IN_FILE) {
     /* A file of a .b2d: an ordinary frame (or, for an object, plain). */
@@ -436,7 +380,7 @@ int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh) {
   int64_t g;
   int rc = resolve(in, &p, &g);
   if (rc < 0) return rc;
-  const b2_store_entry *ge = b2_store_entry_at(p->s, g);
+  const b2_store_entry *ge = b2_store_entry_at(b2_ns_snap_store(p), g);
   size_t n = (size_t)ge->nchildren + 2;
   sdir *d = calloc(1, sizeof *d);
   if (d) {
@@ -445,8 +389,8 @@ int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh) {
   }
   if (!d || !d->names || !d->types) rc = -ENOMEM;
   for (size_t k = 0; !rc && k < n; k++) {
-    const char *nm = k == 0 ? "." : k == 1 ? ".." : b2_store_entry_at(p->s, ge->children[k - 2])->shown;
-    int grp = k < 2 || b2_store_entry_at(p->s, ge->children[k - 2])->kind == B2_STORE_GROUP;
+    const char *nm = k == 0 ? "." : k == 1 ? ".." : b2_store_entry_at(b2_ns_snap_store(p), ge->children[k - 2])->shown;
+    int grp = k < 2 || b2_store_entry_at(b2_ns_snap_store(p), ge->children[k - 2])->kind == B2_STORE_GROUP;
     d->names[k] = strdup(nm);
     d->types[k] = grp ? DT_DIR : DT_REG;
     if (!d->names[k]) rc = -ENOMEM;
@@ -493,12 +437,12 @@ int b2fs_store_open(b2fs_inode *in, int flags, uint64_t *fh) {
       free(sf);
       return rc;
     }
-    int view = view_of(b2_store_entry_at(sf->snap->s, sf->i));
-    int erc = view < 0 ? 0 : b2_store_open_file(sf->snap->s, b2fs_g.env, sf->i, view, &sf->f);
+    int view = view_of(b2_store_entry_at(b2_ns_snap_store(sf->snap), sf->i));
+    int erc = view < 0 ? 0 : b2_store_open_file(b2_ns_snap_store(sf->snap), b2fs_g.env, sf->i, view, &sf->f);
     if (erc == B2_E_STALE && tries < STALE_TRIES) {
       /* Changed meanwhile: again, holding the store's sidecar so that it
        * cannot change once more in between. */
-      if (held < 0) held = b2_store_hold(sf->snap->s);
+      if (held < 0) held = b2_store_hold(b2_ns_snap_store(sf->snap));
       snap_put(sf->snap);
       recheck(in);
       continue;
@@ -525,7 +469,7 @@ ssize_t b2fs_store_read(b2fs_inode *in, uint64_t fh, void *buf, size_t size, off
   size_t done = 0;
   while (done < size) {
     ssize_t n = sf->f ? b2_file_pread(sf->f, (char *)buf + done, size - done, off + (off_t)done)
-                      : b2_store_pread_raw(sf->snap->s, sf->i, (char *)buf + done, size - done,
+                      : b2_store_pread_raw(b2_ns_snap_store(sf->snap), sf->i, (char *)buf + done, size - done,
                                            off + (off_t)done);
     if (n < 0) {
       char real[PATH_MAX];
@@ -558,10 +502,10 @@ ssize_t b2fs_store_xattr(b2fs_inode *in, const char *name, char *buf, size_t siz
   int64_t i;
   int rc = resolve(in, &p, &i);
   if (rc < 0) return rc;
-  const b2_store_entry *e = b2_store_entry_at(p->s, i);
+  const b2_store_entry *e = b2_store_entry_at(b2_ns_snap_store(p), i);
   ssize_t n;
   if (e->kind == B2_STORE_GROUP) {
-    n = name ? b2_store_xattr_get(p->s, i, name, buf, size) : b2_store_xattr_list(p->s, i, buf, size);
+    n = name ? b2_store_xattr_get(b2_ns_snap_store(p), i, name, buf, size) : b2_store_xattr_list(b2_ns_snap_store(p), i, buf, size);
   } else if (view_of(e) < 0) {
     size_t kl = strlen(e->objkind);
     if (name && strcmp(name, KIND_XATTR)) n = B2_E_NOENT;
@@ -570,7 +514,7 @@ ssize_t b2fs_store_xattr(b2fs_inode *in, const char *name, char *buf, size_t siz
     if (n > 0 && size) memcpy(buf, name ? e->objkind : KIND_XATTR, (size_t)n);
   } else {
     b2_file *f;
-    n = b2_store_open_file(p->s, NULL, i, view_of(e), &f);
+    n = b2_store_open_file(b2_ns_snap_store(p), NULL, i, view_of(e), &f);
     if (n == 0) {
       n = name ? b2_file_xattr_get(f, name, buf, size) : b2_file_xattr_list(f, buf, size);
       b2_file_close(f);

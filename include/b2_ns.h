@@ -62,9 +62,10 @@
  *
  * ## What comes next in this layer (see docs/architecture.md)
  *
- * Stores plug in by kind: an entry of kind B2_NS_STORE is shown as a
- * directory whose children are the store's keys (today fuse/store.c; a
- * directory node here is where it belongs).  Attributes of a frame come
+ * Stores are directory nodes (b2_ns_store, below) holding the store's
+ * current snapshot; what maps their keys to the mount's inodes (virtual
+ * members, reads with retries) is still the daemon's fuse/store.c.
+ * Attributes of a frame come
  * from the probe's header read already (b2_ns_frame_size, b2_ns_has_sidecar,
  * below); an array's .npy size still needs its metalayer.
  */
@@ -76,6 +77,7 @@
 #include <sys/types.h>
 
 #include "b2_file.h"
+#include "b2_store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -419,6 +421,40 @@ int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect);
  * with entry, *entry gets an O_PATH descriptor of what its name holds
  * afterwards (-1 if none).  The close's code. */
 int b2_ns_node_close(b2_ns_node *n, int *entry);
+
+/* ---- stores: directory nodes (store.c) ------------------------------------
+ *
+ * A python-blosc2 store of SOURCE (kind B2_NS_STORE: NAME.b2e, NAME.b2d,
+ * NAME.b2z, shown as the directory NAME) is a directory node whose
+ * children are the store's keys (b2_store.h gives the tree and its
+ * names).  The node holds the store's current snapshot: opened at its
+ * first use, shared by reference counts, and opened again when the store
+ * changed on disk (b2_store_stale), which is checked at most once every
+ * `recheck` seconds (or at the next use after b2_ns_store_recheck: a read
+ * that failed may have met a change).  A store that cannot be opened
+ * (damaged) shows nothing of its old snapshot and is not opened again
+ * before `recheck` seconds.  Thread-safe. */
+typedef struct b2_ns_store b2_ns_store;
+typedef struct b2_ns_snap b2_ns_snap;
+
+/* A node with no snapshot yet; NULL when out of memory. */
+b2_ns_store *b2_ns_store_new(void);
+void b2_ns_store_free(b2_ns_store *n);
+/* The current snapshot of the store entry open at fd (any descriptor of
+ * it, O_PATH included; its name decides the store's form), with a
+ * reference for the caller (b2_ns_snap_put).  *report is set when the
+ * caller should tell someone: a snapshot just opened (its notes,
+ * b2_store_note, are new), or a failure whose detail differs from the last
+ * one reported.  0, or the code of the failed open (B2_E_IO while a
+ * damaged store waits for `recheck`). */
+int b2_ns_store_get(b2_ns_store *n, b2_env *env, int fd, double recheck, b2_ns_snap **out,
+                    int *report);
+/* Check the store for changes at its next use, whatever `recheck` says. */
+void b2_ns_store_recheck(b2_ns_store *n);
+/* A snapshot's store, one more reference, one less (the last closes it). */
+b2_store *b2_ns_snap_store(const b2_ns_snap *p);
+b2_ns_snap *b2_ns_snap_ref(b2_ns_snap *p);
+void b2_ns_snap_put(b2_ns_snap *p);
 
 #ifdef __cplusplus
 }

@@ -258,10 +258,39 @@ static void test_probe_attrs(void) {
   b2_env_destroy(env);
 }
 
+/* A store directory node over a damaged store: the failure is reported
+ * once per distinct detail, and the store is not opened again before
+ * `recheck` seconds unless asked. */
+static void test_store_node(void) {
+  b2_env *env;
+  int r = setup(&env);
+  if (r < 0) return;
+  put(r, "s.b2e", "not a store at all");
+  int fd = openat(r, "s.b2e", O_PATH | O_CLOEXEC);
+  b2_ns_store *n = b2_ns_store_new();
+  CHECK(n != NULL && fd >= 0);
+  b2_ns_snap *p = NULL;
+  int report = 0;
+  int rc = b2_ns_store_get(n, env, fd, 3600, &p, &report);
+  CHECK(rc < 0 && rc != B2_E_IO && report == 1 && p == NULL); /* the open's own code */
+  rc = b2_ns_store_get(n, env, fd, 3600, &p, &report); /* within recheck: not opened */
+  CHECK_EQ(rc, B2_E_IO);
+  CHECK_EQ(report, 0);
+  b2_ns_store_recheck(n);
+  rc = b2_ns_store_get(n, env, fd, 3600, &p, &report); /* opened again, same detail */
+  CHECK(rc < 0 && rc != B2_E_IO);
+  CHECK_EQ(report, 0);
+  b2_ns_store_free(n);
+  if (fd >= 0) close(fd);
+  rmroot(r);
+  b2_env_destroy(env);
+}
+
 int main(void) {
   T_RUN(test_remove);
   T_RUN(test_rename);
   T_RUN(test_node_moves);
   T_RUN(test_probe_attrs);
+  T_RUN(test_store_node);
   T_END();
 }
