@@ -419,7 +419,10 @@ int b2_ns_node_entry(const b2_ns_node *n, int flags);
 int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect);
 /* Commit and close (a failed commit is tried once more) and free the node;
  * with entry, *entry gets an O_PATH descriptor of what its name holds
- * afterwards (-1 if none).  The close's code. */
+ * afterwards (-1 if none).  A new NAME.npy made as NAME.b2nd whose header
+ * was no array (b2_file_npy_fell_back) is renamed NAME.npy.b2frame, the
+ * plain frame a plain NAME.npy is, when that name is free.  The close's
+ * code. */
 int b2_ns_node_close(b2_ns_node *n, int *entry);
 
 /* ---- stores: directory nodes (store.c) ------------------------------------

@@ -138,11 +138,13 @@ for n in ("fortran", "object", "damaged", "dims17"):
 PY
 then ok npy_plain_fallback_bytes; else nok npy_plain_fallback_bytes "$(tail -3 "$TMP/plain.out")"; fi
 for n in fortran object damaged dims17; do
-  if "$B2F" info "$SRC/$n.b2nd" 2>/dev/null | grep -q '^metalayers *-' &&
+  # the plain frame a plain NAME.npy gets: NAME.npy.b2frame, no NAME.b2nd left
+  if "$B2F" info "$SRC/$n.npy.b2frame" 2>/dev/null | grep -q '^metalayers *-' &&
+     [ ! -e "$SRC/$n.b2nd" ] &&
      [ "$(grep -c "$n.b2nd: stored as a plain frame" "${LOGS[$MNT]}")" = 1 ]; then
     ok "npy_plain_$n"
   else
-    nok "npy_plain_$n" "$(grep "$n" "${LOGS[$MNT]}" | head -2)"
+    nok "npy_plain_$n" "$(ls "$SRC" | grep "^$n"); $(grep "$n" "${LOGS[$MNT]}" | head -2)"
   fi
 done
 unmount_fg "$MNT" npy1

@@ -189,7 +189,13 @@ static int create_npy_in(b2_env *env, int dirfd, const char *path, const b2_fram
   (*out)->newp = plain;
   (*out)->view = B2_VIEW_NPY;
   (*out)->pending = 1;
+  (*out)->npy_new = 1;
   return 0;
+}
+
+int b2_file_npy_fell_back(b2_file *f) {
+  return f && f->writable && f->npy_new && f->npy_plain && !f->pending &&
+         atomic_load(&f->size) > 0;
 }
 
 int b2_file_create_npy(b2_env *env, const char *path, const b2_frame_params *p, b2_file **out) {

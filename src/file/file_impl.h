@@ -105,6 +105,7 @@ struct b2_file {
   /* Array views opened for writing, and new .npy files (awrite.c; wmu). */
   int pending;                /* a new .npy file: bytes held until its
                                  header is complete */
+  int npy_new;                /* made by b2_file_create_npy */
   int npy_plain;              /* a .npy view of a frame without a b2nd
                                  metalayer (its bytes): written anew when
                                  empty or truncated to 0 */

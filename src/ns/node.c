@@ -126,9 +126,31 @@ int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect) {
   return rc < 0 ? rc : 1;
 }
 
+/* A new NAME.npy stored as NAME.b2nd whose header was no array: it ends
+ * as the plain frame a plain NAME.npy is, NAME.npy.b2frame (when that name
+ * is free; renamed in place, the same file). */
+static void to_plain_name(b2_ns_node *n) {
+  size_t k = strlen(n->name), sl = sizeof ".b2nd" - 1;
+  char plain[B2_NS_NAME_MAX + 1];
+  if (k <= sl || strcmp(n->name + k - sl, ".b2nd") != 0 ||
+      (size_t)snprintf(plain, sizeof plain, "%.*s.npy" B2_NS_NEW_SUFFIX, (int)(k - sl), n->name) >=
+          sizeof plain ||
+      renameat2(n->dfd, n->name, n->dfd, plain, RENAME_NOREPLACE) != 0)
+    return;
+  int dfd = openat(n->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+  snprintf(n->name, sizeof n->name, "%s", plain);
+}
+
 int b2_ns_node_close(b2_ns_node *n, int *entry) {
   if (!n) return 0;
+  if (n->kind == B2_NS_NPY) (void)b2_file_flush(n->file); /* settles a new .npy */
+  int plain = n->kind == B2_NS_NPY && b2_file_npy_fell_back(n->file);
   int rc = b2_file_close(n->file); /* a failed commit is tried once more */
+  if (plain && rc == 0) to_plain_name(n);
   if (entry) *entry = openat(n->dfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   close(n->dfd);
   free(n);
