@@ -44,7 +44,10 @@ struct b2fs_snode {
   int group;
   int64_t size;             /* size shown, for size_snap */
   b2fs_snap *size_snap;
-  b2fs_inode *self, *prev, *next; /* all members (freed at unmount) */
+  b2fs_inode *self;         /* its inode */
+  b2fs_snode *prev, *next;  /* all members (freed at unmount), linked by their
+                               own state: an inode's sn is cleared before
+                               its member leaves the list */
 };
 
 static pthread_mutex_t members_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -52,17 +55,19 @@ static b2fs_snode *members;
 
 static void members_add(b2fs_snode *sn) {
   pthread_mutex_lock(&members_mu);
-  sn->next = members ? members->self : NULL;
-  if (members) members->prev = sn->self;
+  sn->prev = NULL;
+  sn->next = members;
+  if (members) members->prev = sn;
   members = sn;
   pthread_mutex_unlock(&members_mu);
 }
 
 static void members_del(b2fs_snode *sn) {
   pthread_mutex_lock(&members_mu);
-  if (sn->prev) sn->prev->sn->next = sn->next;
-  else members = sn->next ? sn->next->sn : NULL;
-  if (sn->next) sn->next->sn->prev = sn->prev;
+  if (sn->prev) sn->prev->next = sn->next;
+  else members = sn->next;
+  if (sn->next) sn->next->prev = sn->prev;
+  sn->prev = sn->next = NULL;
   pthread_mutex_unlock(&members_mu);
 }
 

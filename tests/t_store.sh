@@ -316,6 +316,29 @@ else
   notok "store changed under locking while read" "$(cat "$out/lk.read" "$tmp/lkr.err" "$tmp/lkw.err" 2>/dev/null | tail -c 300); log: $(grep lk.b2d "$tmp/store.log" | tail -3)"
 fi
 
+# Many members forgotten at once (the kernel drops its dentries while
+# three readers look them up again): the daemon keeps running.  Two
+# adjacent members freed by two threads once crashed it.
+if [ "$(id -u)" = 0 ]; then
+  "$PYB2" -c 'import sys, numpy as np, blosc2
+with blosc2.TreeStore(sys.argv[1], mode="w", threshold=10**6) as ts:
+    for g in range(10):
+        for i in range(40):
+            ts[f"/g{g}/v{i}"] = np.arange(10)' "$msrc/many.b2d"
+  end=$((SECONDS + 8)) lookers=()
+  for _ in 1 2 3; do
+    (while [ $SECONDS -lt $end ]; do find "$mnt/many" -type f -exec stat -c %s {} + >/dev/null 2>&1; done) &
+    lookers+=($!)
+  done
+  while [ $SECONDS -lt $end ]; do echo 2 >/proc/sys/vm/drop_caches; sleep 0.05; done
+  wait "${lookers[@]}"
+  check "members forgotten at once: the daemon lives" mountpoint -q "$mnt"
+  check "members forgotten at once: values still read" \
+    test "$(find "$mnt/many" -type f | wc -l)" = 400
+else
+  skip "members forgotten at once" "needs root (drop_caches)"
+fi
+
 # A damaged store: EIO inside it, one log line naming it, the rest works.
 ls "$mnt/bad" >/dev/null 2>"$tmp/err"
 check "damaged store: EIO" grep -q "Input/output error" "$tmp/err"
