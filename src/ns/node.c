@@ -130,10 +130,10 @@ int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect) {
  * as the plain frame a plain NAME.npy is, NAME.npy.b2frame (when that name
  * is free; renamed in place, the same file). */
 static void to_plain_name(b2_ns_node *n) {
-  size_t k = strlen(n->name), sl = sizeof ".b2nd" - 1;
+  size_t stem;
   char plain[B2_NS_NAME_MAX + 1];
-  if (k <= sl || strcmp(n->name + k - sl, ".b2nd") != 0 ||
-      (size_t)snprintf(plain, sizeof plain, "%.*s.npy" B2_NS_NEW_SUFFIX, (int)(k - sl), n->name) >=
+  if (b2_ns_name_kind(n->name, &stem) != B2_NS_NPY ||
+      (size_t)snprintf(plain, sizeof plain, "%.*s.npy" B2_NS_NEW_SUFFIX, (int)stem, n->name) >=
           sizeof plain ||
       renameat2(n->dfd, n->name, n->dfd, plain, RENAME_NOREPLACE) != 0)
     return;
