@@ -197,6 +197,8 @@ static int stat_known(b2fs_inode *in, struct stat *st) {
     st->st_mtim = ts_max(st->st_mtim, wtime);
     st->st_ctim = ts_max(st->st_ctim, wtime);
   }
+  if (in->hidlink && S_ISREG(st->st_mode) && st->st_nlink > 0)
+    st->st_nlink--; /* the hidden link kept for a writer of a removed name */
   if (in->sparse) {
     st->st_mode = S_IFREG | (st->st_mode & 07777 & ~(mode_t)0111);
     st->st_nlink = 1;

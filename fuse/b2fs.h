@@ -112,6 +112,8 @@ typedef struct b2fs_inode {
   char *doomed;                  /* hidden name of a frame removed while
                                     open, deleted with the inode (nslock) */
   int doomed_dir;                /* O_PATH descriptor of its directory */
+  _Atomic int hidlink;           /* doomed is one more link of a linked
+                                    file (not shown in st_nlink) */
   _Atomic int gone;              /* removed or replaced through the mount */
   _Atomic int swept;             /* directory: its leftovers were removed */
   int outside;                   /* not in the table (a store's member) */
@@ -197,8 +199,14 @@ int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name);
 b2fs_inode *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
 void b2fs_home_put(b2fs_inode *dir);
 /* The inode's entry was set aside as `hidden` in dirfd (b2_ns_remove,
- * b2_ns_rename): delete it with the inode (nslock held). */
-void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden);
+ * b2_ns_rename): delete it with the inode (nslock held).  `linked`: it was
+ * one name of a hard-linked file, kept for our writer only: the hidden
+ * link is not counted in the st_nlink shown, and goes at the writer's
+ * close while the file has other names (b2fs_undoom_linked). */
+void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden, int linked);
+/* The writer of a doomed linked file is done (nslock held): its hidden
+ * link goes now if the file still has other names. */
+void b2fs_undoom_linked(b2fs_inode *in);
 /* Lock the nslocks of two inodes (either may be NULL or equal) in a fixed
  * order, and unlock them. */
 void b2fs_nslock2(b2fs_inode *a, b2fs_inode *b);
@@ -277,6 +285,9 @@ void b2fs_frame_unhold(void *held);
 /* Drop the references a hold took: a last release may close (and take the
  * namespace locks), so call it after b2fs_nsunlock2. */
 void b2fs_frame_hold_drop(void *held);
+/* Is the writable handle of frame inode `in` at entry `name` of the
+ * directory (ddev, dino): does its writer rewrite the frame by that name? */
+int b2fs_frame_writes_as(b2fs_inode *in, dev_t ddev, ino_t dino, const char *name);
 /* Is any frame open for writing? */
 int b2fs_frame_any_writable(void);
 /* Does a writable handle of ours work on frame `name` of directory dirfd

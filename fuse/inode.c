@@ -44,7 +44,8 @@ static void remove_doomed(b2fs_inode *in) {
   in->doomed = NULL;
 }
 
-void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden) {
+void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden, int linked) {
+  in->hidlink = linked;
   in->doomed = strdup(hidden);
   in->doomed_dir = in->doomed ? fcntl(dirfd, F_DUPFD_CLOEXEC, 0) : -1;
   if (in->doomed && in->doomed_dir < 0) {
@@ -52,6 +53,16 @@ void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden) {
     in->doomed = NULL;
   }
   if (!in->doomed) b2fs_log("cannot keep the name of a deleted open frame: %s", hidden);
+}
+
+void b2fs_undoom_linked(b2fs_inode *in) {
+  struct stat st;
+  if (!in->doomed || !in->hidlink) return;
+  if (fstatat(in->doomed_dir, in->doomed, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISREG(st.st_mode) && st.st_nlink > 1) {
+    remove_doomed(in);
+    in->hidlink = 0;
+  }
 }
 
 b2fs_hooks b2fs_hook;

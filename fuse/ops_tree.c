@@ -278,14 +278,19 @@ static int ns_errno(int rc) {
  * engine might write it again at its path) is set aside under a hidden
  * name (b2_ns_remove), its writer following it, and deleted with its
  * inode. */
-static int remove_entry(int pfd, const char *src, int kind, const struct stat *st,
+static int remove_entry(b2fs_inode *p, const char *src, int kind, const struct stat *st,
                         b2fs_inode *in, void **held_out) {
-  int keep = 0;
-  if (in && !(S_ISREG(st->st_mode) && st->st_nlink > 1)) {
+  int keep = 0, pfd = p->fd;
+  int linked = S_ISREG(st->st_mode) && st->st_nlink > 1;
+  if (in && !linked) {
     in->gone = 1; /* its writer must not follow, compact or recreate it */
     pthread_mutex_lock(&in->lock);
     keep = in->cur && (b2_ns_is_sparse(kind, st) || in->cur->writable) && !in->doomed;
     pthread_mutex_unlock(&in->lock);
+  } else if (in) {
+    /* One name of a linked frame: kept (one more hidden link) only while
+     * our writer rewrites the frame under that very name. */
+    keep = !in->doomed && b2fs_frame_writes_as(in, p->dev, p->ino, src);
   }
   char hidden[B2_NS_HIDDEN_MAX];
   void *held = keep ? b2fs_frame_hold(in, NULL, NULL) : NULL;
@@ -294,7 +299,7 @@ static int remove_entry(int pfd, const char *src, int kind, const struct stat *s
   b2fs_frame_unhold(held);
   *held_out = held; /* dropped by the caller once the locks are gone */
   if (rc < 0) return -ns_errno(rc);
-  if (rc == 1) b2fs_doom(in, pfd, hidden);
+  if (rc == 1) b2fs_doom(in, pfd, hidden, linked);
   return 0;
 }
 
@@ -316,7 +321,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
   b2fs_inode *in = b2fs_inode_find(&st, kind);
   void *held = NULL;
   b2fs_nslock2(in, NULL);
-  int rc = remove_entry(pfd, src, kind, &st, in, &held);
+  int rc = remove_entry(p, src, kind, &st, in, &held);
   b2fs_nsunlock2(in, NULL);
   b2fs_frame_hold_drop(held);
   if (in) b2fs_inode_forget(in, 1);
@@ -370,7 +375,7 @@ static int do_move(move *m, b2fs_inode *sin, b2fs_inode *ein, void *held) {
   if (sin) b2fs_frame_moved(held, sin, m->qfd, m->target);
   if (m->kept) {
     b2fs_frame_moved(held, ein, m->qfd, m->hidden);
-    b2fs_doom(ein, m->qfd, m->hidden);
+    b2fs_doom(ein, m->qfd, m->hidden, S_ISREG(m->est.st_mode) && m->est.st_nlink > 1);
   }
   return 0;
 }

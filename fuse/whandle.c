@@ -324,6 +324,14 @@ void b2fs_frame_follow_at(b2fs_inode *dir, const char *name) {
   writing_at(dir->dev, dir->ino, name, 1);
 }
 
+int b2fs_frame_writes_as(b2fs_inode *in, dev_t ddev, ino_t dino, const char *name) {
+  if (!in->rw) return 0;
+  pthread_mutex_lock(&in->lock);
+  int yes = in->cur && in->cur->writable && home_is(in->cur, ddev, dino, name);
+  pthread_mutex_unlock(&in->lock);
+  return yes;
+}
+
 int b2fs_frame_writing_at(int dirfd, const char *name) {
   struct stat dst;
   if (fstat(dirfd, &dst) < 0) return 1; /* cannot tell */
@@ -529,7 +537,10 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   in->closing = NULL;
   int current = in->cur && in->cur->writable;
   pthread_mutex_unlock(&in->lock);
-  if (!current) b2fs_wreg_del(in);
+  if (!current) {
+    b2fs_wreg_del(in);
+    b2fs_undoom_linked(in); /* a hidden link kept for this writer alone */
+  }
   free(closing);
   pthread_mutex_unlock(&in->nslock);
   note_size(in, rc == 0 ? size : -1);

@@ -297,15 +297,17 @@ int b2_ns_is_sparse(int kind, const struct stat *st);
 int b2_ns_rename(b2_ns_move *m, int ebusy);
 
 /* Remove entry `src` of dirfd, of B2_NS_* kind `kind` and lstat `st` (as
- * b2_ns_resolve gives them).  One name of a hard-linked regular file is
- * unlinked (the file lives on under the others).  Otherwise, with `keep`
- * (the caller still uses the entry: a frame open for writing, whose writer
- * may rewrite it by name, or a sparse frame open at all) the entry is
+ * b2_ns_resolve gives them).  With `keep` (the caller still uses the
+ * entry: a frame open for writing, whose writer may rewrite it by name,
+ * also one name of a hard-linked frame, or a sparse frame open at all) the entry is
  * renamed to a fresh hidden name, written to `hidden` (cap >=
  * B2_NS_HIDDEN_MAX; a src already hidden keeps its name): it is no longer
  * shown, and the caller deletes it with b2_ns_delete once done, or the
- * sweep of a later run does if the caller dies first.  Without `keep` the
- * entry is deleted: a file unlinked, a sparse frame's directory emptied
+ * sweep of a later run does if the caller dies first (a hidden name of a
+ * linked file is one link more, which the caller may delete as soon as its
+ * writer is done, b2_ns_delete).  Without `keep` the
+ * entry is deleted: one name of a hard-linked file unlinked (the file
+ * lives on under the others), a file unlinked, a sparse frame's directory emptied
  * and removed.  When the last name of a contiguous frame goes, its
  * `NAME.b2lock` sidecar goes too, as the reference library removes it.
  * 0 (deleted), 1 (kept under `hidden`), or a negative code with a

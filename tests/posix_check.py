@@ -413,6 +413,45 @@ def link_survives_many_writes():
          "names differ or lost data (nlink %d)" % lst(a).st_nlink)
 
 
+@check
+def link_writer_removed():
+    """A writer open under one name of a linked file whose name is then
+    removed keeps writing the file the other name shows, through rewrites
+    (emptied and refilled: on b2fs an empty frame's commit writes the file
+    anew; with compaction at close, that too)."""
+    d = fresh()
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    create(a, 0o644, os.urandom(300000))
+    if err(os.link, a, b):
+        emit("link_writer_removed", False, "link failed")
+        return
+    fd = os.open(b, os.O_RDWR)
+    try:
+        os.unlink(b)
+        want("link_writer_removed_nlink", lst(a).st_nlink == 1,
+             "st_nlink %d after unlink" % lst(a).st_nlink)
+        e = 0
+        try:
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
+            want("link_writer_removed_emptied", lst(a).st_size == 0, "size %d" % lst(a).st_size)
+            data = os.urandom(120000)
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+            last = os.urandom(40000)
+            os.pwrite(fd, last, 0)
+        except OSError as ex:
+            e = ex.errno
+        want_errno("link_writer_removed_rewrite", e, 0)
+    finally:
+        os.close(fd)
+    if e == 0:
+        want("link_writer_removed_content", read(a) == last + data[40000:],
+             "content through the other name")
+    want("link_writer_removed_names", sorted(os.listdir(d)) == ["a"] and lst(a).st_nlink == 1,
+         "%s, nlink %d" % (sorted(os.listdir(d)), lst(a).st_nlink))
+
+
 # ---- error cases of each call --------------------------------------------------
 
 @check

@@ -83,9 +83,11 @@ int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, in
 static int ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                      char *hidden, size_t cap) {
   last_err = 0;
-  /* One name of a hard-linked file: the file lives on under the others
-   * (a writer rewrites a linked frame in place, never by name). */
-  if (S_ISREG(st->st_mode) && st->st_nlink > 1)
+  /* One name of a hard-linked file not kept: the file lives on under the
+   * others.  Kept (a writer of that name rewrites it through its
+   * directory and name: compaction, empty commits), it is set aside like
+   * any entry in use, as one more link of the file. */
+  if (S_ISREG(st->st_mode) && st->st_nlink > 1 && !keep)
     return unlinkat(dirfd, src, 0) < 0 ? fail_at(src, errno) : 0;
   if (!keep) {
     if (b2_ns_is_sparse(kind, st)) {

@@ -86,12 +86,24 @@ static void test_remove(void) {
   CHECK(b2_ns_name_hidden(hidden));
   CHECK_EQ(b2_ns_delete(r, hidden), 0);
   CHECK(!exists(r, hidden));
-  /* one name of a linked file: a plain unlink even when kept */
+  /* one name of a linked file: a plain unlink when not kept */
   put(r, "c.b2frame", "z");
   CHECK_EQ(linkat(r, "c.b2frame", r, "d.b2frame", 0), 0);
   fstatat(r, "c.b2frame", &st, AT_SYMLINK_NOFOLLOW);
-  CHECK_EQ(b2_ns_remove(r, "c.b2frame", B2_NS_LOGICAL, &st, 1, hidden, sizeof hidden), 0);
+  CHECK_EQ(b2_ns_remove(r, "c.b2frame", B2_NS_LOGICAL, &st, 0, hidden, sizeof hidden), 0);
   CHECK(!exists(r, "c.b2frame") && exists(r, "d.b2frame"));
+  CHECK_EQ(count_prefixed(r, B2_NS_GONE_PREFIX), 0);
+  /* kept (a writer rewrites it by that name): one more link, hidden */
+  CHECK_EQ(linkat(r, "d.b2frame", r, "e.b2frame", 0), 0);
+  fstatat(r, "e.b2frame", &st, AT_SYMLINK_NOFOLLOW);
+  CHECK_EQ(b2_ns_remove(r, "e.b2frame", B2_NS_LOGICAL, &st, 1, hidden, sizeof hidden), 1);
+  struct stat hs, ds;
+  CHECK(!exists(r, "e.b2frame"));
+  CHECK(fstatat(r, hidden, &hs, AT_SYMLINK_NOFOLLOW) == 0 &&
+        fstatat(r, "d.b2frame", &ds, AT_SYMLINK_NOFOLLOW) == 0 && hs.st_ino == ds.st_ino &&
+        ds.st_nlink == 2);
+  CHECK_EQ(b2_ns_delete(r, hidden), 0);
+  CHECK(fstatat(r, "d.b2frame", &ds, AT_SYMLINK_NOFOLLOW) == 0 && ds.st_nlink == 1);
   CHECK_EQ(count_prefixed(r, B2_NS_GONE_PREFIX), 0);
   /* a failed call keeps its own errno */
   CHECK(b2_ns_delete(r, "nothing") < 0);
