@@ -450,6 +450,29 @@ def link_writer_removed():
              "content through the other name")
     want("link_writer_removed_names", sorted(os.listdir(d)) == ["a"] and lst(a).st_nlink == 1,
          "%s, nlink %d" % (sorted(os.listdir(d)), lst(a).st_nlink))
+    # the same with the writer's name replaced by a rename
+    c = os.path.join(d, "c")
+    os.link(a, b)
+    create(c, 0o644, b"other")
+    fd = os.open(b, os.O_RDWR)
+    e = 0
+    try:
+        os.rename(c, b)
+        os.ftruncate(fd, 0)
+        os.fsync(fd)
+        data = os.urandom(70000)
+        os.pwrite(fd, data, 0)
+    except OSError as ex:
+        e = ex.errno
+    finally:
+        try:
+            os.close(fd)
+        except OSError as ex:
+            e = e or ex.errno
+    want_errno("link_writer_replaced_rewrite", e, 0)
+    want("link_writer_replaced_content", e == 0 and read(a) == data and read(b) == b"other" and
+         lst(a).st_nlink == 1 and sorted(os.listdir(d)) == ["a", "b"],
+         "content or names (nlink %d, %s)" % (lst(a).st_nlink, sorted(os.listdir(d))))
 
 
 # ---- error cases of each call --------------------------------------------------
