@@ -90,7 +90,9 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e) {
   return entry(pfd, NULL, src, kind, e);
 }
 
-int b2fs_entry_in(const b2fs_inode *dir, const char *src, int kind, struct fuse_entry_param *e) {
+int b2fs_entry_in(b2fs_inode *dir, const char *src, int kind, struct fuse_entry_param *e) {
+  /* A frame we rewrote under this name: its inode follows first. */
+  if (kind != B2_NS_PLAIN && b2fs_frame_any_writable()) b2fs_frame_follow_at(dir, src);
   struct stat dst;
   memset(&dst, 0, sizeof dst);
   dst.st_dev = dir->dev;

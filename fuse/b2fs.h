@@ -368,7 +368,10 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st);
 /* Entry `name` of store directory `dir` (counting one lookup); -errno. */
 int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param *e);
 int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh);
-size_t b2fs_store_readdir(fuse_req_t req, uint64_t fh, char *buf, size_t size, off_t off);
+/* A page of the listing into buf; plus: entries without attributes (the
+ * kernel looks each one up). */
+size_t b2fs_store_readdir(fuse_req_t req, uint64_t fh, int plus, char *buf, size_t size,
+                          off_t off);
 void b2fs_store_releasedir(uint64_t fh);
 int b2fs_store_open(b2fs_inode *in, int flags, uint64_t *fh);
 ssize_t b2fs_store_read(b2fs_inode *in, uint64_t fh, void *buf, size_t size, off_t off);
@@ -386,8 +389,10 @@ void *b2fs_tls_buf(size_t n);
 /* Look up source entry `src` (of view `kind`) in the directory at pfd and
  * fill e (counting one lookup).  -errno; -ENOENT when absent. */
 int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e);
-/* The same in directory inode `dir` (its numbers known: one call less). */
-int b2fs_entry_in(const b2fs_inode *dir, const char *src, int kind, struct fuse_entry_param *e);
+/* The same in directory inode `dir` (its numbers known: one call less),
+ * after a frame we rewrote under that name has been followed: a lookup,
+ * or one entry of a listing with attributes (readdirplus). */
+int b2fs_entry_in(b2fs_inode *dir, const char *src, int kind, struct fuse_entry_param *e);
 /* The handle of an open's fh, and whether the open may write. */
 b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi);
 int b2fs_fh_writes(const struct fuse_file_info *fi);

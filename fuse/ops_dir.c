@@ -4,7 +4,10 @@
  * inode numbers, types, hidden temporaries left out, every name mapped
  * against the snapshot so one listing is consistent with itself); readdir
  * pages through it; rewinding (offset 0 after entries were served) takes a
- * new snapshot.
+ * new snapshot.  readdirplus hands each entry out with its attributes, as a
+ * lookup would (one request for a whole page of `ls -l` instead of one
+ * lookup per name); the kernel asks for it when names are looked up after
+ * a listing (FUSE_CAP_READDIRPLUS_AUTO).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -70,15 +73,38 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
   }
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi) {
+/* One entry of a listing into buf (at most room bytes): its size, larger
+ * than room when it did not fit.  With plus, the entry carries its
+ * attributes and counts a lookup (given back when it did not fit); an entry
+ * gone meanwhile, or failing, is handed out by name only. */
+static size_t add_entry(fuse_req_t req, b2fs_inode *dir, const b2_ns_entry *d, int plus,
+                        char *buf, size_t room, off_t next) {
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  st.st_ino = d->ino;
+  st.st_mode = DTTOIF(d->type);
+  if (!plus) return fuse_add_direntry(req, buf, room, d->shown, &st, next);
+  struct fuse_entry_param e;
+  if (b2fs_entry_in(dir, d->name, d->kind, &e) < 0) {
+    memset(&e, 0, sizeof e); /* ino 0: the kernel looks it up itself */
+    e.attr = st;
+    return fuse_add_direntry_plus(req, buf, room, d->shown, &e, next);
+  }
+  e.attr.st_ino = d->ino; /* the number readdir gives, as the listing's */
+  size_t n = fuse_add_direntry_plus(req, buf, room, d->shown, &e, next);
+  if (n > room) b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+  return n;
+}
+
+static void readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                        struct fuse_file_info *fi, int plus) {
   b2fs_inode *in = b2fs_inode_get(ino);
   if (in->kind == B2_NS_STORE) {
     char *sbuf = b2fs_tls_buf(size);
     if (!sbuf)
       fuse_reply_err(req, ENOMEM);
     else
-      fuse_reply_buf(req, sbuf, b2fs_store_readdir(req, fi->fh, sbuf, size, off));
+      fuse_reply_buf(req, sbuf, b2fs_store_readdir(req, fi->fh, plus, sbuf, size, off));
     return;
   }
   dsnap *s = (dsnap *)(uintptr_t)fi->fh;
@@ -100,18 +126,23 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   }
   size_t pos = 0;
   for (size_t i = off < 0 ? 0 : (size_t)off; i < s->l.n; i++) {
-    struct stat st;
-    memset(&st, 0, sizeof st);
-    st.st_ino = s->l.e[i].ino;
-    st.st_mode = DTTOIF(s->l.e[i].type);
-    size_t n = fuse_add_direntry(req, buf + pos, size - pos, s->l.e[i].shown, &st,
-                                 (off_t)(i + 1));
+    size_t n = add_entry(req, in, &s->l.e[i], plus, buf + pos, size - pos, (off_t)(i + 1));
     if (n > size - pos) break;
     pos += n;
     s->served = 1;
   }
   pthread_mutex_unlock(&s->lock);
   fuse_reply_buf(req, buf, pos);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi) {
+  readdir_any(req, ino, size, off, fi, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi) {
+  readdir_any(req, ino, size, off, fi, 1);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
@@ -130,5 +161,6 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 void b2fs_ops_dir(struct fuse_lowlevel_ops *ops) {
   ops->opendir = op_opendir;
   ops->readdir = op_readdir;
+  ops->readdirplus = op_readdirplus;
   ops->releasedir = op_releasedir;
 }

@@ -82,8 +82,6 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, b2_to_errno(kind));
     return;
   }
-  /* A frame we rewrote under this name: its inode follows first. */
-  if (kind != B2_NS_PLAIN && b2fs_frame_any_writable()) b2fs_frame_follow_at(p, src);
   reply_lookup(req, b2fs_entry_in(p, src, kind, &e), &e);
 }
 

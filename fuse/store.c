@@ -410,15 +410,19 @@ int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh) {
   return 0;
 }
 
-size_t b2fs_store_readdir(fuse_req_t req, uint64_t fh, char *buf, size_t size, off_t off) {
+size_t b2fs_store_readdir(fuse_req_t req, uint64_t fh, int plus, char *buf, size_t size,
+                          off_t off) {
   sdir *d = (sdir *)(uintptr_t)fh;
   size_t pos = 0;
   for (size_t k = off < 0 ? 0 : (size_t)off; k < d->n; k++) {
-    struct stat st;
-    memset(&st, 0, sizeof st);
-    st.st_mode = DTTOIF(d->types[k]);
-    st.st_ino = (ino_t)k + 1; /* readers skip entries of inode 0 */
-    size_t len = fuse_add_direntry(req, buf + pos, size - pos, d->names[k], &st, (off_t)(k + 1));
+    struct fuse_entry_param e; /* plus: names only (entry 0), looked up after */
+    memset(&e, 0, sizeof e);
+    e.attr.st_mode = DTTOIF(d->types[k]);
+    e.attr.st_ino = (ino_t)k + 1; /* readers skip entries of inode 0 */
+    size_t len = plus ? fuse_add_direntry_plus(req, buf + pos, size - pos, d->names[k], &e,
+                                               (off_t)(k + 1))
+                      : fuse_add_direntry(req, buf + pos, size - pos, d->names[k], &e.attr,
+                                          (off_t)(k + 1));
     if (len > size - pos) break;
     pos += len;
   }

@@ -202,6 +202,8 @@ typedef struct b2_ns_entry {
   ino_t ino;
   unsigned char type;  /* DT_* as shown (a frame is DT_REG) */
   int frame;           /* 1 for a frame */
+  int kind;            /* B2_NS_* as b2_ns_name_to_source would give it
+                          (B2_NS_PLAIN for an entry shown as it is) */
 } b2_ns_entry;
 
 /* A snapshot of a directory, sorted by source name, hidden names left

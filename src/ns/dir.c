@@ -133,11 +133,13 @@ static int list_probe(void *ctx, const char *name) {
 static void classify(int dfd, const struct dirent *de, b2_ns_entry *d) {
   d->type = de->d_type;
   d->frame = 0;
+  d->kind = B2_NS_PLAIN;
   int kind = b2_ns_name_kind(de->d_name, NULL);
   if (kind == B2_NS_PLAIN) return;
   if (kind == B2_NS_STORE) { /* shown as a directory */
     d->frame = b2_store_detect(dfd, de->d_name) != B2_STORE_NONE;
     if (d->frame) d->type = DT_DIR;
+    if (d->frame) d->kind = kind;
     return;
   }
   struct stat st;
@@ -149,6 +151,7 @@ static void classify(int dfd, const struct dirent *de, b2_ns_entry *d) {
     d->frame = b2_ns_is_frame(dfd, de->d_name, &st);
   }
   if (d->frame) d->type = DT_REG;
+  if (d->frame) d->kind = kind;
 }
 
 int b2_ns_list_load(int fd, b2_ns_list *l) {
