@@ -6,9 +6,10 @@
  * entry; inodes are keyed by (st_dev, st_ino, kind) so that one source
  * file seen both as a frame and as plain bytes (hard links) gives two
  * inodes.  Frames are read and written through one shared b2_file per
- * inode (b2fs_handle, refcounted by the opens using it); while a frame is
- * open for writing, that writable handle serves every open of the inode
- * and owns the frame's namespace node (b2_ns_node: directory + name).
+ * inode (b2fs_handle, refcounted by the opens using it).  Every frame
+ * inode holds a namespace node (b2_ns_node: directory + source name +
+ * kind); while a frame is open for writing, that node owns the writable
+ * b2_file and one writable handle serves every open of the inode.
  * The files call each other one way, lowest first: log, opts < inode <
  * srcops, frame < handle < whandle < attr < store, sweep < ops_* < main
  * (docs/architecture.md; scripts/fuse-deps checks it).
@@ -86,9 +87,9 @@ typedef struct b2fs_handle {
   int wclosing;                  /* a b2fs_wclose of it runs (inode lock):
                                     only one closer at a time */
   b2_ns_node *node;              /* writable: the namespace node owning
-                                    file (b2_ns.h), at the frame's directory
-                                    and name (moved under `use` and the
-                                    inode lock) */
+                                    file (b2_ns.h), the inode's node while
+                                    current (moved under `use` and the inode
+                                    lock) */
   pthread_rwlock_t use;          /* writable: held shared around each use of
                                     file, exclusively to move its home
                                     (b2fs_use) */
@@ -141,10 +142,14 @@ typedef struct b2fs_inode {
   ino_t cino;
   _Atomic(struct b2fs_snode *) sn; /* kind STORE: the store's state (its own
                                     inode) or the member's key (store.c) */
-  dev_t pdev;                    /* frames: the directory and source name */
-  ino_t pino;                    /* it was last found under (lookup, create,
-                                    rename through the mount), for opens by */
-  char *sname;                   /* directory fd + name (b2fs_home; lock) */
+  b2_ns_node *node;              /* frames: the namespace node (b2_ns.h):
+                                    the directory and source name it was
+                                    last found under (lookup, create, rename
+                                    through the mount), opened for writing
+                                    while the inode has a writable handle
+                                    (then that handle's node); lock */
+  _Atomic(b2_ns_dir *) nsdir;    /* directories: the nodes' directory,
+                                    made at its first frame's lookup */
   int nolock_valid;              /* frames: no .b2lock sidecar was found */
   b2fs_sig nolock_sig;           /* while the source had this signature
                                     (frame.c: its own lock) */
@@ -189,15 +194,20 @@ b2fs_inode *b2fs_inode_find(const struct stat *st, int kind);
 /* The inode's source entry was replaced (compaction, new parameters): take
  * over O_PATH fd of the new entry (the old one is closed with the inode). */
 void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st);
-/* Frames: remember that the inode is entry `name` of the directory whose
- * lstat is dst (0 or -ENOMEM). */
+/* Frames: the inode is entry `name` of the directory whose lstat is dst:
+ * its node is put there (made at the first call; a node open for writing
+ * moves only by b2fs_frame_moved).  0 or -errno. */
 int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name);
-/* The directory inode (pinned: give it back with b2fs_home_put) and, in
- * name (cap > 255), the source name of frame inode `in` as last seen;
- * with verify, only while that name still holds in's file.  NULL when
- * unknown or stale (then use the real path). */
-b2fs_inode *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
+/* The directory of the node of frame inode `in` (one more reference:
+ * b2_ns_dir_put it) and, in name (cap > 255), its source name as last
+ * seen; with verify, only while that name still holds in's file.  NULL
+ * when unknown or stale (then use the real path). */
+b2_ns_dir *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
+/* Give back a directory inode pinned by b2fs_inode_find (NULL, root: no-op). */
 void b2fs_home_put(b2fs_inode *dir);
+/* Make n the inode's node (lock held); the node replaced is returned, to
+ * free (b2_ns_node_free) once the lock is released. */
+b2_ns_node *b2fs_node_swap(b2fs_inode *in, b2_ns_node *n);
 /* The inode's entry was set aside as `hidden` in dirfd (b2_ns_remove,
  * b2_ns_rename): delete it with the inode (nslock held).  `linked`: it was
  * one name of a hard-linked file, kept for our writer only: the hidden

@@ -93,7 +93,9 @@ b2fs_handle *b2fs_handle_new(b2_file *f, const b2fs_sig *sig) {
 
 int b2fs_handle_free(b2fs_handle *h) {
   if (!h) return 0;
-  int rc = h->node ? b2_ns_node_close(h->node, NULL) : h->file ? b2_file_close(h->file) : 0;
+  /* A writable handle's node is its inode's (freed with it): only its file
+   * is closed here. */
+  int rc = h->node ? b2_ns_node_close_file(h->node, NULL) : h->file ? b2_file_close(h->file) : 0;
   pthread_mutex_destroy(&h->errlock);
   pthread_rwlock_destroy(&h->use);
   free(h);

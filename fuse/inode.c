@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,8 @@ static void inode_free(b2fs_inode *in) {
   if (in->fd >= 0) close(in->fd);
   for (int i = 0; i < in->nold; i++) close(in->old_fds[i]);
   free(in->old_fds);
-  free(in->sname);
+  b2_ns_node_free(in->node); /* its file was closed with the handle */
+  b2_ns_dir_put(in->nsdir);
   pthread_mutex_destroy(&in->lock);
   pthread_mutex_destroy(&in->wlock);
   pthread_mutex_destroy(&in->nslock);
@@ -91,6 +93,8 @@ void b2fs_table_destroy(void) {
   }
   free(b2fs_g.buckets);
   b2fs_g.buckets = NULL;
+  b2_ns_dir_put(b2fs_g.root.nsdir);
+  b2fs_g.root.nsdir = NULL;
   pthread_mutex_destroy(&b2fs_g.table_lock);
 }
 
@@ -273,46 +277,71 @@ const char *b2fs_fd_path(int fd, char *buf, size_t cap) {
   return buf;
 }
 
-int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name) {
-  pthread_mutex_lock(&in->lock);
-  int same = in->sname && in->pdev == dst->st_dev && in->pino == dst->st_ino &&
-             strcmp(in->sname, name) == 0;
-  char *n = same ? NULL : strdup(name);
-  if (n) {
-    free(in->sname);
-    in->sname = n;
-    in->pdev = dst->st_dev;
-    in->pino = dst->st_ino;
+/* The namespace directory of directory inode `dir` (one more reference),
+ * made at its first use from the inode's descriptor; NULL if that fails. */
+static b2_ns_dir *dir_ns(b2fs_inode *dir) {
+  b2_ns_dir *d = atomic_load(&dir->nsdir), *nd = NULL;
+  if (!d) {
+    struct stat dst;
+    memset(&dst, 0, sizeof dst);
+    dst.st_dev = dir->dev;
+    dst.st_ino = dir->ino;
+    if (b2_ns_dir_open(dir->fd, &dst, &nd) < 0) return NULL;
+    if (atomic_compare_exchange_strong(&dir->nsdir, &d, nd))
+      d = nd;
+    else
+      b2_ns_dir_put(nd); /* another thread made it first: d is that one */
   }
-  pthread_mutex_unlock(&in->lock);
-  return same || n ? 0 : -ENOMEM;
+  /* the directory inode is pinned by the caller: its reference stays */
+  return b2_ns_dir_ref(d);
 }
 
-b2fs_inode *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify) {
-  struct stat dst;
-  memset(&dst, 0, sizeof dst);
+int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name) {
+  if (in->kind != B2_NS_LOGICAL && in->kind != B2_NS_NPY) return 0; /* a frame's view */
   pthread_mutex_lock(&in->lock);
-  int have = in->sname && strlen(in->sname) < cap;
-  if (have) {
-    memcpy(name, in->sname, strlen(in->sname) + 1);
-    dst.st_dev = in->pdev;
-    dst.st_ino = in->pino;
+  /* A node open for writing moves only with renames through the mount. */
+  int keep = in->node && (b2_ns_node_file(in->node) ||
+                          b2_ns_node_is_at(in->node, dst->st_dev, dst->st_ino, name));
+  pthread_mutex_unlock(&in->lock);
+  if (keep) return 0;
+  b2fs_inode *dir = b2fs_g.root.dev == dst->st_dev && b2fs_g.root.ino == dst->st_ino
+                        ? &b2fs_g.root
+                        : b2fs_inode_find(dst, B2_NS_PLAIN);
+  b2_ns_dir *d = dir ? dir_ns(dir) : NULL;
+  b2fs_home_put(dir);
+  if (!d) return 0; /* not known: opens go by the real path */
+  b2_ns_node *n = NULL;
+  int rc = 0;
+  pthread_mutex_lock(&in->lock);
+  if (!in->node) {
+    rc = b2_ns_node_new(d, name, in->kind, &n);
+    if (rc == 0) in->node = n;
+  } else if (!b2_ns_node_file(in->node)) {
+    rc = b2_ns_node_place(in->node, d, name);
   }
   pthread_mutex_unlock(&in->lock);
-  if (!have) return NULL;
-  b2fs_inode *dir = NULL;
-  if (b2fs_g.root.dev == dst.st_dev && b2fs_g.root.ino == dst.st_ino)
-    dir = &b2fs_g.root;
-  else
-    dir = b2fs_inode_find(&dst, 0);
-  if (!dir) return NULL;
+  b2_ns_dir_put(d);
+  return rc < 0 ? -b2_to_errno(rc) : 0;
+}
+
+b2_ns_node *b2fs_node_swap(b2fs_inode *in, b2_ns_node *n) {
+  b2_ns_node *old = in->node;
+  in->node = n;
+  return old;
+}
+
+b2_ns_dir *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify) {
+  pthread_mutex_lock(&in->lock);
+  b2_ns_dir *d = in->node ? b2_ns_node_where(in->node, name, cap) : NULL;
+  pthread_mutex_unlock(&in->lock);
+  if (!d) return NULL;
   struct stat st;
-  if (verify && (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+  if (verify && (fstatat(b2_ns_dir_fd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
                  st.st_dev != in->dev || st.st_ino != in->ino)) {
-    b2fs_home_put(dir);
+    b2_ns_dir_put(d);
     return NULL;
   }
-  return dir;
+  return d;
 }
 
 void b2fs_home_put(b2fs_inode *dir) {

@@ -221,12 +221,12 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
     char real[PATH_MAX];
     if (!S_ISREG(st.st_mode)) rc = -EPERM; /* a sparse frame: a directory */
     if (rc == 0) {
-      /* The suffix of the name the inode was found under: its source name
-       * (else from its descriptor's path, perhaps of a name removed
-       * since: " (deleted)" follows it). */
-      b2fs_inode *dir = b2fs_home(in, real, sizeof real, 0);
+      /* The suffix of the name the inode's node is at while that name
+       * holds the file (else from its descriptor's path, perhaps of a name
+       * removed since: " (deleted)" follows it). */
+      b2_ns_dir *dir = b2fs_home(in, real, sizeof real, 1);
       if (dir) {
-        b2fs_home_put(dir);
+        b2_ns_dir_put(dir);
       } else {
         b2fs_src_path(in, real, sizeof real);
         char *del = strstr(real, " (deleted)");

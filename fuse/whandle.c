@@ -1,10 +1,11 @@
 /*
  * whandle.c - writable frame handles.
  *
- * The first open for writing opens the frame as a namespace node
- * (b2_ns_node_open: at its directory and source name, never by path, so
- * any depth works) and makes a handle owning that node the inode's current
- * handle (handle.c); every later open of the inode shares it, and reads of
+ * The first open for writing opens the frame as a new namespace node (at
+ * the directory and source name of the inode's node, never by path, so any
+ * depth works), which becomes the inode's node while the writer lives, and
+ * makes a handle using that node the inode's current handle (handle.c);
+ * every later open of the inode shares it, and reads of
  * opens made before go to it.  Its last user commits it, compacts it when
  * dead bytes exceed the mount's thresholds, and closes it.  Opening and
  * closing writable handles are serialised per inode (wlock), so a new
@@ -60,11 +61,11 @@ static int open_rw_errno(int rc) {
  * mount), the directory and name its descriptor resolves to now.  An
  * engine code on failure. */
 static int home_at(b2fs_inode *in, char *name, size_t cap) {
-  b2fs_inode *dir = b2fs_home(in, name, cap, 1);
+  b2_ns_dir *dir = b2fs_home(in, name, cap, 1);
   int dfd;
   if (dir) {
-    dfd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
-    b2fs_home_put(dir);
+    dfd = fcntl(b2_ns_dir_fd(dir), F_DUPFD_CLOEXEC, 0);
+    b2_ns_dir_put(dir);
     return dfd < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno)) : dfd;
   }
   char path[PATH_MAX];
@@ -84,6 +85,23 @@ int b2fs_frame_open_own(b2fs_inode *in, int view, b2_file **f) {
   if (dfd < 0) return dfd;
   int rc = b2_file_open_at(b2fs_g.env, dfd, name, view, B2_OPEN_RDWR, f);
   close(dfd);
+  return rc;
+}
+
+/* Open frame inode `in` for writing as a new node: at its node's
+ * directory and name while that name holds its file, else where its
+ * descriptor's path says (moved behind the mount).  name gets the name. */
+static int open_node(b2fs_inode *in, char *name, size_t cap, b2_ns_node **out) {
+  b2_ns_dir *dir = b2fs_home(in, name, cap, 1);
+  if (dir) {
+    int rc = b2_ns_node_new(dir, name, in->kind, out);
+    b2_ns_dir_put(dir);
+    if (rc == 0 && (rc = b2_ns_node_open_file(*out, b2fs_g.env)) < 0) b2_ns_node_free(*out);
+    return rc;
+  }
+  int dfd = home_at(in, name, cap);
+  int rc = dfd < 0 ? dfd : b2_ns_node_open(b2fs_g.env, dfd, name, in->kind, out);
+  if (dfd >= 0) close(dfd);
   return rc;
 }
 
@@ -134,10 +152,8 @@ int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
   int rc = b2fs_handle_sig(in, &sig);
   if (rc == 0) {
     pthread_mutex_lock(&in->nslock); /* the entry is not renamed meanwhile */
-    int dfd = home_at(in, name, sizeof name);
-    int brc = dfd < 0 ? dfd : b2_ns_node_open(b2fs_g.env, dfd, name, in->kind, &node);
+    int brc = open_node(in, name, sizeof name, &node);
     pthread_mutex_unlock(&in->nslock);
-    if (dfd >= 0) close(dfd);
     if (brc < 0) {
       rc = -open_rw_errno(brc);
       if (rc != -EROFS)
@@ -146,31 +162,37 @@ int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
     }
   }
   if (rc == 0 && !(h = rw_handle(node, &sig))) rc = -ENOMEM;
+  b2_ns_node *oldn = NULL;
   if (rc == 0) {
     pthread_mutex_lock(&in->lock);
     b2fs_handle_make_cur(in, h, &old);
+    oldn = b2fs_node_swap(in, node); /* the inode's node is the writer's now */
     *out = h;
     if (keep_cache) *keep_cache = b2fs_handle_keep(in, &sig);
     pthread_mutex_unlock(&in->lock);
   }
   pthread_mutex_unlock(&in->wlock);
   b2fs_handle_free(old);
+  b2_ns_node_free(oldn);
   return rc;
 }
 
 int b2fs_frame_install_rw(b2fs_inode *in, b2_ns_node *node, b2fs_handle **out) {
   b2fs_handle *h = rw_handle(node, NULL), *old = NULL;
   if (!h) return -ENOMEM;
+  b2_ns_node *oldn = NULL;
   pthread_mutex_lock(&in->wlock);
   pthread_mutex_lock(&in->lock);
   int busy = in->cur && in->cur->writable; /* cannot happen for a new file */
   if (!busy) {
     b2fs_handle_make_cur(in, h, &old);
+    oldn = b2fs_node_swap(in, node);
     *out = h;
   }
   pthread_mutex_unlock(&in->lock);
   pthread_mutex_unlock(&in->wlock);
   b2fs_handle_free(busy ? h : old);
+  b2_ns_node_free(busy ? node : oldn);
   return busy ? -EBUSY : 0;
 }
 
@@ -508,6 +530,9 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   in->closing = h->node ? strdup(b2_ns_node_name(h->node)) : NULL;
   if (in->closing) b2_ns_node_dir(h->node, &in->cdev, &in->cino);
   b2fs_handle_drop(in); /* refs 0: ours alone now */
+  /* The node is the closer's until its file is closed (lookups meanwhile
+   * make the inode a new one; this one comes back if none did). */
+  if (in->node == h->node) b2fs_node_swap(in, NULL);
   pthread_mutex_unlock(&in->lock);
 
   pthread_mutex_lock(&in->nslock);
@@ -516,11 +541,16 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   /* The last try of a failed commit (at the close) may rewrite the file
    * (an empty frame): where that lands, before the handle goes. */
   int hfd = -1;
-  if (h->node) { /* a failed commit is retried here */
-    int crc = b2_ns_node_close(h->node, &hfd);
+  b2_ns_node *node = h->node;
+  if (node) { /* a failed commit is retried here */
+    int crc = b2_ns_node_close_file(node, &hfd);
     h->node = NULL;
     h->file = NULL;
     if (rc == 0) rc = crc;
+    pthread_mutex_lock(&in->lock); /* back as the inode's node, read-only */
+    if (!in->node) node = b2fs_node_swap(in, node);
+    pthread_mutex_unlock(&in->lock);
+    b2_ns_node_free(node);
   }
   b2fs_handle_free(h);
   struct stat old, st;

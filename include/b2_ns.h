@@ -370,64 +370,97 @@ typedef struct b2_ns_sweep_ops {
  * descriptor): the number removed or repaired, or a negative code. */
 int b2_ns_sweep(int dirfd, const b2_ns_sweep_ops *ops);
 
-/* ---- nodes: frames open for writing (node.c) --------------------------------
+/* ---- nodes: frames as the directory and name they are at (node.c) ---------
  *
- * A node is a frame of SOURCE open for writing, held as the directory it is
- * in (a descriptor: the directory may be moved, and any depth works), its
- * source name there and its kind; it owns the writable b2_file.  The engine
+ * A node is a frame of SOURCE held as the directory it is in (a shared,
+ * refcounted descriptor, b2_ns_dir: the directory may be moved, and any
+ * depth works), its source name there and its kind (B2_NS_LOGICAL or
+ * B2_NS_NPY: the view).  The caller keeps one node per frame it shows
+ * (the daemon: one per frame inode, read-only or not); opened for writing
+ * (b2_ns_node_open_file), the node owns the writable b2_file.  The engine
  * rewrites the frame at that directory and name (compaction, the commit of
  * an empty frame, a .npy file created anew once its header is in, redo
  * files of hard-linked frames), so a node stays valid across its own
  * rewrites without its caller's help.  A rename or removal made through
  * the caller (b2_ns_rename, b2_ns_remove) moves the entry: the caller then
- * tells the node (b2_ns_node_moved), with the node's file kept to itself
- * meanwhile.  A frame moved by another program is not followed: its
+ * tells the node (b2_ns_node_moved, or b2_ns_node_place when it has no
+ * file: a lookup found the frame elsewhere), with the node's file kept to
+ * itself meanwhile.  A frame moved by another program is not followed: its
  * commits still reach the file (they write through its descriptor), its
  * rewrites by name fail (B2_E_BUSY: the name holds another file) or do
  * not happen (b2_ns_node_compact).
  *
- * A node is not locked: the caller serialises its calls with any use of
- * its file (the daemon: the handle's `use` lock, held exclusively around
- * b2_ns_node_moved). */
+ * Neither nodes nor directories are locked (a directory's reference count
+ * is atomic): the caller serialises its calls with any use of the node's
+ * file (the daemon: the handle's `use` lock, held exclusively around
+ * b2_ns_node_moved) and of its place (the daemon: the inode lock). */
+typedef struct b2_ns_dir b2_ns_dir;
 typedef struct b2_ns_node b2_ns_node;
 
-/* Open frame `name` of dirfd (any descriptor of the directory, O_PATH
- * included) for writing with the view of `kind` (B2_NS_LOGICAL: the
- * logical bytes; B2_NS_NPY: the .npy view).  0 or the code of
- * b2_file_open_at (B2_E_UNSUPPORTED: a frame the writer cannot keep valid,
- * B2_E_BUSY: another writer holds it). */
+/* A directory for nodes: a new descriptor of dirfd (any descriptor of it,
+ * O_PATH included) with one reference; `known` (may be NULL) is its lstat
+ * when the caller has it (st_dev, st_ino: one call less). */
+int b2_ns_dir_open(int dirfd, const struct stat *known, b2_ns_dir **out);
+b2_ns_dir *b2_ns_dir_ref(b2_ns_dir *d); /* one more reference (d may be NULL) */
+void b2_ns_dir_put(b2_ns_dir *d);        /* one less (d may be NULL) */
+int b2_ns_dir_fd(const b2_ns_dir *d);    /* its descriptor, valid while referenced */
+
+/* A node of frame `name` in dir, not open (no system call).  B2_E_INVAL
+ * for a kind that is not a frame's view. */
+int b2_ns_node_new(b2_ns_dir *dir, const char *name, int kind, b2_ns_node **out);
+/* Open the node's frame for writing, at its directory and name, with the
+ * view of its kind (already open: 0).  0 or the code of b2_file_open_at
+ * (B2_E_UNSUPPORTED: a frame the writer cannot keep valid, B2_E_BUSY:
+ * another writer holds it). */
+int b2_ns_node_open_file(b2_ns_node *n, b2_env *env);
+/* Commit and close the node's writable file (a failed commit is tried
+ * once more); the node stays.  With entry, *entry gets an O_PATH
+ * descriptor of what its name holds afterwards (-1 if none).  A new
+ * NAME.npy made as NAME.b2nd whose header was no array
+ * (b2_file_npy_fell_back) is renamed NAME.npy.b2frame, the plain frame a
+ * plain NAME.npy is, when that name is free (the node follows).  The
+ * close's code (0 when not open). */
+int b2_ns_node_close_file(b2_ns_node *n, int *entry);
+/* Close its file if open (b2_ns_node_close_file) and free the node. */
+void b2_ns_node_free(b2_ns_node *n);
+
+/* A node of frame `name` of dirfd opened for writing at once (new node,
+ * new b2_ns_dir; b2_ns_node_open_file's codes). */
 int b2_ns_node_open(b2_env *env, int dirfd, const char *name, int kind, b2_ns_node **out);
 /* Create frame `name` in dirfd (kind B2_NS_NPY: a new .npy file, whose
  * array is created once its header is written; p NULL: the environment's
  * parameters) and open it as a node.  B2_E_EXIST when the name exists. */
 int b2_ns_node_create(b2_env *env, int dirfd, const char *name, int kind,
                       const b2_frame_params *p, b2_ns_node **out);
-/* The node's writable file (valid until b2_ns_node_close). */
+/* b2_ns_node_close_file, then b2_ns_node_free. */
+int b2_ns_node_close(b2_ns_node *n, int *entry);
+
+/* The node's writable file (NULL when not open for writing). */
 b2_file *b2_ns_node_file(const b2_ns_node *n);
+int b2_ns_node_kind(const b2_ns_node *n);
 /* Its source name, and whether it is entry `name` of the directory with
  * device and inode numbers (ddev, dino). */
 const char *b2_ns_node_name(const b2_ns_node *n);
 void b2_ns_node_dir(const b2_ns_node *n, dev_t *ddev, ino_t *dino);
 int b2_ns_node_is_at(const b2_ns_node *n, dev_t ddev, ino_t dino, const char *name);
+/* Where it is: its directory (one more reference: b2_ns_dir_put it) and
+ * its name copied to name; NULL when cap is too small. */
+b2_ns_dir *b2_ns_node_where(const b2_ns_node *n, char *name, size_t cap);
 /* The entry was moved to `name` of dirfd (renamed, or set aside under a
  * hidden name): the frame is rewritten there from now on.  0 or a code
  * (nothing changed then). */
 int b2_ns_node_moved(b2_ns_node *n, int dirfd, const char *name);
+/* The frame is `name` of dir now (a lookup found it there), for a node
+ * not open for writing (B2_E_BUSY otherwise: b2_ns_node_moved). */
+int b2_ns_node_place(b2_ns_node *n, b2_ns_dir *dir, const char *name);
 /* A new descriptor (open flags: O_PATH, O_RDONLY...) of what the node's
  * name holds now, the file a rewrite left there; or a negative code. */
 int b2_ns_node_entry(const b2_ns_node *n, int flags);
-/* Compact the (committed) frame at its name when that name still holds
- * the file `expect` describes: 1 compacted (the name now holds the new
- * file, or the same one rewritten in place when it has other links), 0
- * left alone, or a negative code. */
+/* Compact the (committed) frame open for writing at its name when that
+ * name still holds the file `expect` describes: 1 compacted (the name now
+ * holds the new file, or the same one rewritten in place when it has other
+ * links), 0 left alone (or not open), or a negative code. */
 int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect);
-/* Commit and close (a failed commit is tried once more) and free the node;
- * with entry, *entry gets an O_PATH descriptor of what its name holds
- * afterwards (-1 if none).  A new NAME.npy made as NAME.b2nd whose header
- * was no array (b2_file_npy_fell_back) is renamed NAME.npy.b2frame, the
- * plain frame a plain NAME.npy is, when that name is free.  The close's
- * code. */
-int b2_ns_node_close(b2_ns_node *n, int *entry);
 
 /* ---- stores: directory nodes (store.c) ------------------------------------
  *

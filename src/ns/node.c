@@ -1,14 +1,16 @@
 /*
- * node.c - a frame of SOURCE open for writing, as a namespace node: the
- * directory it is in (a descriptor, so the directory may move and any
- * depth works), its source name there, its kind, and the writable b2_file
- * it owns.  The engine rewrites the frame at that directory and name
- * (compaction, empty commits, .npy recreation), so the node stays valid
- * across its own rewrites; a rename or removal through the caller moves it
- * (b2_ns_node_moved).  See b2_ns.h.
+ * node.c - a frame of SOURCE as a namespace node: the directory it is in
+ * (a shared, refcounted descriptor, b2_ns_dir: the directory may move and
+ * any depth works), its source name there, its kind, and, while it is open
+ * for writing, the writable b2_file it owns.  The engine rewrites the
+ * frame at that directory and name (compaction, empty commits, .npy
+ * recreation), so the node stays valid across its own rewrites; a rename
+ * or removal through the caller moves it (b2_ns_node_moved, or
+ * b2_ns_node_place while it has no file).  See b2_ns.h.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,40 +22,58 @@
 #include "b2_frame.h"
 #include "b2_ns.h"
 
+struct b2_ns_dir {
+  atomic_int refs;
+  int fd; /* a descriptor of the directory (O_PATH dup) */
+  dev_t dev;
+  ino_t ino;
+};
+
 struct b2_ns_node {
-  b2_file *file;
+  b2_file *file; /* open for writing, or NULL */
   int kind;
-  int dfd;    /* a descriptor of the directory it is in (O_PATH dup) */
-  dev_t ddev; /* the directory it was opened in or moved to */
-  ino_t dino;
+  b2_ns_dir *dir; /* the directory it was found, opened or created in, or moved to */
   char name[B2_NS_NAME_MAX + 1];
 };
 
-static int view_of(int kind) { return kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL; }
+/* ---- directories ---------------------------------------------------------- */
 
-/* A node around f, opened or created at (dirfd, name). */
-static int node_new(b2_file *f, int dirfd, const char *name, int kind, b2_ns_node **out) {
+int b2_ns_dir_open(int dirfd, const struct stat *known, b2_ns_dir **out) {
   struct stat dst;
-  b2_ns_node *n = calloc(1, sizeof *n);
-  int dfd = -1;
-  int rc = !n ? b2_fail(B2_E_NOMEM, "out of memory")
-           : fstat(dirfd, &dst) < 0 || (dfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0)) < 0
-               ? b2_fail(b2_from_errno(errno), "%s: directory: %s", name, strerror(errno))
-               : 0;
-  if (rc < 0) {
-    free(n);
-    b2_file_close(f);
-    return rc;
+  if (!known && fstat(dirfd, &dst) < 0)
+    return b2_fail(b2_from_errno(errno), "directory: %s", strerror(errno));
+  if (!known) known = &dst;
+  b2_ns_dir *d = malloc(sizeof *d);
+  if (!d) return b2_fail(B2_E_NOMEM, "out of memory");
+  d->fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (d->fd < 0) {
+    int err = errno;
+    free(d);
+    return b2_fail(b2_from_errno(err), "directory: %s", strerror(err));
   }
-  n->dfd = dfd;
-  n->file = f;
-  n->kind = kind;
-  n->ddev = dst.st_dev;
-  n->dino = dst.st_ino;
-  snprintf(n->name, sizeof n->name, "%s", name);
-  *out = n;
+  atomic_init(&d->refs, 1);
+  d->dev = known->st_dev;
+  d->ino = known->st_ino;
+  *out = d;
   return 0;
 }
+
+b2_ns_dir *b2_ns_dir_ref(b2_ns_dir *d) {
+  if (d) atomic_fetch_add(&d->refs, 1);
+  return d;
+}
+
+void b2_ns_dir_put(b2_ns_dir *d) {
+  if (!d || atomic_fetch_sub(&d->refs, 1) != 1) return;
+  close(d->fd);
+  free(d);
+}
+
+int b2_ns_dir_fd(const b2_ns_dir *d) { return d->fd; }
+
+/* ---- nodes ------------------------------------------------------------------ */
+
+static int view_of(int kind) { return kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL; }
 
 static int check_args(const char *name, int kind) {
   if (strlen(name) > B2_NS_NAME_MAX) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", name);
@@ -62,60 +82,112 @@ static int check_args(const char *name, int kind) {
   return 0;
 }
 
-int b2_ns_node_open(b2_env *env, int dirfd, const char *name, int kind, b2_ns_node **out) {
+int b2_ns_node_new(b2_ns_dir *dir, const char *name, int kind, b2_ns_node **out) {
   int rc = check_args(name, kind);
-  b2_file *f;
-  if (rc == 0) rc = b2_file_open_at(env, dirfd, name, view_of(kind), B2_OPEN_RDWR, &f);
-  return rc < 0 ? rc : node_new(f, dirfd, name, kind, out);
+  if (rc < 0) return rc;
+  b2_ns_node *n = calloc(1, sizeof *n);
+  if (!n) return b2_fail(B2_E_NOMEM, "out of memory");
+  n->kind = kind;
+  n->dir = b2_ns_dir_ref(dir);
+  snprintf(n->name, sizeof n->name, "%s", name);
+  *out = n;
+  return 0;
+}
+
+/* A node of `name` in dirfd (a new b2_ns_dir of it). */
+static int node_at(int dirfd, const char *name, int kind, b2_ns_node **out) {
+  b2_ns_dir *d;
+  int rc = check_args(name, kind);
+  if (rc == 0) rc = b2_ns_dir_open(dirfd, NULL, &d);
+  if (rc < 0) return rc;
+  rc = b2_ns_node_new(d, name, kind, out);
+  b2_ns_dir_put(d);
+  return rc;
+}
+
+int b2_ns_node_open_file(b2_ns_node *n, b2_env *env) {
+  if (n->file) return 0;
+  return b2_file_open_at(env, n->dir->fd, n->name, view_of(n->kind), B2_OPEN_RDWR, &n->file);
+}
+
+int b2_ns_node_open(b2_env *env, int dirfd, const char *name, int kind, b2_ns_node **out) {
+  b2_ns_node *n;
+  int rc = node_at(dirfd, name, kind, &n);
+  if (rc == 0 && (rc = b2_ns_node_open_file(n, env)) < 0) b2_ns_node_free(n);
+  if (rc == 0) *out = n;
+  return rc;
 }
 
 int b2_ns_node_create(b2_env *env, int dirfd, const char *name, int kind,
                       const b2_frame_params *p, b2_ns_node **out) {
-  int rc = check_args(name, kind);
-  b2_file *f;
-  if (rc == 0)
-    rc = kind == B2_NS_NPY ? b2_file_create_npy_at(env, dirfd, name, p, &f)
-                           : b2_file_create_at(env, dirfd, name, p, &f);
-  return rc < 0 ? rc : node_new(f, dirfd, name, kind, out);
+  b2_ns_node *n;
+  int rc = node_at(dirfd, name, kind, &n);
+  if (rc < 0) return rc;
+  rc = kind == B2_NS_NPY ? b2_file_create_npy_at(env, n->dir->fd, name, p, &n->file)
+                         : b2_file_create_at(env, n->dir->fd, name, p, &n->file);
+  if (rc < 0) {
+    n->file = NULL;
+    b2_ns_node_free(n);
+    return rc;
+  }
+  *out = n;
+  return 0;
 }
 
 b2_file *b2_ns_node_file(const b2_ns_node *n) { return n->file; }
 
+int b2_ns_node_kind(const b2_ns_node *n) { return n->kind; }
+
 const char *b2_ns_node_name(const b2_ns_node *n) { return n->name; }
 
 void b2_ns_node_dir(const b2_ns_node *n, dev_t *ddev, ino_t *dino) {
-  *ddev = n->ddev;
-  *dino = n->dino;
+  *ddev = n->dir->dev;
+  *dino = n->dir->ino;
+}
+
+b2_ns_dir *b2_ns_node_where(const b2_ns_node *n, char *name, size_t cap) {
+  if (strlen(n->name) >= cap) return NULL;
+  memcpy(name, n->name, strlen(n->name) + 1);
+  return b2_ns_dir_ref(n->dir);
 }
 
 int b2_ns_node_is_at(const b2_ns_node *n, dev_t ddev, ino_t dino, const char *name) {
-  return n->ddev == ddev && n->dino == dino && strcmp(n->name, name) == 0;
+  return n->dir->dev == ddev && n->dir->ino == dino && strcmp(n->name, name) == 0;
+}
+
+int b2_ns_node_place(b2_ns_node *n, b2_ns_dir *dir, const char *name) {
+  if (strlen(name) > B2_NS_NAME_MAX) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", name);
+  if (n->file) return b2_fail(B2_E_BUSY, "%s: open for writing: moved with b2_ns_node_moved", n->name);
+  if (dir != n->dir) {
+    b2_ns_dir_put(n->dir);
+    n->dir = b2_ns_dir_ref(dir);
+  }
+  snprintf(n->name, sizeof n->name, "%s", name);
+  return 0;
 }
 
 int b2_ns_node_moved(b2_ns_node *n, int dirfd, const char *name) {
-  struct stat dst;
   if (strlen(name) > B2_NS_NAME_MAX) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", name);
-  int nd = fstat(dirfd, &dst) < 0 ? -1 : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (nd < 0) return b2_fail(b2_from_errno(errno), "%s: directory: %s", name, strerror(errno));
-  int rc = b2_frame_rehome(b2_file_frame(n->file), dirfd, name);
-  if (rc < 0) {
-    close(nd);
+  b2_ns_dir *d;
+  int rc = b2_ns_dir_open(dirfd, NULL, &d);
+  if (rc < 0) return rc;
+  if (n->file && (rc = b2_frame_rehome(b2_file_frame(n->file), dirfd, name)) < 0) {
+    b2_ns_dir_put(d);
     return rc;
   }
-  close(n->dfd);
-  n->dfd = nd;
-  n->ddev = dst.st_dev;
-  n->dino = dst.st_ino;
+  b2_ns_dir_put(n->dir);
+  n->dir = d;
   snprintf(n->name, sizeof n->name, "%s", name);
   return 0;
 }
 
 int b2_ns_node_entry(const b2_ns_node *n, int flags) {
-  int fd = openat(n->dfd, n->name, flags | O_NOFOLLOW | O_CLOEXEC);
+  int fd = openat(n->dir->fd, n->name, flags | O_NOFOLLOW | O_CLOEXEC);
   return fd < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", n->name, strerror(errno)) : fd;
 }
 
 int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect) {
+  if (!n->file) return 0;
   int fd = b2_ns_node_entry(n, O_PATH);
   struct stat st;
   int here = fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == expect->st_ino &&
@@ -132,27 +204,43 @@ int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect) {
 static void to_plain_name(b2_ns_node *n) {
   size_t stem;
   char plain[B2_NS_NAME_MAX + 1];
+  int dfd = n->dir->fd;
   if (b2_ns_name_kind(n->name, &stem) != B2_NS_NPY ||
       (size_t)snprintf(plain, sizeof plain, "%.*s.npy" B2_NS_NEW_SUFFIX, (int)stem, n->name) >=
           sizeof plain ||
-      renameat2(n->dfd, n->name, n->dfd, plain, RENAME_NOREPLACE) != 0)
+      renameat2(dfd, n->name, dfd, plain, RENAME_NOREPLACE) != 0)
     return;
-  int dfd = openat(n->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    close(dfd);
+  int sfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sfd >= 0) {
+    (void)fsync(sfd);
+    close(sfd);
   }
   snprintf(n->name, sizeof n->name, "%s", plain);
 }
 
-int b2_ns_node_close(b2_ns_node *n, int *entry) {
-  if (!n) return 0;
+int b2_ns_node_close_file(b2_ns_node *n, int *entry) {
+  if (entry) *entry = -1;
+  if (!n || !n->file) return 0;
   if (n->kind == B2_NS_NPY) (void)b2_file_flush(n->file); /* settles a new .npy */
   int plain = n->kind == B2_NS_NPY && b2_file_npy_fell_back(n->file);
   int rc = b2_file_close(n->file); /* a failed commit is tried once more */
+  n->file = NULL;
   if (plain && rc == 0) to_plain_name(n);
-  if (entry) *entry = openat(n->dfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  close(n->dfd);
+  if (entry) *entry = openat(n->dir->fd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  return rc;
+}
+
+void b2_ns_node_free(b2_ns_node *n) {
+  if (!n) return;
+  (void)b2_ns_node_close_file(n, NULL);
+  b2_ns_dir_put(n->dir);
   free(n);
+}
+
+int b2_ns_node_close(b2_ns_node *n, int *entry) {
+  if (entry) *entry = -1;
+  if (!n) return 0;
+  int rc = b2_ns_node_close_file(n, entry);
+  b2_ns_node_free(n);
   return rc;
 }
