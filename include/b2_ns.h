@@ -63,9 +63,9 @@
  * ## What comes next in this layer (see docs/architecture.md)
  *
  * Stores are directory nodes (b2_ns_store, below) holding the store's
- * current snapshot; what maps their keys to the mount's inodes (virtual
- * members, reads with retries) is still the daemon's fuse/store.c.
- * Attributes of a frame come
+ * current snapshot, whose keys are child nodes (b2_ns_key: lookups,
+ * listings, sizes, reads with their retries); the daemon maps those to
+ * its inodes.  Attributes of a frame come
  * from the probe's header read already (b2_ns_frame_size, b2_ns_has_sidecar,
  * below); an array's .npy size still needs its metalayer.
  */
@@ -495,6 +495,64 @@ void b2_ns_store_recheck(b2_ns_store *n);
 b2_store *b2_ns_snap_store(const b2_ns_snap *p);
 b2_ns_snap *b2_ns_snap_ref(b2_ns_snap *p);
 void b2_ns_snap_put(b2_ns_snap *p);
+
+/* ---- a store's keys as child nodes (store.c) --------------------------------
+ *
+ * A store node bound to its entry (b2_ns_store_bind: the environment, a
+ * descriptor of the store entry kept open by the caller, the recheck
+ * interval, and a callback told each line worth reporting: a new
+ * snapshot's notes, a failure to open it not reported yet) answers for its
+ * keys: a lookup of a name in a group gives the child node of that key
+ * (b2_ns_key: a group or a value not in a file of its own), or, for a
+ * value that is a file of a .b2d, that file's directory and name (an
+ * ordinary frame, or a plain file for an object).  A key node names its key
+ * only: every call finds it again in the store's current snapshot
+ * (B2_E_NOENT once the store no longer has it), and calls that read a
+ * value retry while another process changes the store under its lock
+ * (B2_E_STALE: again, holding the store's sidecar meanwhile), then check
+ * the store again at its next use.  A key NULL is the store's root
+ * group.  Key nodes are freed by their caller (b2_ns_key_free) before the
+ * store node. */
+typedef struct b2_ns_key b2_ns_key;
+typedef struct b2_ns_value b2_ns_value;
+typedef struct b2_ns_store_file {
+  int dirfd;                     /* O_PATH descriptor of its directory */
+  char name[B2_NS_NAME_MAX + 1]; /* its name there */
+  int kind;                      /* B2_NS_NPY, B2_NS_LOGICAL or B2_NS_PLAIN */
+} b2_ns_store_file;
+
+void b2_ns_store_bind(b2_ns_store *n, b2_env *env, int fd, double recheck,
+                      void (*note)(void *arg, const char *line), void *arg);
+/* Child `name` (as shown) of group dir (NULL: the root) of a bound store
+ * node: 0 with *key (a new node), or 1 with *file filled (close its
+ * dirfd).  B2_E_NOENT, B2_E_NOTDIR (dir is a value), or the code of the
+ * snapshot's open. */
+int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_ns_key **key,
+                       b2_ns_store_file *file);
+/* The names shown in group dir (NULL: the root), "." and ".." first (type
+ * DT_DIR or DT_REG, kind B2_NS_STORE, ino the position + 1); free with
+ * b2_ns_list_free. */
+int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l);
+void b2_ns_key_free(b2_ns_key *k);
+const char *b2_ns_key_name(const b2_ns_key *k);
+int b2_ns_key_is_group(const b2_ns_key *k);
+/* A value's size as shown (its .npy or logical view, an object's raw
+ * frame; 0 when it cannot be read; remembered while the snapshot lasts)
+ * and its raw size in the store.  B2_E_ISDIR for a group. */
+int b2_ns_key_size(b2_ns_key *k, int64_t *size, int64_t *raw);
+/* Open a value for reading (B2_E_ISDIR for a group), read it (a short
+ * count only at its end), close it.  A value that cannot be opened or
+ * read is told to the node's listener ("KEY: detail"). */
+int b2_ns_key_open(b2_ns_key *k, b2_ns_value **v);
+ssize_t b2_ns_value_pread(b2_ns_key *k, b2_ns_value *v, void *buf, size_t size, int64_t off);
+void b2_ns_value_close(b2_ns_value *v);
+/* user.b2.* attributes of key k (NULL: the root group) of store n: a
+ * group's python attributes, a value's frame attributes, an object's
+ * user.b2.kind.  name NULL: the list.  Bytes, or B2_E_RANGE (buf too
+ * small), B2_E_NOENT (no such attribute, or the key is gone) or another
+ * code. */
+ssize_t b2_ns_key_xattr(b2_ns_store *n, const b2_ns_key *k, const char *name, char *buf,
+                        size_t size);
 
 #ifdef __cplusplus
 }

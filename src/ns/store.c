@@ -5,6 +5,7 @@
  * checked at most once per `recheck` seconds, or at the next use after
  * b2_ns_store_recheck), and a damaged store not opened again more often.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,12 +32,46 @@ struct b2_ns_store {
   struct timespec checked; /* when it was last found current */
   int err;                 /* code of the last failed open (0: none) */
   char *reported;          /* detail of the last failure reported */
+  /* where it is and who hears of it (b2_ns_store_bind) */
+  b2_env *env;
+  int fd;
+  double recheck;
+  void (*note)(void *arg, const char *line);
+  void *arg;
+};
+
+/* A key of a store: a group or a value, as a child node. */
+struct b2_ns_key {
+  b2_ns_store *store;
+  char *key;
+  int group;
+  pthread_mutex_t mu;      /* guards the size remembered */
+  int64_t size;            /* size shown, for size_snap */
+  b2_ns_snap *size_snap;
+};
+
+/* An open value: its snapshot, its entry, its file (NULL: the raw
+ * frame of an object). */
+struct b2_ns_value {
+  b2_ns_snap *snap;
+  int64_t i;
+  b2_file *f;
 };
 
 b2_ns_store *b2_ns_store_new(void) {
   b2_ns_store *n = calloc(1, sizeof *n);
   if (n) pthread_mutex_init(&n->mu, NULL);
+  if (n) n->fd = -1;
   return n;
+}
+
+void b2_ns_store_bind(b2_ns_store *n, b2_env *env, int fd, double recheck,
+                      void (*note)(void *arg, const char *line), void *arg) {
+  n->env = env;
+  n->fd = fd;
+  n->recheck = recheck;
+  n->note = note;
+  n->arg = arg;
 }
 
 void b2_ns_store_free(b2_ns_store *n) {
@@ -131,4 +166,320 @@ void b2_ns_store_recheck(b2_ns_store *n) {
   pthread_mutex_lock(&n->mu);
   memset(&n->checked, 0, sizeof n->checked);
   pthread_mutex_unlock(&n->mu);
+}
+
+/* ---- keys: the store's groups and values as child nodes ------------------ */
+
+/* Reads of a store that another process changes under its lock (python-
+ * blosc2 with locking=True) fail with B2_E_STALE: the store is read again
+ * and the call retried, at most this often. */
+#define STALE_TRIES 20
+
+/* The current snapshot of a bound store node, its reports handed to the
+ * note callback. */
+static int snap_get(b2_ns_store *n, b2_ns_snap **p) {
+  int report = 0;
+  int rc = b2_ns_store_get(n, n->env, n->fd, n->recheck, p, &report);
+  if (report && n->note) { /* a new snapshot's notes, or a failure not told yet */
+    if (rc < 0) n->note(n->arg, b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
+    for (int k = 0; rc == 0 && k < b2_store_nnotes(b2_ns_snap_store(*p)); k++)
+      n->note(n->arg, b2_store_note(b2_ns_snap_store(*p), k));
+  }
+  return rc;
+}
+
+/* The entry of key k (NULL: the root group) in snapshot p; B2_E_NOENT when
+ * the store no longer has it. */
+static int64_t entry_of(const b2_ns_key *k, b2_ns_snap *p) {
+  if (!k) return 0;
+  int64_t i = k->group ? b2_store_find_group(b2_ns_snap_store(p), k->key)
+                       : b2_store_find(b2_ns_snap_store(p), k->key);
+  return i < 0 ? b2_fail(B2_E_NOENT, "%s: no longer in the store", k->key) : i;
+}
+
+/* Snapshot and entry of key k of store n. */
+static int resolve(b2_ns_store *n, const b2_ns_key *k, b2_ns_snap **p, int64_t *i) {
+  int rc = snap_get(n, p);
+  if (rc < 0) return rc;
+  *i = entry_of(k, *p);
+  if (*i < 0) {
+    b2_ns_snap_put(*p);
+    return (int)*i;
+  }
+  return 0;
+}
+
+/* Tell the store node's listener about key k: "KEY: what: detail". */
+static void tell2(const b2_ns_key *k, const char *what, const char *detail) {
+  b2_ns_store *n = k->store;
+  if (!n->note) return;
+  char line[1024];
+  snprintf(line, sizeof line, "%s: %s%s%s", k->key, what ? what : "", what ? ": " : "", detail);
+  n->note(n->arg, line);
+}
+
+static void tell(const b2_ns_key *k, const char *detail) { tell2(k, NULL, detail); }
+
+const char *b2_ns_key_name(const b2_ns_key *k) { return k->key; }
+int b2_ns_key_is_group(const b2_ns_key *k) { return k->group; }
+
+void b2_ns_key_free(b2_ns_key *k) {
+  if (!k) return;
+  free(k->key);
+  b2_ns_snap_put(k->size_snap);
+  pthread_mutex_destroy(&k->mu);
+  free(k);
+}
+
+/* Open directory `rel` (len bytes: a/b) below the store directory fd,
+ * following no symbolic link: an O_PATH descriptor or a code. */
+static int open_dir_beneath(int fd, const char *rel, size_t len) {
+  char buf[PATH_MAX];
+  if (len >= sizeof buf) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: path too long", rel);
+  memcpy(buf, rel, len);
+  buf[len] = 0;
+  int cur = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  for (char *q = buf, *slash; cur >= 0 && len; q = slash + 1) {
+    slash = strchr(q, '/');
+    if (slash) *slash = 0;
+    int next = openat(cur, q, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(cur);
+    if (next < 0) return b2_fail(b2_from_errno(e), "%s: %s", buf, strerror(e));
+    cur = next;
+    if (!slash) break;
+  }
+  return cur < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", buf, strerror(errno)) : cur;
+}
+
+int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_ns_key **out,
+                       b2_ns_store_file *file) {
+  if (dir && !dir->group) return b2_fail(B2_E_NOTDIR, "%s: not a group", dir->key);
+  b2_ns_snap *p;
+  int64_t g;
+  int rc = resolve(n, dir, &p, &g);
+  if (rc < 0) return rc;
+  b2_store *s = b2_ns_snap_store(p);
+  int64_t i = b2_store_child(s, g, name);
+  if (i < 0) {
+    b2_ns_snap_put(p);
+    return b2_fail(B2_E_NOENT, "%s: not in the store", name);
+  }
+  const b2_store_entry *e = b2_store_entry_at(s, i);
+  if (e->loc == B2_STORE_IN_FILE) {
+    /* A file of a .b2d: an ordinary frame (or, for an object, plain). */
+    const char *slash = strrchr(e->relpath, '/');
+    size_t dlen = slash ? (size_t)(slash - e->relpath) : 0;
+    const char *base = slash ? slash + 1 : e->relpath;
+    file->kind = e->kind == B2_STORE_NDARRAY ? B2_NS_NPY
+                 : e->kind == B2_STORE_SCHUNK ? B2_NS_LOGICAL
+                                              : B2_NS_PLAIN;
+    rc = strlen(base) > B2_NS_NAME_MAX ? b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", base)
+                                       : open_dir_beneath(n->fd, e->relpath, dlen);
+    if (rc >= 0) {
+      file->dirfd = rc;
+      snprintf(file->name, sizeof file->name, "%s", base);
+      rc = 1;
+    }
+    b2_ns_snap_put(p);
+    return rc;
+  }
+  b2_ns_key *k = calloc(1, sizeof *k);
+  char *key = strdup(e->key);
+  int group = e->kind == B2_STORE_GROUP;
+  b2_ns_snap_put(p);
+  if (!k || !key) {
+    free(k);
+    free(key);
+    return b2_fail(B2_E_NOMEM, "out of memory");
+  }
+  k->store = n;
+  k->key = key;
+  k->group = group;
+  pthread_mutex_init(&k->mu, NULL);
+  *out = k;
+  return 0;
+}
+
+int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l) {
+  if (dir && !dir->group) return b2_fail(B2_E_NOTDIR, "%s: not a group", dir->key);
+  b2_ns_snap *p;
+  int64_t g;
+  int rc = resolve(n, dir, &p, &g);
+  if (rc < 0) return rc;
+  b2_store *s = b2_ns_snap_store(p);
+  const b2_store_entry *ge = b2_store_entry_at(s, g);
+  size_t cnt = (size_t)ge->nchildren + 2;
+  l->e = calloc(cnt, sizeof *l->e);
+  l->n = 0;
+  if (!l->e) rc = b2_fail(B2_E_NOMEM, "out of memory");
+  for (size_t k = 0; !rc && k < cnt; k++) {
+    const b2_store_entry *ce = k < 2 ? NULL : b2_store_entry_at(s, ge->children[k - 2]);
+    b2_ns_entry *d = &l->e[k];
+    d->name = strdup(k == 0 ? "." : k == 1 ? ".." : ce->shown);
+    d->shown = d->name;
+    d->type = !ce || ce->kind == B2_STORE_GROUP ? DT_DIR : DT_REG;
+    d->kind = B2_NS_STORE;
+    d->ino = (ino_t)k + 1; /* readers skip entries of inode 0 */
+    if (!d->name) rc = b2_fail(B2_E_NOMEM, "out of memory");
+    l->n = k + 1;
+  }
+  b2_ns_snap_put(p);
+  if (rc < 0) b2_ns_list_free(l);
+  return rc;
+}
+
+/* View a value is shown in: arrays as .npy, SChunks their bytes, objects
+ * their raw frame (-1). */
+static int view_of(const b2_store_entry *e) {
+  return e->kind == B2_STORE_NDARRAY ? B2_VIEW_NPY
+         : e->kind == B2_STORE_SCHUNK ? B2_VIEW_LOGICAL
+                                      : -1;
+}
+
+/* Size of value i as shown (0 when it cannot be read), or B2_E_STALE. */
+static int64_t value_size(b2_ns_snap *p, int64_t i) {
+  const b2_store_entry *e = b2_store_entry_at(b2_ns_snap_store(p), i);
+  int view = view_of(e);
+  if (view < 0) return b2_store_raw_size(b2_ns_snap_store(p), i);
+  b2_file *f;
+  int rc = b2_store_open_file(b2_ns_snap_store(p), NULL, i, view, &f);
+  if (rc < 0) return rc == B2_E_STALE ? rc : 0;
+  int64_t sz = b2_file_size(f);
+  b2_file_close(f);
+  return sz < 0 ? 0 : sz;
+}
+
+int b2_ns_key_size(b2_ns_key *k, int64_t *size, int64_t *raw) {
+  if (k->group) return b2_fail(B2_E_ISDIR, "%s: a group", k->key);
+  b2_ns_snap *p;
+  int64_t i;
+  int held = -1;
+  for (int tries = 0;; tries++) {
+    int rc = resolve(k->store, k, &p, &i);
+    if (rc < 0) {
+      b2_store_release(held);
+      return rc;
+    }
+    pthread_mutex_lock(&k->mu);
+    if (k->size_snap != p) {
+      int64_t sz = value_size(p, i);
+      if (sz != B2_E_STALE) {
+        b2_ns_snap_put(k->size_snap);
+        k->size_snap = b2_ns_snap_ref(p);
+        k->size = sz;
+      }
+    }
+    int ok = k->size_snap == p;
+    *size = k->size;
+    pthread_mutex_unlock(&k->mu);
+    if (ok) break;
+    /* Another process changed the store meanwhile: again, holding its
+     * sidecar so that it cannot change once more in between. */
+    if (held < 0) held = b2_store_hold(b2_ns_snap_store(p));
+    b2_ns_snap_put(p);
+    b2_ns_store_recheck(k->store);
+    if (tries == STALE_TRIES) {
+      b2_store_release(held);
+      return b2_fail(B2_E_IO, "%s: the store keeps changing", k->key);
+    }
+  }
+  b2_store_release(held);
+  *raw = b2_store_raw_size(b2_ns_snap_store(p), i);
+  b2_ns_snap_put(p);
+  return 0;
+}
+
+int b2_ns_key_open(b2_ns_key *k, b2_ns_value **out) {
+  if (k->group) return b2_fail(B2_E_ISDIR, "%s: a group", k->key);
+  b2_ns_value *v = calloc(1, sizeof *v);
+  if (!v) return b2_fail(B2_E_NOMEM, "out of memory");
+  int held = -1;
+  for (int tries = 0;; tries++) {
+    int rc = resolve(k->store, k, &v->snap, &v->i);
+    if (rc < 0) {
+      b2_store_release(held);
+      free(v);
+      return rc;
+    }
+    b2_store *s = b2_ns_snap_store(v->snap);
+    int view = view_of(b2_store_entry_at(s, v->i));
+    int erc = view < 0 ? 0 : b2_store_open_file(s, k->store->env, v->i, view, &v->f);
+    if (erc == B2_E_STALE && tries < STALE_TRIES) {
+      /* Changed meanwhile: again, holding the store's sidecar so that it
+       * cannot change once more in between. */
+      if (held < 0) held = b2_store_hold(s);
+      b2_ns_snap_put(v->snap);
+      b2_ns_store_recheck(k->store);
+      continue;
+    }
+    b2_store_release(held);
+    if (erc < 0) {
+      tell(k, b2_last_detail());
+      b2_ns_store_recheck(k->store);
+      b2_ns_snap_put(v->snap);
+      free(v);
+      return erc;
+    }
+    break;
+  }
+  *out = v;
+  return 0;
+}
+
+ssize_t b2_ns_value_pread(b2_ns_key *k, b2_ns_value *v, void *buf, size_t size, int64_t off) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t r = v->f ? b2_file_pread(v->f, (char *)buf + done, size - done, off + (int64_t)done)
+                     : b2_store_pread_raw(b2_ns_snap_store(v->snap), v->i, (char *)buf + done,
+                                          size - done, off + (int64_t)done);
+    if (r < 0) {
+      char what[64];
+      snprintf(what, sizeof what, "read at offset %lld", (long long)(off + (int64_t)done));
+      tell2(k, what, b2_last_detail());
+      b2_ns_store_recheck(k->store); /* it may have been changed in place */
+      return r;
+    }
+    if (r == 0) break;
+    done += (size_t)r;
+  }
+  return (ssize_t)done;
+}
+
+void b2_ns_value_close(b2_ns_value *v) {
+  if (!v) return;
+  b2_file_close(v->f);
+  b2_ns_snap_put(v->snap);
+  free(v);
+}
+
+#define KIND_XATTR "user.b2.kind"
+
+ssize_t b2_ns_key_xattr(b2_ns_store *n, const b2_ns_key *k, const char *name, char *buf,
+                        size_t size) {
+  b2_ns_snap *p;
+  int64_t i;
+  int rc = resolve(n, k, &p, &i);
+  if (rc < 0) return rc;
+  b2_store *s = b2_ns_snap_store(p);
+  const b2_store_entry *e = b2_store_entry_at(s, i);
+  ssize_t r;
+  if (e->kind == B2_STORE_GROUP) {
+    r = name ? b2_store_xattr_get(s, i, name, buf, size) : b2_store_xattr_list(s, i, buf, size);
+  } else if (view_of(e) < 0) {
+    size_t kl = strlen(e->objkind);
+    if (name && strcmp(name, KIND_XATTR)) r = B2_E_NOENT;
+    else if (!name) r = size && size < sizeof KIND_XATTR ? B2_E_RANGE : (ssize_t)sizeof KIND_XATTR;
+    else r = size && size < kl ? B2_E_RANGE : (ssize_t)kl;
+    if (r > 0 && size) memcpy(buf, name ? e->objkind : KIND_XATTR, (size_t)r);
+  } else {
+    b2_file *f;
+    r = b2_store_open_file(s, NULL, i, view_of(e), &f);
+    if (r == 0) {
+      r = name ? b2_file_xattr_get(f, name, buf, size) : b2_file_xattr_list(f, buf, size);
+      b2_file_close(f);
+    }
+  }
+  b2_ns_snap_put(p);
+  return r;
 }

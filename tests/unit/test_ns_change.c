@@ -273,6 +273,11 @@ static void test_probe_attrs(void) {
 /* A store directory node over a damaged store: the failure is reported
  * once per distinct detail, and the store is not opened again before
  * `recheck` seconds unless asked. */
+static void count_note(void *arg, const char *line) {
+  (void)line;
+  ++*(int *)arg;
+}
+
 static void test_store_node(void) {
   b2_env *env;
   int r = setup(&env);
@@ -292,6 +297,21 @@ static void test_store_node(void) {
   rc = b2_ns_store_get(n, env, fd, 3600, &p, &report); /* opened again, same detail */
   CHECK(rc < 0 && rc != B2_E_IO);
   CHECK_EQ(report, 0);
+  b2_ns_store_free(n);
+  /* bound: its keys are looked up through it, failures told once */
+  int told = 0;
+  n = b2_ns_store_new();
+  CHECK(n != NULL);
+  b2_ns_store_bind(n, env, fd, 3600, count_note, &told);
+  b2_ns_key *k = NULL;
+  b2_ns_store_file file;
+  rc = b2_ns_store_lookup(n, NULL, "a", &k, &file);
+  CHECK(rc < 0 && rc != B2_E_IO && k == NULL);
+  CHECK_EQ(told, 1);
+  b2_ns_list l = {0};
+  CHECK_EQ(b2_ns_store_list(n, NULL, &l), B2_E_IO); /* within recheck: not opened again */
+  CHECK_EQ(l.n, 0);
+  CHECK_EQ(told, 1);
   b2_ns_store_free(n);
   if (fd >= 0) close(fd);
   rmroot(r);
