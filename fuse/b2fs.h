@@ -52,6 +52,7 @@ typedef struct b2fs_opts {
                             changed, not even to remove leftovers */
   unsigned read_ahead_kb; /* -o read_ahead_kb= (0: the kernel's default) */
   int has_read_ahead;     /* the user gave -o read_ahead_kb= */
+  int warm;               /* -o warm= (entries warmed ahead; 0: off) */
   unsigned compact_pct;   /* -o compact_pct= (0: never compact at close) */
   uint64_t compact_min;   /* -o compact_min= (bytes) */
   int show_help;
@@ -84,6 +85,9 @@ typedef struct b2fs_handle {
   b2fs_sig sig;
   int refs;                      /* users, +1 while current (inode lock) */
   int writable;                  /* opened for writing (logical view) */
+  int warmed;                    /* read-only, idle since warm.c decoded
+                                    its first chunks: kept outside the idle
+                                    count until used (inode lock) */
   int wclosing;                  /* a b2fs_wclose of it runs (inode lock):
                                     only one closer at a time */
   b2_ns_node *node;              /* writable: the namespace node owning
@@ -150,6 +154,8 @@ typedef struct b2fs_inode {
                                     (then that handle's node); lock */
   _Atomic(b2_ns_dir *) nsdir;    /* directories: the nodes' directory,
                                     made at its first frame's lookup */
+  struct b2fs_warm_dir *warm;    /* directories: their last listing, for
+                                    warm.c (lock) */
   int nolock_valid;              /* frames: no .b2lock sidecar was found */
   b2fs_sig nolock_sig;           /* while the source had this signature
                                     (frame.c: its own lock) */
@@ -240,6 +246,11 @@ int b2fs_frame_release(b2fs_inode *in, b2fs_handle *h);
 /* The same for metadata only (xattrs, no page-cache decision); pass it
  * back to b2fs_frame_release. */
 int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h);
+/* Give back a read-only handle taken with b2fs_frame_peek to warm it
+ * (warm.c): it stays the inode's current handle for the reader expected
+ * next, not counted among the idle handles (which would close it when
+ * there are too many). */
+void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h);
 /* The inode is going away: let go of its current handle (no user left). */
 void b2fs_frame_forget(b2fs_inode *in);
 
@@ -392,6 +403,27 @@ ssize_t b2fs_store_xattr(b2fs_inode *in, const char *name, char *buf, size_t siz
 void b2fs_store_free(b2fs_inode *in);
 /* Forget every member inode (unmount: before the table goes). */
 void b2fs_store_forget_all(void);
+
+/* ---- reading ahead across files (warm.c) ------------------------------------ */
+/* Start and stop the thread that warms frames (stop before the table goes). */
+int b2fs_warm_start(void);
+void b2fs_warm_stop(void);
+/* A directory listing shared by its open directory (ops_dir.c) and its
+ * inode: reference counted, freed with the last b2fs_listing_put. */
+typedef struct b2fs_listing {
+  _Atomic int refs;
+  b2_ns_list l;
+} b2fs_listing;
+b2fs_listing *b2fs_listing_new(void); /* empty, one reference; NULL: no memory */
+void b2fs_listing_put(b2fs_listing *x);
+/* Directory inode `dir` keeps listing x (one more reference), in place of
+ * the one it kept before. */
+void b2fs_warm_keep(b2fs_inode *dir, b2fs_listing *x);
+/* Free a directory's kept listing (the inode is going). */
+void b2fs_warm_free(struct b2fs_warm_dir *w);
+/* Frame inode `in` was opened for reading: when it follows the frame opened
+ * before in its directory's order, warm the next ones. */
+void b2fs_warm_opened(b2fs_inode *in);
 
 /* ---- replies (attr.c) ------------------------------------------------------ */
 /* A per-thread buffer of at least n bytes (kept for the thread's life). */

@@ -102,8 +102,17 @@ int b2fs_handle_free(b2fs_handle *h) {
   return rc;
 }
 
+/* An idle handle leaves the idle count when used again or dropped, unless
+ * it was kept for its warming (not counted). */
+static void idle_left(b2fs_handle *h) {
+  if (h->warmed)
+    h->warmed = 0;
+  else
+    atomic_fetch_sub(&idle_kept, 1);
+}
+
 void b2fs_handle_take(b2fs_inode *in) {
-  if (in->cur->refs++ == 1 && !in->cur->writable) atomic_fetch_sub(&idle_kept, 1);
+  if (in->cur->refs++ == 1 && !in->cur->writable) idle_left(in->cur);
 }
 
 b2fs_handle *b2fs_handle_drop(b2fs_inode *in) {
@@ -114,7 +123,7 @@ b2fs_handle *b2fs_handle_drop(b2fs_inode *in) {
     in->rw = 0;
     if (!in->closing) b2fs_wreg_del(in); /* else at the end of the close */
   } else if (h->refs == 1) {
-    atomic_fetch_sub(&idle_kept, 1);
+    idle_left(h);
   }
   return --h->refs == 0 ? h : NULL;
 }
@@ -219,6 +228,17 @@ b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int *close_rw) {
   }
   pthread_mutex_unlock(&in->lock);
   return dead;
+}
+
+void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h) {
+  b2fs_handle *dead = NULL;
+  pthread_mutex_lock(&in->lock);
+  if (--h->refs == 0)
+    dead = h; /* replaced meanwhile */
+  else if (h->refs == 1 && in->cur == h && !h->writable)
+    h->warmed = 1; /* kept for its reader, whatever the idle count */
+  pthread_mutex_unlock(&in->lock);
+  b2fs_handle_free(dead);
 }
 
 void b2fs_frame_forget(b2fs_inode *in) {

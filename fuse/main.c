@@ -160,6 +160,8 @@ static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cmd) {
 static void release_inode(b2fs_inode *in) {
   b2fs_store_free(in);
   b2fs_frame_forget(in);
+  b2fs_warm_free(in->warm);
+  in->warm = NULL;
 }
 
 int main(int argc, char **argv) {
@@ -239,6 +241,7 @@ int main(int argc, char **argv) {
     b2fs_log("cannot create the engine: %s", b2_last_detail());
     goto out;
   }
+  if (b2fs_warm_start() < 0) b2fs_log("no thread to warm frames ahead of readers");
   rc = run(se, &cmd);
   ret = rc == 0 ? 0 : 1;
 
@@ -246,6 +249,8 @@ out:
   if (mounted) fuse_session_unmount(se);
   if (handlers) fuse_remove_signal_handlers(se);
   if (se) fuse_session_destroy(se);
+  b2fs_warm_stop();
+  b2fs_warm_free(b2fs_g.root.warm);
   if (b2fs_g.buckets) {
     b2fs_store_forget_all(); /* they hold their stores' inodes */
     b2fs_table_destroy();

@@ -20,18 +20,30 @@
 
 typedef struct dsnap {
   pthread_mutex_t lock;
-  b2_ns_list l;   /* the listing, names mapped as the mount shows them */
-  int served;     /* entries were handed out since the snapshot */
+  b2fs_listing *lst; /* the listing, names mapped as the mount shows them
+                        (shared with warm.c once read to its end) */
+  int served;        /* entries were handed out since the snapshot */
+  int kept;          /* the directory inode keeps this listing (warm.c) */
 } dsnap;
 
 static int snap_load(dsnap *s, int fd) {
+  b2fs_listing *x = b2fs_listing_new();
+  if (!x) return -ENOMEM;
+  int rc = b2_ns_list_load(fd, &x->l);
+  if (rc < 0) {
+    b2fs_listing_put(x);
+    return -b2_to_errno(rc);
+  }
+  b2fs_listing_put(s->lst);
+  s->lst = x;
   s->served = 0;
-  int rc = b2_ns_list_load(fd, &s->l);
-  return rc < 0 ? -b2_to_errno(rc) : 0;
+  s->kept = 0;
+  return 0;
 }
 
 static void snap_clear(dsnap *s) {
-  b2_ns_list_free(&s->l);
+  b2fs_listing_put(s->lst);
+  s->lst = NULL;
   s->served = 0;
 }
 
@@ -124,12 +136,17 @@ static void readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
       return;
     }
   }
-  size_t pos = 0;
-  for (size_t i = off < 0 ? 0 : (size_t)off; i < s->l.n; i++) {
-    size_t n = add_entry(req, in, &s->l.e[i], plus, buf + pos, size - pos, (off_t)(i + 1));
+  size_t pos = 0, i;
+  const b2_ns_list *l = &s->lst->l;
+  for (i = off < 0 ? 0 : (size_t)off; i < l->n; i++) {
+    size_t n = add_entry(req, in, &l->e[i], plus, buf + pos, size - pos, (off_t)(i + 1));
     if (n > size - pos) break;
     pos += n;
     s->served = 1;
+  }
+  if (i == l->n && s->served && !s->kept) { /* read to its end: its order */
+    b2fs_warm_keep(in, s->lst);
+    s->kept = 1;
   }
   pthread_mutex_unlock(&s->lock);
   fuse_reply_buf(req, buf, pos);

@@ -30,6 +30,7 @@ enum {
   KEY_COMPACT_MIN,
   KEY_READ_AHEAD_KB,
   KEY_LOCKING,
+  KEY_WARM,
 };
 
 static const struct fuse_opt spec[] = {
@@ -41,6 +42,7 @@ static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("locking=", KEY_LOCKING),
     FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
     FUSE_OPT_KEY("idle_frames=", KEY_IDLE),
+    FUSE_OPT_KEY("warm=", KEY_WARM),
     FUSE_OPT_KEY("no_default_permissions", KEY_NO_DP),
     /* writing */
     FUSE_OPT_KEY("codec=", KEY_PARAM),
@@ -200,6 +202,12 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
     o->compact_pct = (unsigned)pct;
     return 0;
   }
+  case KEY_WARM:
+    if (parse_int(val, 0, 8, &o->warm) < 0) {
+      fprintf(stderr, "b2fs: bad warm '%s' (0-8, 0 for none)\n", val);
+      return -1;
+    }
+    return 0;
   case KEY_COMPACT_MIN:
     if (b2_parse_size(val, &o->compact_min) < 0) {
       fprintf(stderr, "b2fs: bad compact_min '%s' (want e.g. 16M)\n", val);
@@ -231,6 +239,7 @@ int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o) {
   o->idle_frames = -1;
   o->env.idle_ms = 1000;
   o->compact_pct = 25;
+  o->warm = 2;
   o->read_ahead_kb = 4096;
   o->compact_min = 16u << 20;
   parse_state ps;
@@ -266,6 +275,9 @@ void b2fs_opts_help(const char *prog) {
          "    -o timeout=SECONDS     attribute and name caching (default 1)\n"
          "    -o idle_frames=N       frames kept open while unused (default:\n"
          "                           a 16th of the descriptor limit, <= 1024)\n"
+         "    -o warm=N              files read in a directory's order: decode the\n"
+         "                           first chunks of the next N entries ahead of the\n"
+         "                           reader (default 2; 0: off)\n"
          "    -o no_default_permissions  let b2fs, not the kernel, check access\n"
          "\nWriting: a new file NAME is stored as the frame NAME.b2frame, with\n"
          "    -o codec=NAME          blosclz lz4 lz4hc zlib zstd (default zstd)\n"

@@ -210,6 +210,10 @@ int b2_cache_discard(b2_cache *c, uint64_t file, int64_t chunk);
 
 /* Drop every entry of `file`, dirty or not.  Returns the number dropped. */
 int b2_cache_discard_file(b2_cache *c, uint64_t file);
+/* The same when the file's entries can only be chunks [0, nkeys): looked
+ * up one by one when that is cheaper than walking the whole cache (the
+ * close of a handle of a small frame). */
+int b2_cache_discard_keys(b2_cache *c, uint64_t file, int64_t nkeys);
 
 /* ---- writing ---------------------------------------------------------- */
 

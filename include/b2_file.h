@@ -106,6 +106,17 @@ typedef struct b2_file_pin {
 ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_pin *p);
 void b2_file_unpin(b2_file_pin *p);
 
+/* Decode the chunks holding the first nbytes bytes of the view into the
+ * env's cache, unless they are there already, in the calling thread: for
+ * a server that expects the file to be read next (the next files of a
+ * directory read in order).  A reader of those chunks meanwhile waits for
+ * this decode instead of repeating it; a handle read from before is left
+ * as it is (its reader came first).  Only the logical view and arrays
+ * stored in C order (b2_b2nd_is_linear); others, writable handles and
+ * handles without a cache: nothing to do.  Returns the number of chunks
+ * decoded (0: none needed), or a negative code. */
+int b2_file_warm(b2_file *f, int64_t nbytes);
+
 /* Frame and array under the handle (array NULL unless a b2nd view). */
 b2_frame *b2_file_frame(const b2_file *f);
 const b2_b2nd *b2_file_array(const b2_file *f);

@@ -123,6 +123,7 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
     atomic_init(&f->streams[k].used, 0);
   }
   atomic_init(&f->tick, 0);
+  atomic_init(&f->warm, 0);
   atomic_init(&f->cached, 0);
   int rc = 0;
   if (view == B2_VIEW_LOGICAL)
@@ -265,11 +266,14 @@ int b2_file_close(b2_file *f) {
   if (writable) rc = b2_file_flush(f);
   if (f->env && f->env->pool) b2_pool_wait(f->env->pool, &f->group);
   if (writable) b2_file_teardown_writer(f);
-  /* A discard scans the whole cache: only for handles that loaded (read
-   * only: the loaders say so) or wrote. */
+  /* Only for handles that loaded (read only: the loaders say so) or
+   * wrote. */
   if (f->env && f->env->cache && (writable || atomic_load(&f->cached))) {
-    b2_cache_discard_file(f->env->cache, f->id);
-    if (f->cid) b2_cache_discard_file(f->env->cache, f->cid);
+    /* A read-only handle keys its entries by the frame's chunks. */
+    b2_frame_info in;
+    int64_t nkeys = !writable && b2_frame_info_copy(f->frame, &in) == 0 ? in.nchunks : -1;
+    b2_cache_discard_keys(f->env->cache, f->id, nkeys);
+    if (f->cid) b2_cache_discard_keys(f->env->cache, f->cid, nkeys);
   }
   if (f->has_array) b2_b2nd_free(&f->array);
   free(f->npy);

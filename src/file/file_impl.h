@@ -76,6 +76,9 @@ struct b2_file {
   b2_stream streams[B2_FILE_STREAMS]; /* readers of the handle (read.c) */
   atomic_uint_fast64_t tick;  /* counts reads, for the streams' LRU order */
   b2_pool_group group;        /* read-ahead jobs in flight */
+  _Atomic int64_t warm;       /* chunks below this are being or were
+                                 decoded by b2_file_warm: readers wait
+                                 for them in the cache */
   atomic_int cached;          /* a loader ran for this handle: its keys
                                  may have entries to discard at close */
 

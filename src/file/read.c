@@ -17,10 +17,9 @@
 /* ---- cache loaders -------------------------------------------------------- */
 
 /* Decoded chunk: from the stored chunk when that is cached, else from the
- * frame. */
-int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
-  b2_file *f = arg;
-  (void)file;
+ * frame; the blocks shared with the idle workers of `pool` (may be NULL). */
+static int load_chunk(b2_file *f, int64_t chunk, uint8_t **data, size_t *len,
+                      struct b2_pool *pool) {
   atomic_store(&f->cached, 1);
   int32_t nb = b2_frame_chunk_nbytes(f->frame, chunk);
   if (nb < 0) return nb;
@@ -38,14 +37,13 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
   if (zeros) {
     rc = nb;
   } else if (f->cid && c && b2_cache_peek(c, f->cid, chunk, &se) == 0) {
-    rc = b2_chunk_decode_par(b2_cache_data(se), b2_cache_len(se), buf, (size_t)nb,
-                             f->env->pool);
+    rc = b2_chunk_decode_par(b2_cache_data(se), b2_cache_len(se), buf, (size_t)nb, pool);
     b2_cache_release(c, se);
     if (rc >= 0 && rc != nb)
       rc = b2_fail(B2_E_FORMAT, "decoded %d bytes, expected %d", rc, nb);
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)chunk);
   } else {
-    rc = b2_frame_decode_chunk_par(f->frame, chunk, buf, (size_t)nb, f->env ? f->env->pool : NULL);
+    rc = b2_frame_decode_chunk_par(f->frame, chunk, buf, (size_t)nb, pool);
   }
   if (rc < 0) {
     b2_cache_buf_free(buf);
@@ -54,6 +52,20 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
   *data = buf;
   *len = (size_t)nb;
   return 0;
+}
+
+int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
+  b2_file *f = arg;
+  (void)file;
+  return load_chunk(f, chunk, data, len, f->env ? f->env->pool : NULL);
+}
+
+/* The same on the calling thread alone: for work already beside the
+ * reader's (b2_file_warm), where waking the workers would only cost. */
+static int load_chunk_solo(void *arg, uint64_t file, int64_t chunk, uint8_t **data,
+                           size_t *len) {
+  (void)file;
+  return load_chunk(arg, chunk, data, len, NULL);
 }
 
 /* ---- one chunk -------------------------------------------------------------- */
@@ -78,6 +90,10 @@ static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, b2_stream *s
   b2_cache *c = f->env ? f->env->cache : NULL;
   if (!c) return 0;
   if (b2_cache_peek(c, f->id, i, e) == 0) return 1;
+  if (i < atomic_load(&f->warm)) { /* warmed, or being warmed: wait for it */
+    int rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
+    return rc < 0 ? rc : 1;
+  }
   if (!seq && len <= B2_FILE_PARTIAL_MAX && (size_t)nb / B2_FILE_WHOLE_RATIO > len) return 0;
   /* A whole chunk goes straight to the caller unless read-ahead has queued
    * it (then wait for that decode rather than repeat it). */
@@ -104,6 +120,38 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
     return rc < 0 ? rc : 0;
   }
   return b2_file_read_partial(f, i, off, len, dst);
+}
+
+int b2_file_warm(b2_file *f, int64_t nbytes) {
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  /* A handle read from already: its reader came first (and decoded what
+   * it needed); warming now would decode the same chunks twice. */
+  if (!c || f->writable || f->pending || atomic_load(&f->tick) > 0) return 0;
+  int64_t hdr = 0; /* bytes of the view before the first chunk's */
+  if (f->view != B2_VIEW_LOGICAL) {
+    if (!f->has_array || !b2_b2nd_is_linear(&f->array)) return 0;
+    hdr = f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
+  }
+  int64_t end = B2_MIN(nbytes, atomic_load(&f->size)) - hdr;
+  if (end <= 0) return 0;
+  int64_t last = b2_frame_chunk_at(f->frame, end - 1);
+  if (last < 0) return (int)last;
+  int64_t w = atomic_load(&f->warm);
+  while (w < last + 1 && !atomic_compare_exchange_weak(&f->warm, &w, last + 1)) {
+  }
+  int loaded = 0;
+  for (int64_t i = 0; i <= last; i++) {
+    b2_cache_entry *e;
+    if (b2_cache_peek(c, f->id, i, &e) == 0) {
+      b2_cache_release(c, e);
+      continue;
+    }
+    int rc = b2_cache_get(c, f->id, i, load_chunk_solo, f, &e);
+    if (rc < 0) return rc;
+    b2_cache_release(c, e);
+    loaded++;
+  }
+  return loaded;
 }
 
 /* ---- read-ahead ------------------------------------------------------------- */

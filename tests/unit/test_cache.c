@@ -312,6 +312,23 @@ static void test_invalidate(void) {
   CHECK_EQ(st.dirty_entries, 0);
   CHECK_EQ(st.dirty_bytes, 0);
   CHECK_EQ(dirty_key(c, &l, &s, 6, 0, 1), 0);
+  /* by keys: only those below nkeys, looked up one by one (few) */
+  CHECK_EQ(b2_cache_discard_keys(c, 6, 3), 3);
+  for (int k = 0; k < 10; k++) CHECK_EQ(present(c, 6, k), k >= 3);
+  CHECK_EQ(b2_cache_discard_keys(c, 6, -1), 7); /* unknown: the whole walk */
+  for (int k = 0; k < 10; k++) {
+    b2_cache_entry *g;
+    CHECK_EQ(b2_cache_get(c, 6, k, load_fn, &l, &g), 0);
+    b2_cache_release(c, g);
+  }
+  CHECK_EQ(dirty_key(c, &l, &s, 6, 0, 1), 0);
+  CHECK_EQ(b2_cache_discard_keys(c, 6, 1000000), 10); /* many: the walk */
+  for (int k = 0; k < 10; k++) {
+    b2_cache_entry *g;
+    CHECK_EQ(b2_cache_get(c, 6, k, load_fn, &l, &g), 0);
+    b2_cache_release(c, g);
+  }
+  CHECK_EQ(dirty_key(c, &l, &s, 6, 0, 1), 0);
   CHECK_EQ(b2_cache_discard_file(c, 6), 10);
   CHECK_EQ(stats(c).dirty_bytes, 0);
   CHECK_EQ(b2_cache_flush_all(c, NULL), 0);

@@ -104,6 +104,13 @@ static int cached_stored(b2_file *f, int64_t i) {
   return 1;
 }
 
+static int cached(b2_file *f, int64_t i) { /* chunk i's decoded entry */
+  b2_cache_entry *e;
+  if (b2_cache_peek(f->env->cache, f->id, i, &e) < 0) return 0;
+  b2_cache_release(f->env->cache, e);
+  return 1;
+}
+
 static uint64_t cache_bytes(b2_env *env) {
   b2_cache_stats st;
   b2_cache_get_stats(env->cache, &st);
@@ -576,6 +583,66 @@ static void test_park(void) {
   b2_env_destroy(env); /* closes the parked frames (leak check) */
 }
 
+/* b2_file_warm decodes the chunks of the first bytes into the cache: a
+ * reader of them then loads nothing (whole-chunk reads included, which
+ * otherwise decode straight into the caller's buffer), and a reader racing
+ * the warm waits for it rather than decoding the chunk a second time. */
+static void test_warm(void) {
+  b2_env *env = make_env(8 << 20, 0);
+  CHECK(env != NULL);
+  if (!env) return;
+  uint8_t *buf = malloc(2 * CHUNK);
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  b2_cache_stats a, b;
+  b2_cache_get_stats(env->cache, &a);
+  CHECK_EQ(b2_file_warm(f, 2 * CHUNK + 1), 3); /* chunks 0, 1 and 2 */
+  b2_cache_get_stats(env->cache, &b);
+  CHECK_EQ(b.misses - a.misses, 3);
+  CHECK_EQ(b2_file_warm(f, CHUNK), 0); /* there already: nothing more */
+  b2_cache_get_stats(env->cache, &a);
+  CHECK_EQ(a.misses, b.misses);
+  CHECK_EQ(check_read(f, sig, CHUNK, 0, buf), 0);         /* a whole chunk */
+  CHECK_EQ(check_read(f, sig, 2 * CHUNK, CHUNK, buf), 0); /* two more */
+  CHECK_EQ(check_read(f, sig, 100, 2 * CHUNK + 5, buf), 0);
+  b2_cache_get_stats(env->cache, &b);
+  CHECK_EQ(b.misses, a.misses); /* every byte from the warmed chunks */
+  /* past the warmed chunks a whole-chunk read decodes on its own */
+  CHECK_EQ(check_read(f, sig, CHUNK, 5 * CHUNK, buf), 0);
+  b2_cache_get_stats(env->cache, &a);
+  CHECK_EQ(a.misses, b.misses);
+  CHECK(!cached(f, 5));
+  CHECK_EQ(b2_file_close(f), 0);
+  /* more than the file: warms to its end */
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  CHECK_EQ(b2_file_warm(f, (int64_t)NBYTES * 2), NBYTES / CHUNK + 1);
+  CHECK(cached(f, NBYTES / CHUNK));
+  CHECK_EQ(check_read(f, sig, 12345, NBYTES - 12345, buf), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  /* a handle read from already is left alone: its reader came first */
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  CHECK_EQ(check_read(f, sig, 10, 0, buf), 0);
+  b2_cache_get_stats(env->cache, &a);
+  CHECK_EQ(b2_file_warm(f, 4 * CHUNK), 0);
+  b2_cache_get_stats(env->cache, &b);
+  CHECK_EQ(b.misses, a.misses);
+  CHECK(!cached(f, 2));
+  CHECK_EQ(b2_file_close(f), 0);
+  /* a writable handle is left alone */
+  char path[96];
+  snprintf(path, sizeof path, "%s/warm.b2frame", dir);
+  CHECK_EQ(copy_file(txt_path, path), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f), 0);
+  b2_cache_get_stats(env->cache, &a);
+  CHECK_EQ(b2_file_warm(f, CHUNK), 0);
+  b2_cache_get_stats(env->cache, &b);
+  CHECK_EQ(b.misses, a.misses);
+  CHECK_EQ(b2_file_close(f), 0);
+  unlink(path);
+  free(buf);
+  b2_env_destroy(env);
+}
+
 int main(void) {
   const char *seed = getenv("B2FS_SEED");
   seed0 = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
@@ -604,6 +671,7 @@ int main(void) {
   T_RUN(test_threads_locked);
   T_RUN(test_quarter_chunk);
   T_RUN(test_park);
+  T_RUN(test_warm);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) return 1;

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# t_warm.sh - files read one after another in a directory's order (tar):
+# the daemon decodes the next frames ahead of the reader (fuse/warm.c).
+# Checks that every byte read that way is right, also for a frame changed
+# behind the mount after it was warmed and for frames being written, that
+# the daemon says it warmed frames (with -o warm=0, none), and that a
+# reader out of order warms nothing.
+set -u
+cd "$(dirname "$0")/.."
+: "${B2FS:=build/san/b2fs}" "${B2F:=build/san/b2f}"
+[ -e /dev/fuse ] || { echo "skip warm: no /dev/fuse"; exit 0; }
+TMP=$(mktemp -d /tmp/b2fs-t_warm.XXXXXX)
+. tests/mount_lib.sh
+trap 'unmount_all; rm -rf "$TMP"' EXIT
+PYBIN=${PY:-/usr/bin/python3}
+mkdir -p "$TMP/src/d" "$TMP/plain" "$TMP/mnt"
+# 24 files of 1 byte to 700 KiB, text and random, some of several chunks.
+"$PYBIN" - "$TMP/plain" <<'PY'
+import os, random, sys
+rnd = random.Random(7)
+words = [b"alpha ", b"bravo ", b"charlie ", b"delta ", b"echo "]
+for i in range(24):
+    n = [1, 100, 5000, 70000, 300000, 700000][i % 6] + rnd.randrange(1000)
+    if i % 2:
+        data = os.urandom(n)
+    else:
+        data = b"".join(rnd.choice(words) for _ in range(n // 5 + 1))[:n]
+    open(os.path.join(sys.argv[1], "f%02d" % i), "wb").write(data)
+PY
+for f in "$TMP"/plain/f*; do
+  "$B2F" pack -c zstd -l 1 --chunksize 256K "$f" "$TMP/src/d/$(basename "$f").b2frame" ||
+    { nok warm_pack "b2f pack failed"; exit 0; }
+done
+mkdir "$TMP/src/d/sub" # a directory among the frames
+cp "$TMP/plain/f00" "$TMP/src/d/plain.txt"
+
+# tar through the mount, unpacked and compared with the originals.
+tar_compare() { # NAME
+  rm -rf "$TMP/out"
+  mkdir "$TMP/out"
+  if ! (cd "$TMP/mnt/d" && tar cf - .) | tar xf - -C "$TMP/out"; then
+    nok "$1" "tar failed"; return
+  fi
+  local bad=""
+  for f in "$TMP"/plain/f*; do
+    cmp -s "$f" "$TMP/out/$(basename "$f")" || bad="$bad $(basename "$f")"
+  done
+  cmp -s "$TMP/plain/f00" "$TMP/out/plain.txt" || bad="$bad plain.txt"
+  if [ -z "$bad" ]; then ok "$1"; else nok "$1" "bytes differ:$bad"; fi
+}
+warmed() { # LOG: frames the daemon says it warmed (0 if it says nothing)
+  local n
+  n=$(sed -n 's/.* \([0-9][0-9]*\) frames were decoded ahead of their readers.*/\1/p' "$1" | tail -1)
+  echo "${n:-0}"
+}
+
+if ! mount_bg warm "$TMP/src" "$TMP/mnt" "cache_size=8M"; then
+  nok warm_mount "daemon did not mount: $(head -c 300 "$TMP/warm.log")"; exit 0
+fi
+tar_compare warm_tar
+# A warmed frame changed behind the mount: its new bytes are read.
+(cd "$TMP/mnt/d" && cat f00 f01 >/dev/null) # f02, f03 warmed
+sleep 0.5
+cp "$TMP/plain/f05" "$TMP/plain/f02"
+"$B2F" pack -c lz4 --chunksize 64K "$TMP/plain/f02" "$TMP/src/d/.f02.new" &&
+  mv "$TMP/src/d/.f02.new" "$TMP/src/d/f02.b2frame"
+sleep 1.1 # the attribute timeout
+if cmp -s "$TMP/mnt/d/f02" "$TMP/plain/f02"; then ok warm_changed_behind; else
+  nok warm_changed_behind "the old bytes of a warmed frame were read"; fi
+# Frames open for writing are read with what was written.
+exec 7>>"$TMP/mnt/d/f04"
+printf 'tail' >&7
+(cd "$TMP/mnt/d" && cat f02 f03 f04 >"$TMP/cat.out")
+exec 7>&-
+printf 'tail' >>"$TMP/plain/f04"
+if cat "$TMP/plain/f02" "$TMP/plain/f03" "$TMP/plain/f04" | cmp -s - "$TMP/cat.out"; then
+  ok warm_writer; else nok warm_writer "a frame being written read wrong"; fi
+unmount_fg "$TMP/mnt" warm
+n=$(warmed "$TMP/warm.log")
+if [ "$n" -ge 15 ]; then ok warm_counted; else nok warm_counted "the daemon warmed $n frames for 25 read in order"; fi
+
+# Out of order: nothing warmed.
+if mount_bg warm_random "$TMP/src" "$TMP/mnt" "cache_size=8M"; then
+  ls "$TMP/mnt/d" >/dev/null
+  (cd "$TMP/mnt/d" && cat f20 f10 f15 f05 f22 f01 f12 f17 | cmp -s - <(cd "$TMP/plain" && cat f20 f10 f15 f05 f22 f01 f12 f17)) &&
+    ok warm_random_bytes || nok warm_random_bytes "bytes differ"
+  unmount_fg "$TMP/mnt" warm_random
+  n=$(warmed "$TMP/warm_random.log")
+  if [ "$n" -eq 0 ]; then ok warm_random_none; else nok warm_random_none "$n frames warmed for reads out of order"; fi
+else
+  nok warm_random_mount "daemon did not mount"
+fi
+
+# -o warm=0: the same bytes, nothing warmed.
+if mount_bg warm_off "$TMP/src" "$TMP/mnt" "cache_size=8M,warm=0"; then
+  tar_compare warm_off_tar
+  unmount_fg "$TMP/mnt" warm_off
+  n=$(warmed "$TMP/warm_off.log")
+  if [ "$n" -eq 0 ]; then ok warm_off_none; else nok warm_off_none "$n frames warmed with warm=0"; fi
+else
+  nok warm_off_mount "daemon did not mount"
+fi
