@@ -15,7 +15,7 @@
  * rewrites a frame at its directory and name: compaction, commits of an
  * empty frame, .npy recreation), so the daemon only
  *   - moves the inode to the new file a rewrite left at the node's name
- *     (rebind: the file our writer holds locked, b2_ns_node_entry);
+ *     (rebind: the file the node's writer is in now, b2_ns_node_current);
  *   - around a rename or removal through the mount, commits the writers of
  *     the entries moved or replaced, holds off their uses (each use of a
  *     writable handle's file holds `use` shared) and tells their nodes the
@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -253,36 +252,16 @@ void b2fs_frame_touched(b2fs_inode *in) {
 
 /* ---- following rewrites and renames ------------------------------------- */
 
-/* Rebind in to the regular file at the home of its writable handle h
- * when it is not the file `old` describes and (with check_lock) a writer
- * holds it locked: ours, since the engine rewrote the frame.  nslock held;
- * the caller may use h->file. */
-static void rebind_home(b2fs_inode *in, b2fs_handle *h, const struct stat *old, int check_lock) {
-  int fd = open_at_home(h, check_lock ? O_RDONLY | O_NONBLOCK : O_PATH);
+/* Rebind in to the file the writer of handle h is in now when a rewrite
+ * of its own (compaction, an empty frame's commit) left it another file
+ * than `old` describes, at the node's name (b2_ns_node_current): with
+ * old's owner and mode (and with times, its times).  nslock held; the
+ * caller may use h->file. */
+static void rebind_home(b2fs_inode *in, b2fs_handle *h, const struct stat *old, int times) {
+  int fd;
   struct stat st;
-  if (fd < 0) return;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-      (st.st_ino == old->st_ino && st.st_dev == old->st_dev)) {
-    close(fd);
-    return;
-  }
-  if (check_lock) {
-    if (flock(fd, LOCK_SH | LOCK_NB) == 0) { /* nobody writes it: not ours */
-      flock(fd, LOCK_UN);
-      close(fd);
-      return;
-    }
-    int pfd = open_at_home(h, O_PATH);
-    struct stat pst;
-    int same = pfd >= 0 && fstat(pfd, &pst) == 0 && pst.st_ino == st.st_ino;
-    close(fd);
-    if (!same) {
-      if (pfd >= 0) close(pfd);
-      return;
-    }
-    fd = pfd;
-  }
-  b2fs_copy_attrs(fd, old, 0);
+  if (!h->node || b2_ns_node_current(h->node, old, &fd) != 1) return;
+  b2fs_copy_attrs(fd, old, times);
   if (fstat(fd, &st) < 0) {
     close(fd);
     return;
@@ -308,7 +287,7 @@ void b2fs_frame_follow(b2fs_inode *in) {
   pthread_mutex_unlock(&in->lock);
   if (h) {
     b2fs_use(h);
-    if (replaced(in, &old)) rebind_home(in, h, &old, 1);
+    if (replaced(in, &old)) rebind_home(in, h, &old, 0);
     b2fs_unuse(h);
   }
   pthread_mutex_unlock(&in->nslock);
@@ -409,7 +388,7 @@ void *b2fs_frame_hold(b2fs_inode *a, b2fs_inode *b, int *err) {
     /* That commit (or one of the idle flusher) may have rewritten the
      * file: the inode must know the file that gets renamed. */
     struct stat old;
-    if (replaced(hd->e[i].in, &old)) rebind_home(hd->e[i].in, h, &old, 1);
+    if (replaced(hd->e[i].in, &old)) rebind_home(hd->e[i].in, h, &old, 0);
   }
   if (hd->n == 0) {
     free(hd);

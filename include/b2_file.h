@@ -119,6 +119,10 @@ int b2_file_warm(b2_file *f, int64_t nbytes);
 
 /* Frame and array under the handle (array NULL unless a b2nd view). */
 b2_frame *b2_file_frame(const b2_file *f);
+struct stat;
+/* The status of the file the handle's frame is in now (b2_frame_file_now;
+ * a recreation, b2_file_recreations, gives it a new frame): any thread. */
+int b2_file_frame_now(b2_file *f, struct stat *st);
 const b2_b2nd *b2_file_array(const b2_file *f);
 
 /* ---- writing -------------------------------------------------------------

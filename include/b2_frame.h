@@ -124,6 +124,11 @@ int b2_frame_detach(b2_frame *f);
  * st_ctim it identifies the bytes the frame was parsed from.  B2_E_INVAL
  * for frames opened otherwise (b2_frame_open_fd, _mem). */
 int b2_frame_stat(const b2_frame *f, struct stat *st);
+/* The status (fstat) of the file the frame is read and written through
+ * now: a writable contiguous frame's rewrites (compaction, the commit of
+ * an empty frame) give it a new file; a sparse frame's is its
+ * chunks.b2frame.  Thread-safe against the frame's own rewrites. */
+int b2_frame_file_now(b2_frame *f, struct stat *st);
 
 /* Logical geometry: byte offset of chunk i in the logical content (i may
  * be nchunks: then nbytes), its decoded size, and the chunk holding

@@ -453,6 +453,12 @@ int b2_ns_node_moved(b2_ns_node *n, int dirfd, const char *name);
 /* The frame is `name` of dir now (a lookup found it there), for a node
  * not open for writing (B2_E_BUSY otherwise: b2_ns_node_moved). */
 int b2_ns_node_place(b2_ns_node *n, b2_ns_dir *dir, const char *name);
+/* Has the node's writer moved to another file than the one `known`
+ * describes (a rewrite of its own: compaction, the commit of an empty
+ * frame, a recreation)?  1 with *fd an O_PATH descriptor of that file at
+ * the node's name; 0 when not (no writer, the same file, a sparse frame, or
+ * the name holds another file: moved behind the caller's back). */
+int b2_ns_node_current(const b2_ns_node *n, const struct stat *known, int *fd);
 /* A new descriptor (open flags: O_PATH, O_RDONLY...) of what the node's
  * name holds now, the file a rewrite left there; or a negative code. */
 int b2_ns_node_entry(const b2_ns_node *n, int flags);

@@ -287,4 +287,11 @@ int b2_file_close(b2_file *f) {
 
 int64_t b2_file_size(const b2_file *f) { return atomic_load(&f->size); }
 b2_frame *b2_file_frame(const b2_file *f) { return f->frame; }
+
+int b2_file_frame_now(b2_file *f, struct stat *st) {
+  pthread_mutex_lock(&f->fmu); /* a recreation swaps the frame */
+  int rc = f->frame ? b2_frame_file_now(f->frame, st) : b2_fail(B2_E_IO, "%s: no frame", f->path);
+  pthread_mutex_unlock(&f->fmu);
+  return rc;
+}
 const b2_b2nd *b2_file_array(const b2_file *f) { return f->has_array ? &f->array : NULL; }

@@ -376,6 +376,16 @@ int b2_frame_stat(const b2_frame *f, struct stat *st) {
   return 0;
 }
 
+int b2_frame_file_now(b2_frame *f, struct stat *st) {
+  if (f->w) pthread_rwlock_rdlock(&f->w->lock); /* a rewrite swaps the descriptor */
+  int rc = f->fd >= 0 && fstat(f->fd, st) == 0
+               ? 0
+               : b2_fail(b2_from_errno(f->fd >= 0 ? errno : EBADF), "frame stat: %s",
+                         strerror(f->fd >= 0 ? errno : EBADF));
+  if (f->w) pthread_rwlock_unlock(&f->w->lock);
+  return rc;
+}
+
 /* ---- logical geometry ---------------------------------------------------- */
 
 /* Callers hold the read lock (writable frames) or need none. */

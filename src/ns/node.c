@@ -181,6 +181,22 @@ int b2_ns_node_moved(b2_ns_node *n, int dirfd, const char *name) {
   return 0;
 }
 
+int b2_ns_node_current(const b2_ns_node *n, const struct stat *known, int *fd) {
+  struct stat cur, st;
+  *fd = -1;
+  if (!n->file || b2_file_frame_now(n->file, &cur) < 0 || !S_ISREG(cur.st_mode) ||
+      (cur.st_dev == known->st_dev && cur.st_ino == known->st_ino))
+    return 0;
+  /* the writer's file as its name holds it (not when moved behind our back) */
+  int e = openat(n->dir->fd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (e >= 0 && fstat(e, &st) == 0 && st.st_dev == cur.st_dev && st.st_ino == cur.st_ino) {
+    *fd = e;
+    return 1;
+  }
+  if (e >= 0) close(e);
+  return 0;
+}
+
 int b2_ns_node_entry(const b2_ns_node *n, int flags) {
   int fd = openat(n->dir->fd, n->name, flags | O_NOFOLLOW | O_CLOEXEC);
   return fd < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", n->name, strerror(errno)) : fd;

@@ -197,10 +197,19 @@ static void test_node_moves(void) {
   CHECK(b2_ns_node_is_at(n, dst.st_dev, dst.st_ino, "b.b2frame"));
   CHECK(strcmp(b2_ns_node_name(n), "b.b2frame") == 0);
   /* emptied: the commit of an empty frame writes a new file by name */
+  struct stat was, now;
+  int cfd = -1;
+  CHECK_EQ(fstatat(d2, "b.b2frame", &was, AT_SYMLINK_NOFOLLOW), 0);
+  CHECK_EQ(b2_ns_node_current(n, &was, &cfd), 0); /* still that file */
   CHECK_EQ(b2_file_truncate(f, 0), 0);
   CHECK_EQ(b2_file_flush(f), 0);
   CHECK(!exists(d1, "a.b2frame"));
   CHECK(exists(d2, "b.b2frame"));
+  /* the node tells the new file its writer is in, by its own descriptor */
+  CHECK_EQ(b2_ns_node_current(n, &was, &cfd), 1);
+  CHECK(cfd >= 0 && fstat(cfd, &now) == 0 && now.st_ino != was.st_ino &&
+        fstatat(d2, "b.b2frame", &was, AT_SYMLINK_NOFOLLOW) == 0 && was.st_ino == now.st_ino);
+  if (cfd >= 0) close(cfd);
   CHECK_EQ(b2_file_pwrite(f, "second", 6, 0), 6);
   CHECK_EQ(b2_file_flush(f), 0);
   /* the entry is the file the node writes */
