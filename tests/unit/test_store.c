@@ -14,6 +14,7 @@
  *         deflated embed.b2e and cut archives (refused).
  * Every value must read as the fixture file itself does.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 
 #include "b2_error.h"
 #include "b2_file.h"
+#include "b2_ns.h"
 #include "b2_store.h"
 #include "common/msgpack.h"
 #include "common/util.h"
@@ -136,6 +138,86 @@ static void put_entry(b2_mp_writer *w, const char *key, int64_t off, int64_t len
   b2_mp_put_int(w, len);
 }
 
+static void count_note(void *arg, const char *line) {
+  (void)line;
+  ++*(int *)arg;
+}
+
+/* Position of `name` in listing l, -1 when absent. */
+static int listed(const b2_ns_list *l, const char *name, unsigned char type) {
+  for (size_t k = 0; k < l->n; k++)
+    if (strcmp(l->e[k].shown, name) == 0) return l->e[k].type == type ? (int)k : -1;
+  return -1;
+}
+
+/* The namespace layer's view of the EmbedStore at path (the keys of
+ * test_embed_store): its keys as child nodes of the store's node. */
+static void check_ns_keys(const char *path) {
+  b2_env *env;
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  CHECK_EQ(b2_env_create(&o, &env), 0);
+  int fd = open(path, O_PATH | O_CLOEXEC);
+  b2_ns_store *n = b2_ns_store_new();
+  CHECK(fd >= 0 && n != NULL);
+  int told = 0;
+  b2_ns_store_bind(n, env, fd, 3600, count_note, &told);
+  b2_ns_list l = {0};
+  CHECK_EQ(b2_ns_store_list(n, NULL, &l), 0);
+  CHECK(l.n == 4 && listed(&l, ".", DT_DIR) == 0 && listed(&l, "..", DT_DIR) == 1 &&
+        listed(&l, "arr.npy", DT_REG) > 1 && listed(&l, "dir", DT_DIR) > 1);
+  b2_ns_list_free(&l);
+  b2_ns_key *d = NULL, *sc = NULL, *a = NULL, *x = NULL;
+  b2_ns_store_file file;
+  CHECK_EQ(b2_ns_store_lookup(n, NULL, "dir", &d, &file), 0);
+  CHECK(d && b2_ns_key_is_group(d) && strcmp(b2_ns_key_name(d), "/dir") == 0);
+  CHECK_EQ(b2_ns_store_list(n, d, &l), 0);
+  CHECK(l.n == 3 && listed(&l, "sc", DT_REG) == 2);
+  b2_ns_list_free(&l);
+  if (d) CHECK_EQ(b2_ns_store_lookup(n, d, "sc", &sc, &file), 0);
+  CHECK_EQ(b2_ns_store_lookup(n, NULL, "arr.npy", &a, &file), 0);
+  CHECK_EQ(b2_ns_store_lookup(n, NULL, "remote", &x, &file), B2_E_NOENT);
+  if (a) CHECK_EQ(b2_ns_store_lookup(n, a, "y", &x, &file), B2_E_NOTDIR);
+  CHECK(x == NULL);
+  int64_t size = -1, raw = -1;
+  if (d) CHECK_EQ(b2_ns_key_size(d, &size, &raw), B2_E_ISDIR);
+  size_t wn = 0, sn = 0;
+  uint8_t *want = fixture_view(ARR, B2_VIEW_NPY, &wn), *swant = fixture_view(SCH, B2_VIEW_LOGICAL, &sn);
+  size_t flen = 0;
+  uint8_t *fraw = t_read_file(fixpath(ARR), &flen);
+  if (a) {
+    CHECK_EQ(b2_ns_key_size(a, &size, &raw), 0);
+    CHECK(size == (int64_t)wn && raw == (int64_t)flen);
+    b2_ns_value *v = NULL;
+    uint8_t *got = malloc(wn + 16);
+    CHECK_EQ(b2_ns_key_open(a, &v), 0);
+    if (v && got) {
+      CHECK_EQ(b2_ns_value_pread(a, v, got, wn + 16, 0), (ssize_t)wn); /* short at the end only */
+      CHECK(want && memcmp(got, want, wn) == 0);
+      CHECK_EQ(b2_ns_value_pread(a, v, got, 16, (int64_t)wn), 0);
+    }
+    b2_ns_value_close(v);
+    free(got);
+  }
+  if (sc) {
+    CHECK_EQ(b2_ns_key_size(sc, &size, &raw), 0);
+    CHECK(size == (int64_t)sn);
+  }
+  /* the root group's attributes: none in an EmbedStore; a value's frame */
+  char list[256];
+  CHECK_EQ(b2_ns_key_xattr(n, NULL, "user.b2.nothing", list, sizeof list), B2_E_NOENT);
+  CHECK_EQ(told, 0); /* nothing failed */
+  b2_ns_key_free(a);
+  b2_ns_key_free(sc);
+  b2_ns_key_free(d);
+  b2_ns_store_free(n);
+  free(want);
+  free(swant);
+  free(fraw);
+  if (fd >= 0) close(fd);
+  b2_env_destroy(env);
+}
+
 static void test_embed_store(void) {
   size_t alen, slen;
   uint8_t *arr = t_read_file(fixpath(ARR), &alen), *sch = t_read_file(fixpath(SCH), &slen);
@@ -191,6 +273,7 @@ static void test_embed_store(void) {
     CHECK_EQ(b2_store_find_group(s, "/"), 0);
     CHECK_EQ(b2_store_find_group(s, "/arr"), B2_E_NOENT);
     CHECK_EQ(b2_store_find(s, "/dir"), d);
+    check_ns_keys(path);
     /* Replaced by another file of the same name: stale, the old tree
      * still served. */
     char tmp2[600];
