@@ -32,6 +32,12 @@ static void raise_fd_limit(void) {
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
   }
   rlim_t idle = rl.rlim_cur / 16;
+  /* Each frame kept holds descriptors: leave half the limit to the rest. */
+  if (b2fs_g.opts.idle_frames >= 0 && (rlim_t)b2fs_g.opts.idle_frames > rl.rlim_cur / 2) {
+    b2fs_log("idle_frames=%d lowered to %d: the descriptor limit is %llu",
+             b2fs_g.opts.idle_frames, (int)(rl.rlim_cur / 2), (unsigned long long)rl.rlim_cur);
+    b2fs_g.opts.idle_frames = (int)(rl.rlim_cur / 2);
+  }
   if (b2fs_g.opts.idle_frames >= 0)
     b2fs_frame_set_idle_max(b2fs_g.opts.idle_frames);
   else

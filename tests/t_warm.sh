@@ -100,3 +100,15 @@ if mount_bg warm_off "$TMP/src" "$TMP/mnt" "cache_size=8M,warm=0"; then
 else
   nok warm_off_mount "daemon did not mount"
 fi
+
+# Frames kept idle hold descriptors: more than half the descriptor limit (at
+# most 1048576, the kernel's nr_open)
+# asked for is lowered (said in the log), and reading still works.
+if mount_bg warm_idle "$TMP/src" "$TMP/mnt" "idle_frames=1048576"; then
+  tar_compare warm_idle_tar
+  unmount_fg "$TMP/mnt" warm_idle
+  if grep -q "idle_frames=1048576 lowered to" "$TMP/warm_idle.log"; then ok warm_idle_clamped
+  else nok warm_idle_clamped "no word of the idle_frames lowered: $(head -c 300 "$TMP/warm_idle.log")"; fi
+else
+  nok warm_idle_mount "daemon did not mount: $(head -c 300 "$TMP/warm_idle.log")"
+fi
