@@ -7,6 +7,7 @@
  * session loop (multi-threaded unless -s).  Also the entry point that
  * mount.fuse3 runs for an /etc/fstab line of type fuse.b2fs.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -240,6 +241,13 @@ int main(int argc, char **argv) {
   if (fuse_daemonize(cmd.foreground) != 0) goto out;
   b2fs_log_init(cmd.foreground);
   raise_fd_limit();
+
+  /* The C library loads libgcc_s the first time a thread is cancelled (the
+   * session's workers, at unmount): load it now, while descriptors are to
+   * be had, or a daemon out of them aborts at the end instead of
+   * committing what it holds. */
+  if (!dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE))
+    b2fs_log("libgcc_s.so.1 not loaded: %s", dlerror());
 
   /* The engine's threads start after daemonizing (fork keeps none). */
   int rc = b2_env_create(&b2fs_g.opts.env, &b2fs_g.env);
