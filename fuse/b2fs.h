@@ -200,6 +200,9 @@ b2fs_inode *b2fs_inode_find(const struct stat *st, int kind);
 /* The inode's source entry was replaced (compaction, new parameters): take
  * over O_PATH fd of the new entry (the old one is closed with the inode). */
 void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st);
+/* The device and inode numbers of the inode's source file now (a rebind
+ * changes them). */
+void b2fs_inode_ident(b2fs_inode *in, dev_t *dev, ino_t *ino);
 /* Frames: the inode is entry `name` of the directory whose lstat is dst:
  * its node is put there (made at the first call; a node open for writing
  * moves only by b2fs_frame_moved).  0 or -errno. */
@@ -351,7 +354,8 @@ int b2fs_sig_eq(const b2fs_sig *a, const b2fs_sig *b);
 void b2fs_sig_nolock(b2fs_inode *in, const b2fs_sig *sig);
 /* The same for a frame file (contiguous) whose lstat is st. */
 void b2fs_sig_nolock_file(b2fs_inode *in, const struct stat *st);
-/* Open the frame of a frame inode with its view (handle.c). */
+/* Open the frame of a frame inode with its view, read-only, at its node's
+ * directory and name (handle.c; inode lock held). */
 int b2fs_open_view(b2fs_inode *in, b2_file **out);
 /* Source path of an inode, for messages. */
 const char *b2fs_src_path(b2fs_inode *in, char *buf, size_t cap);

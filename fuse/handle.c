@@ -67,6 +67,23 @@ b2fs_inode **b2fs_wreg_pinned(size_t *n) {
 int b2fs_open_view(b2fs_inode *in, b2_file **out) {
   char path[64];
   int view = in->kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
+  /* A contiguous frame at its node's directory and name (any depth; its
+   * .b2lock sidecar found there) while that name holds the inode's file;
+   * else (a sparse frame, a name that moved on) through its descriptor. */
+  char name[B2_NS_NAME_MAX + 1];
+  b2_ns_dir *d = !in->sparse && in->node ? b2_ns_node_where(in->node, name, sizeof name) : NULL;
+  if (d) {
+    struct stat st;
+    dev_t dev;
+    ino_t ino;
+    int rc = b2_file_open_at(b2fs_g.env, b2_ns_dir_fd(d), name, view, B2_OPEN_RDONLY, out);
+    b2_ns_dir_put(d);
+    b2fs_inode_ident(in, &dev, &ino);
+    if (rc == 0 && b2_frame_stat(b2_file_frame(*out), &st) == 0 && st.st_dev == dev &&
+        st.st_ino == ino)
+      return 0;
+    if (rc == 0) b2_file_close(*out);
+  }
   return b2_file_open(b2fs_g.env, b2fs_fd_path(in->fd, path, sizeof path),
                       view, B2_OPEN_RDONLY, out);
 }

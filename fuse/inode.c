@@ -234,6 +234,13 @@ void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st) {
   pthread_mutex_unlock(&in->lock);
 }
 
+void b2fs_inode_ident(b2fs_inode *in, dev_t *dev, ino_t *ino) {
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  *dev = in->dev;
+  *ino = in->ino;
+  pthread_mutex_unlock(&b2fs_g.table_lock);
+}
+
 void b2fs_nslock2(b2fs_inode *a, b2fs_inode *b) {
   if (a == b) b = NULL;
   if (a && b && (uintptr_t)a > (uintptr_t)b) {

@@ -117,6 +117,9 @@ struct stat;
 typedef b2_frame *(*b2_frame_reuse_fn)(void *ctx, const struct stat *st);
 int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
                           b2_frame **out);
+/* The same at entry `name` of directory dirfd (see b2_frame_open_at). */
+int b2_frame_open_reusing_at(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
+                             b2_frame **out);
 int b2_frame_detach(b2_frame *f);
 
 /* The frame file's status (fstat) when it was opened by path (sparse

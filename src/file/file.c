@@ -227,11 +227,10 @@ static int open_in(b2_env *env, int dirfd, const char *path, int view, int flags
     return b2_fail(B2_E_INVAL, "writing needs an environment with a cache");
   b2_frame *fr;
   int rc;
-  if (dirfd == -1)
-    rc = (flags & B2_OPEN_RDWR) ? b2_frame_open_rw(path, &fr) : b2_file_park_open(env, path, &fr);
+  if (flags & B2_OPEN_RDWR)
+    rc = dirfd == -1 ? b2_frame_open_rw(path, &fr) : b2_frame_open_rw_at(dirfd, path, &fr);
   else
-    rc = (flags & B2_OPEN_RDWR) ? b2_frame_open_rw_at(dirfd, path, &fr)
-                                : b2_frame_open_at(dirfd, path, &fr);
+    rc = b2_file_park_open(env, dirfd, path, &fr);
   if (rc < 0) return rc;
   return wrap(env, fr, path, view, flags, out);
 }

@@ -217,6 +217,12 @@ int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
   return b2_frame_open_in(-1, path, fn, ctx, out);
 }
 
+int b2_frame_open_reusing_at(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
+                             b2_frame **out) {
+  if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame open: no directory");
+  return b2_frame_open_in(dirfd, name, fn, ctx, out);
+}
+
 int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
                      b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
@@ -239,6 +245,12 @@ int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ct
     char *p = old->path;
     old->path = f->path;
     f->path = p;
+    int hd = old->home_dir; /* and where it was opened this time */
+    old->home_dir = f->home_dir;
+    f->home_dir = hd;
+    char *hn = old->home_name;
+    old->home_name = f->home_name;
+    f->home_name = hn;
     b2_frame_close(f);
     *out = old;
     return 0;
@@ -271,6 +283,12 @@ int b2_frame_detach(b2_frame *f) {
   if (f->lk) return b2_fail(B2_E_INVAL, "frame detach: shared through a lock sidecar");
   close(f->fd);
   f->fd = -1;
+  if (f->home_dir >= 0) { /* a reuse gets the directory of its own open */
+    close(f->home_dir);
+    f->home_dir = -1;
+    free(f->home_name);
+    f->home_name = NULL;
+  }
   return 0;
 }
 
