@@ -152,6 +152,8 @@ static int open_root(const char *source, char *abs, size_t cap) {
 
 static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cmd) {
   if (cmd->singlethread) return fuse_session_loop(se);
+  /* Our loop (loop.c); libfuse's for -o clone_fd, which it does not do. */
+  if (!cmd->clone_fd) return b2fs_loop_run(se, (int)cmd->max_threads);
   struct fuse_loop_config *cfg = fuse_loop_cfg_create();
   if (!cfg) return -ENOMEM;
   fuse_loop_cfg_set_clone_fd(cfg, (unsigned)cmd->clone_fd);

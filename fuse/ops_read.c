@@ -252,6 +252,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   int err = !buf ? ENOMEM : !f ? EIO : 0;
   int tries = 0, stale = 0;
   b2_file_pin pin = {0};
+  /* A read that decodes takes a while: let another thread read requests
+   * meanwhile (loop.c). */
+  if (f && !b2_file_cached(f, (int64_t)off, size)) b2fs_loop_may_block();
 again:
   if (!err && !use->writable) {
     /* Read-only: a sequential read is sent straight from the cache. */
