@@ -68,12 +68,15 @@ typedef struct b2_frame_info {
 int b2_frame_open(const char *path, b2_frame **out);
 /* The same for entry `name` of directory dirfd (any descriptor of it,
  * O_PATH included; AT_FDCWD for the working directory), whatever the
- * length of the directory's path.  A frame opened so keeps a descriptor of
- * its directory: a writer rewrites it there (compaction, redo files) even
- * after that directory was moved. */
+ * length of the directory's path; dirfd is used during the call only (the
+ * frame file and its .b2lock sidecar are opened there).  A frame opened
+ * for writing at a directory (b2_frame_open_rw_at, b2_frame_create_at)
+ * keeps a descriptor of it: a writer rewrites it there (compaction, redo
+ * files) even after that directory was moved. */
 int b2_frame_open_at(int dirfd, const char *name, b2_frame **out);
-/* A new descriptor of the directory a frame was opened at by an "at" call,
- * and in *name the name there; -1 for a frame opened by path. */
+/* A new descriptor of the directory a frame was opened at for writing by
+ * an "at" call, and in *name the name there; -1 for a frame opened by path
+ * or read-only. */
 int b2_frame_home(const b2_frame *f, const char **name);
 /* The frame opened by an "at" call now is entry `name` of directory dirfd
  * (any descriptor of it): it was renamed there, and its writer rewrites,

@@ -192,11 +192,12 @@ static int load(b2_frame *f, b2_frame **out) {
 
 /* A new frame to be opened at entry `name` of directory dirfd (any
  * descriptor of it, O_PATH included), or by path when dirfd is -1. */
-static int frame_new_at(int dirfd, const char *name, b2_frame **out) {
+static int frame_new_at(int dirfd, const char *name, int borrow, b2_frame **out) {
   b2_frame *f = *out = frame_new(name);
   if (!f) return B2_E_NOMEM;
   if (dirfd == -1) return 0;
-  f->home_dir = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  f->home_borrowed = borrow; /* a read-only open needs its directory only meanwhile */
+  f->home_dir = borrow ? dirfd : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int rc = f->home_dir < 0 ? b2_fail(b2_from_errno(errno), "cannot open the directory of %s: %s",
                                       name, strerror(errno))
                            : 0;
@@ -207,6 +208,9 @@ static int frame_new_at(int dirfd, const char *name, b2_frame **out) {
   }
   return rc;
 }
+
+static int open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx, int borrow,
+                   b2_frame **out);
 
 int b2_frame_open(const char *path, b2_frame **out) {
   return b2_frame_open_in(-1, path, NULL, NULL, out);
@@ -220,18 +224,32 @@ int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
 int b2_frame_open_reusing_at(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
                              b2_frame **out) {
   if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame open: no directory");
-  return b2_frame_open_in(dirfd, name, fn, ctx, out);
+  return open_in(dirfd, name, fn, ctx, 1, out);
 }
 
 int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
                      b2_frame **out) {
+  return open_in(dirfd, name, fn, ctx, 0, out);
+}
+
+/* A read-only frame opened at a borrowed directory lets go of it. */
+static void unborrow(b2_frame *f) {
+  if (!f->home_borrowed) return;
+  f->home_dir = -1;
+  free(f->home_name);
+  f->home_name = NULL;
+  f->home_borrowed = 0;
+}
+
+static int open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx, int borrow,
+                   b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
   *out = NULL;
   if (!name || !*name) return b2_fail(B2_E_INVAL, "frame open: empty path");
   if (dirfd != -1 && strchr(name, '/'))
     return b2_fail(B2_E_INVAL, "frame open: %s is not a name in a directory", name);
   b2_frame *f;
-  int rc = frame_new_at(dirfd, name, &f);
+  int rc = frame_new_at(dirfd, name, borrow, &f);
   if (rc < 0) return rc;
   rc = open_files(f, name);
   b2_frame *old = rc == 0 && fn && f->info.layout == B2_LAYOUT_CONTIGUOUS ? fn(ctx, &f->st) : NULL;
@@ -245,12 +263,14 @@ int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ct
     char *p = old->path;
     old->path = f->path;
     f->path = p;
-    int hd = old->home_dir; /* and where it was opened this time */
-    old->home_dir = f->home_dir;
-    f->home_dir = hd;
-    char *hn = old->home_name;
-    old->home_name = f->home_name;
-    f->home_name = hn;
+    if (!f->home_borrowed) { /* and where it was opened this time */
+      int hd = old->home_dir;
+      old->home_dir = f->home_dir;
+      f->home_dir = hd;
+      char *hn = old->home_name;
+      old->home_name = f->home_name;
+      f->home_name = hn;
+    }
     b2_frame_close(f);
     *out = old;
     return 0;
@@ -272,6 +292,7 @@ int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ct
   }
   rc = load(f, out); /* closes f on failure, which releases the lock */
   if (rc == 0) b2_frame_lk_rd_end(f, locked);
+  if (rc == 0) unborrow(*out);
   return rc;
 }
 
@@ -328,7 +349,7 @@ int b2_frame_rehome(b2_frame *f, int dirfd, const char *name) {
 
 int b2_frame_open_at(int dirfd, const char *name, b2_frame **out) {
   if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame open: no directory");
-  return b2_frame_open_in(dirfd, name, NULL, NULL, out);
+  return open_in(dirfd, name, NULL, NULL, 1, out); /* read-only: dirfd is needed meanwhile */
 }
 
 int b2_frame_open_fd(int fd, int64_t offset, int64_t length, const char *name,
@@ -368,7 +389,7 @@ void b2_frame_close(b2_frame *f) {
   b2_frame_image_drop(f);
   if (f->fd >= 0) close(f->fd);
   if (f->dirfd >= 0) close(f->dirfd);
-  if (f->home_dir >= 0) close(f->home_dir);
+  if (f->home_dir >= 0 && !f->home_borrowed) close(f->home_dir);
   free(f->home_name);
   free(f->path);
   free(f->header);
