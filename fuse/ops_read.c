@@ -207,10 +207,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   fi->keep_cache = keep;
   fi->noflush = !writes;
   fi->direct_io = b2fs_write_only(fi->flags);
-  if (fuse_reply_open(req, fi) != 0)
-    b2fs_frame_release(in, h);
-  else if (!writes)
-    b2fs_warm_opened(in);
+  /* Before the reply: once the kernel has the open, a close and a forget
+   * may free the inode. */
+  if (!writes) b2fs_warm_opened(in);
+  if (fuse_reply_open(req, fi) != 0) b2fs_frame_release(in, h);
 }
 
 /* Log a failed read of a frame (one line naming file, chunk and reason);
