@@ -408,14 +408,6 @@ void b2fs_store_free(b2fs_inode *in);
 /* Forget every member inode (unmount: before the table goes). */
 void b2fs_store_forget_all(void);
 
-/* ---- the session loop (loop.c) -------------------------------------------- */
-/* Serve the session with up to max_threads threads (one reading at a time,
- * serving quick requests itself) until it ends; 0 or -errno. */
-int b2fs_loop_run(struct fuse_session *se, int max_threads);
-/* The request this thread serves may take long: let another thread read
- * the next ones (at most once per request; no-op outside the loop). */
-void b2fs_loop_may_block(void);
-
 /* ---- reading ahead across files (warm.c) ------------------------------------ */
 /* Start and stop the thread that warms frames (stop before the table goes). */
 int b2fs_warm_start(void);

@@ -152,11 +152,15 @@ static int open_root(const char *source, char *abs, size_t cap) {
 
 static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cmd) {
   if (cmd->singlethread) return fuse_session_loop(se);
-  /* Our loop (loop.c); libfuse's for -o clone_fd, which it does not do. */
-  if (!cmd->clone_fd) return b2fs_loop_run(se, (int)cmd->max_threads);
   struct fuse_loop_config *cfg = fuse_loop_cfg_create();
   if (!cfg) return -ENOMEM;
-  fuse_loop_cfg_set_clone_fd(cfg, (unsigned)cmd->clone_fd);
+  /* Each worker thread reads and answers through a descriptor of its own
+   * (libfuse falls back to the shared one when the kernel refuses): with
+   * one shared descriptor every request and reply contends for one lock
+   * in the kernel.  On the 10,000-file tree (2 cores, quiet machine) this
+   * took `ls -lR` from 1.19-1.50 s to 0.65-0.69 s and random 4 KiB reads
+   * of the zstd signal from 1,800-4,900 to 6,100-6,500 per second. */
+  fuse_loop_cfg_set_clone_fd(cfg, 1);
   fuse_loop_cfg_set_max_threads(cfg, cmd->max_threads);
   if (cmd->max_idle_threads != UINT_MAX)
     fuse_loop_cfg_set_idle_threads(cfg, cmd->max_idle_threads);

@@ -226,9 +226,6 @@ static int read_failed(b2fs_inode *in, b2fs_handle *use, int64_t off, int rc) {
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  /* Plain files may wait for the disk, a store's values decode: let
-   * another thread read requests meanwhile (loop.c).  Frames below. */
-  if (in->kind != B2_NS_LOGICAL && in->kind != B2_NS_NPY) b2fs_loop_may_block();
   if (in->kind == B2_NS_STORE) {
     unsigned char *sbuf = b2fs_tls_buf(size);
     ssize_t n = sbuf ? b2fs_store_read(in, fi->fh, sbuf, size, off) : -ENOMEM;
@@ -255,9 +252,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   int err = !buf ? ENOMEM : !f ? EIO : 0;
   int tries = 0, stale = 0;
   b2_file_pin pin = {0};
-  /* A read that decodes takes a while: let another thread read requests
-   * meanwhile (loop.c). */
-  if (f && !b2_file_cached(f, (int64_t)off, size)) b2fs_loop_may_block();
 again:
   if (!err && !use->writable) {
     /* Read-only: a sequential read is sent straight from the cache. */

@@ -117,11 +117,6 @@ void b2_file_unpin(b2_file_pin *p);
  * decoded (0: none needed), or a negative code. */
 int b2_file_warm(b2_file *f, int64_t nbytes);
 
-/* 1 when a read of [off, off + n) of the logical view would find every
- * chunk it needs decoded in the env's cache (nothing to decode: a quick
- * read), else 0.  Other views, writable handles: 0. */
-int b2_file_cached(b2_file *f, int64_t off, size_t n);
-
 /* Frame and array under the handle (array NULL unless a b2nd view). */
 b2_frame *b2_file_frame(const b2_file *f);
 struct stat;

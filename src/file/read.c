@@ -154,21 +154,6 @@ int b2_file_warm(b2_file *f, int64_t nbytes) {
   return loaded;
 }
 
-int b2_file_cached(b2_file *f, int64_t off, size_t n) {
-  b2_cache *c = f->env ? f->env->cache : NULL;
-  if (!c || f->writable || f->pending || f->view != B2_VIEW_LOGICAL || off < 0) return 0;
-  int64_t end = B2_MIN(off + (int64_t)n, atomic_load(&f->size));
-  if (end <= off) return 1; /* at the end: nothing to read */
-  int64_t first = b2_frame_chunk_at(f->frame, off), last = b2_frame_chunk_at(f->frame, end - 1);
-  if (first < 0 || last < 0 || last - first > 8) return 0;
-  for (int64_t i = first; i <= last; i++) {
-    b2_cache_entry *e;
-    if (b2_cache_peek(c, f->id, i, &e) < 0) return 0;
-    b2_cache_release(c, e);
-  }
-  return 1;
-}
-
 /* ---- read-ahead ------------------------------------------------------------- */
 typedef struct {
   b2_file *f;
