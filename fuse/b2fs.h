@@ -212,6 +212,9 @@ int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name);
  * seen; with verify, only while that name still holds in's file.  NULL
  * when unknown or stale (then use the real path). */
 b2_ns_dir *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
+/* The known directory inode with these numbers, SOURCE's root included,
+ * pinned (give it back with b2fs_home_put); NULL when the kernel knows none. */
+b2fs_inode *b2fs_dir_find(dev_t dev, ino_t ino);
 /* Give back a directory inode pinned by b2fs_inode_find (NULL, root: no-op). */
 void b2fs_home_put(b2fs_inode *dir);
 /* Make n the inode's node (lock held); the node replaced is returned, to

@@ -311,9 +311,7 @@ int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name) {
                           b2_ns_node_is_at(in->node, dst->st_dev, dst->st_ino, name));
   pthread_mutex_unlock(&in->lock);
   if (keep) return 0;
-  b2fs_inode *dir = b2fs_g.root.dev == dst->st_dev && b2fs_g.root.ino == dst->st_ino
-                        ? &b2fs_g.root
-                        : b2fs_inode_find(dst, B2_NS_PLAIN);
+  b2fs_inode *dir = b2fs_dir_find(dst->st_dev, dst->st_ino);
   b2_ns_dir *d = dir ? dir_ns(dir) : NULL;
   b2fs_home_put(dir);
   if (!d) return 0; /* not known: opens go by the real path */
@@ -349,6 +347,15 @@ b2_ns_dir *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify) {
     return NULL;
   }
   return d;
+}
+
+b2fs_inode *b2fs_dir_find(dev_t dev, ino_t ino) {
+  if (b2fs_g.root.dev == dev && b2fs_g.root.ino == ino) return &b2fs_g.root;
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  st.st_dev = dev;
+  st.st_ino = ino;
+  return b2fs_inode_find(&st, B2_NS_PLAIN);
 }
 
 void b2fs_home_put(b2fs_inode *dir) {

@@ -15,7 +15,6 @@
  * holds no inode for, open for writing, or not read in order are left
  * alone; a full queue drops what does not fit.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -158,19 +157,16 @@ void b2fs_warm_opened(b2fs_inode *in) {
   if (ahead > B2FS_WARM_AHEAD_MAX) ahead = B2FS_WARM_AHEAD_MAX;
   if (!W.started || ahead <= 0 || (in->kind != B2_NS_LOGICAL && in->kind != B2_NS_NPY)) return;
   char name[B2_NS_NAME_MAX + 1];
-  struct stat dst; /* the directory the frame's node is in */
-  memset(&dst, 0, sizeof dst);
+  dev_t ddev = 0; /* the directory the frame's node is in */
+  ino_t dino = 0;
   pthread_mutex_lock(&in->lock);
   int have = in->node && strlen(b2_ns_node_name(in->node)) < sizeof name;
   if (have) {
     strcpy(name, b2_ns_node_name(in->node));
-    b2_ns_node_dir(in->node, &dst.st_dev, &dst.st_ino);
+    b2_ns_node_dir(in->node, &ddev, &dino);
   }
   pthread_mutex_unlock(&in->lock);
-  if (!have) return;
-  b2fs_inode *dir = dst.st_dev == b2fs_g.root.dev && dst.st_ino == b2fs_g.root.ino
-                        ? &b2fs_g.root
-                        : b2fs_inode_find(&dst, B2_NS_PLAIN);
+  b2fs_inode *dir = have ? b2fs_dir_find(ddev, dino) : NULL;
   if (!dir) return;
   warm_item todo[B2FS_WARM_AHEAD_MAX];
   int ntodo = 0;

@@ -6,7 +6,6 @@
 #include "b2_error.h"
 #include "cache/cache_int.h"
 
-#define INITIAL_BUCKETS 16
 
 static uint64_t key_hash(uint64_t file, int64_t chunk) {
   uint64_t x = file * 0x9e3779b97f4a7c15ull ^ (uint64_t)chunk;
@@ -53,14 +52,14 @@ int b2_cache_create(const b2_cache_config *cfg, b2_cache **out) {
   c->dirty_max = d.dirty_max;
   for (unsigned i = 0; i < n; i++) {
     b2_cache_shard *s = b2_cache_shard_at(c, i);
-    s->buckets = calloc(INITIAL_BUCKETS, sizeof *s->buckets);
+    s->buckets = calloc(B2_CACHE_INITIAL_BUCKETS, sizeof *s->buckets);
     if (!s->buckets) {
       for (unsigned j = 0; j < i; j++) free(b2_cache_shard_at(c, j)->buckets);
       free(c->shards);
       free(c);
       return b2_fail(B2_E_NOMEM, "cache: out of memory");
     }
-    s->nbuckets = INITIAL_BUCKETS;
+    s->nbuckets = B2_CACHE_INITIAL_BUCKETS;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
   }

@@ -22,6 +22,9 @@
 #ifndef B2_CACHE_INT_H
 #define B2_CACHE_INT_H
 
+/* Buckets of a shard's index at first; they only grow. */
+#define B2_CACHE_INITIAL_BUCKETS 16
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
