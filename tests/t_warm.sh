@@ -77,7 +77,26 @@ if cat "$TMP/plain/f02" "$TMP/plain/f03" "$TMP/plain/f04" | cmp -s - "$TMP/cat.o
   ok warm_writer; else nok warm_writer "a frame being written read wrong"; fi
 unmount_fg "$TMP/mnt" warm
 n=$(warmed "$TMP/warm.log")
-if [ "$n" -ge 15 ]; then ok warm_counted; else nok warm_counted "the daemon warmed $n frames for 25 read in order"; fi
+if [ "$n" -ge 1 ]; then ok warm_said; else nok warm_said "the daemon says it warmed no frame in a tar"; fi
+
+# The count: frames read one by one in the listing's order, with a pause
+# after each that leaves the warming thread its turn however loaded the
+# machine is, are all warmed but the first two (the pause keeps this
+# from depending on who wins a race; tar above does not pause).
+if mount_bg warm_paced "$TMP/src" "$TMP/mnt" "cache_size=8M"; then
+  ls "$TMP/mnt/d" >/dev/null
+  bad=""
+  for f in $(ls "$TMP/plain"); do
+    cmp -s "$TMP/mnt/d/$f" "$TMP/plain/$f" || bad="$bad $f"
+    sleep 0.3
+  done
+  if [ -z "$bad" ]; then ok warm_paced_bytes; else nok warm_paced_bytes "bytes differ:$bad"; fi
+  unmount_fg "$TMP/mnt" warm_paced
+  n=$(warmed "$TMP/warm_paced.log")
+  if [ "$n" -ge 20 ]; then ok warm_counted; else nok warm_counted "the daemon warmed $n frames for 24 read in order"; fi
+else
+  nok warm_paced_mount "daemon did not mount"
+fi
 
 # Out of order: nothing warmed.
 if mount_bg warm_random "$TMP/src" "$TMP/mnt" "cache_size=8M"; then
