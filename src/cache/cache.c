@@ -185,7 +185,7 @@ static void lru_push_head(b2_cache *c, b2_cache_shard *s, b2_cache_entry *e) {
   e->on_lru = 1;
 }
 
-static void pin_locked(b2_cache_shard *s, b2_cache_entry *e) {
+void b2_cache_pin_locked(b2_cache_shard *s, b2_cache_entry *e) {
   if (e->refs++ == 0) b2_cache_lru_remove(s, e);
 }
 
@@ -289,7 +289,7 @@ int b2_cache_get(b2_cache *c, uint64_t file, int64_t chunk,
   int rc = 0;
   b2_cache_entry *dead = NULL;
   if (e->state == B2_CE_READY) {
-    pin_locked(s, e);
+    b2_cache_pin_locked(s, e);
     s->hits++;
   } else { /* another thread is loading it: wait for the outcome */
     e->refs++;
@@ -319,7 +319,7 @@ int b2_cache_peek(b2_cache *c, uint64_t file, int64_t chunk,
   pthread_mutex_lock(&s->mu);
   b2_cache_entry *e = b2_cache_lookup_locked(s, h, file, chunk);
   if (e && e->state == B2_CE_READY)
-    pin_locked(s, e);
+    b2_cache_pin_locked(s, e);
   else
     e = NULL;
   pthread_mutex_unlock(&s->mu);

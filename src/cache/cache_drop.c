@@ -58,15 +58,21 @@ void b2_cache_evict(b2_cache *c) {
 }
 
 /* Drop an indexed entry (shard lock held).  Unless `force`, a dirty entry
- * or one inside a write section is kept: returns 0.  Else returns 1 and
- * sets *dead when the entry must be freed by the caller after unlocking. */
+ * or one inside a write section is kept: returns 0.  With `force` and
+ * `unflushed`, an entry whose flush is claimed or under way is kept too:
+ * returns -1 (wait for it and look again).  Else returns 1 and sets *dead
+ * when the entry must be freed by the caller after unlocking. */
 static int drop_locked(b2_cache *c, b2_cache_shard *s, b2_cache_entry *e,
-                       int force, b2_cache_entry **dead) {
+                       int force, int unflushed, b2_cache_entry **dead) {
   *dead = NULL;
   pthread_mutex_lock(&c->dmu);
   if (!force && (e->dirty || e->writing)) {
     pthread_mutex_unlock(&c->dmu);
     return 0;
+  }
+  if (unflushed && e->flushing) {
+    pthread_mutex_unlock(&c->dmu);
+    return -1;
   }
   if (e->dirty) {
     b2_cache_dirty_remove(c, e);
@@ -92,8 +98,30 @@ static int drop_key(b2_cache *c, uint64_t file, int64_t chunk, int force, int id
   int rc = 0;
   pthread_mutex_lock(&s->mu);
   b2_cache_entry *e = b2_cache_lookup_locked(s, h, file, chunk);
-  if (e && !(idle && e->refs > 0))
-    rc = drop_locked(c, s, e, force, &dead) ? 1 : idle ? 0 : B2_E_BUSY;
+  /* A discard (force, not idle) waits for a flush of the entry claimed or
+   * under way, so that no flush callback runs with discarded data once it
+   * returns: a flush claimed before a truncate but run after the file grew
+   * back would store the cut chunk's old bytes over the new ones.  Dropped
+   * under both locks while not flushing, the entry leaves the dirty list
+   * before anyone can claim it again. */
+  int k = 0;
+  while (e && !(idle && e->refs > 0) &&
+         (k = drop_locked(c, s, e, force, force && !idle, &dead)) < 0) {
+    b2_cache_pin_locked(s, e);
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&c->dmu);
+    while (e->flushing) pthread_cond_wait(&c->dcv, &c->dmu);
+    pthread_mutex_unlock(&c->dmu);
+    pthread_mutex_lock(&s->mu);
+    b2_cache_entry *gone = b2_cache_unpin_locked(c, s, e, 0);
+    if (gone) { /* dropped by another thread meanwhile */
+      pthread_mutex_unlock(&s->mu);
+      b2_cache_free_entry(c, gone);
+      pthread_mutex_lock(&s->mu);
+    }
+    e = b2_cache_lookup_locked(s, h, file, chunk);
+  }
+  if (e && !(idle && e->refs > 0)) rc = k ? 1 : idle ? 0 : B2_E_BUSY;
   pthread_mutex_unlock(&s->mu);
   if (dead) b2_cache_free_entry(c, dead);
   if (rc == B2_E_BUSY)
@@ -129,7 +157,7 @@ static int drop_file(b2_cache *c, uint64_t file, int force) {
         b2_cache_entry *next = e->hnext;
         if (e->file == file) {
           b2_cache_entry *dead;
-          if (drop_locked(c, s, e, force, &dead)) {
+          if (drop_locked(c, s, e, force, 0, &dead)) {
             dropped++;
             if (dead) {
               dead->hnext = dead_list; /* out of the index: reuse link */

@@ -135,6 +135,8 @@ b2_cache_entry *b2_cache_lookup_locked(b2_cache_shard *s, uint64_t h,
 void b2_cache_free_entry(b2_cache *c, b2_cache_entry *e);
 void b2_cache_hash_remove(b2_cache_shard *s, b2_cache_entry *e);
 void b2_cache_lru_remove(b2_cache_shard *s, b2_cache_entry *e);
+/* Take a ref (shard lock held); a first ref takes the entry off the LRU. */
+void b2_cache_pin_locked(b2_cache_shard *s, b2_cache_entry *e);
 /* Drop one ref (shard lock held).  When it was the last: an indexed entry
  * goes to the LRU head, or is evicted if `evict`; returns the entry if the
  * caller must free it (after unlocking), else NULL. */

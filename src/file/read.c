@@ -163,12 +163,26 @@ typedef struct {
 
 static void ahead_run(void *arg) {
   ahead_job *j = arg;
+  b2_file *f = j->f;
   b2_cache_entry *e;
+  /* A writer's file may change size meanwhile.  The load then runs with
+   * the size lock held, as a reader's does, and only for a chunk the file
+   * still has: a load begun before a truncate and failing after the file
+   * grew back would hand its failure to the writer waiting for the same
+   * chunk.  A size change under way skips the job (it is only a guess). */
+  int locked = f->writable;
+  if (locked && pthread_rwlock_tryrdlock(&f->szlock) != 0) {
+    free(j);
+    return;
+  }
   /* Skip a chunk the reader has passed meanwhile (it loaded the chunk
    * itself): loading it now would only park it in the cache. */
+  b2_frame_info in;
   if (j->chunk > atomic_load(&j->st->done) &&
-      b2_cache_get(j->f->env->cache, j->f->id, j->chunk, b2_file_load_chunk, j->f, &e) == 0)
-    b2_cache_release(j->f->env->cache, e);
+      (!locked || (b2_frame_info_copy(f->frame, &in) == 0 && j->chunk < in.nchunks)) &&
+      b2_cache_get(f->env->cache, f->id, j->chunk, b2_file_load_chunk, f, &e) == 0)
+    b2_cache_release(f->env->cache, e);
+  if (locked) pthread_rwlock_unlock(&f->szlock);
   free(j);
 }
 

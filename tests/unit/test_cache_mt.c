@@ -690,29 +690,40 @@ static void *fw_w(void *arg) { /* a writer over the dirty bound */
   return NULL;
 }
 
+/* Entry 0 of file 1 dirtied, and thread *t flushing it, blocked in the
+ * store until fw_open. */
+static void fw_start(fw *x, pthread_t *t) {
+  x->c = mk(1 << 20, 512, 0);
+  pthread_mutex_init(&x->mu, NULL);
+  pthread_cond_init(&x->cv, NULL);
+  atomic_init(&x->done_u, 0);
+  atomic_init(&x->done_w, 0);
+  CHECK_EQ(b2_cache_get(x->c, 1, 0, pf_load, NULL, &x->e0), 0);
+  CHECK_EQ(b2_cache_write_begin(x->c, x->e0, x, fw_flush), 0);
+  b2_cache_write_end(x->c, x->e0, 1);
+  pthread_create(t, NULL, fw_t, x);
+  pthread_mutex_lock(&x->mu);
+  while (!x->started) pthread_cond_wait(&x->cv, &x->mu);
+  pthread_mutex_unlock(&x->mu);
+}
+
+static void fw_open(fw *x) {
+  pthread_mutex_lock(&x->mu);
+  x->open = 1;
+  pthread_cond_broadcast(&x->cv);
+  pthread_mutex_unlock(&x->mu);
+}
+
 static void test_mt_flush_waits(void) {
-  fw x = {.c = mk(1 << 20, 512, 0)};
-  pthread_mutex_init(&x.mu, NULL);
-  pthread_cond_init(&x.cv, NULL);
-  atomic_init(&x.done_u, 0);
-  atomic_init(&x.done_w, 0);
-  CHECK_EQ(b2_cache_get(x.c, 1, 0, pf_load, NULL, &x.e0), 0);
-  CHECK_EQ(b2_cache_write_begin(x.c, x.e0, &x, fw_flush), 0);
-  b2_cache_write_end(x.c, x.e0, 1);
+  fw x = {0};
   pthread_t t, u, w;
-  pthread_create(&t, NULL, fw_t, &x);
-  pthread_mutex_lock(&x.mu);
-  while (!x.started) pthread_cond_wait(&x.cv, &x.mu);
-  pthread_mutex_unlock(&x.mu);
+  fw_start(&x, &t);
   pthread_create(&u, NULL, fw_u, &x);
   pthread_create(&w, NULL, fw_w, &x);
   sleep_us(150000);
   CHECK_EQ(atomic_load(&x.done_u), 0); /* both wait for the running flush */
   CHECK_EQ(atomic_load(&x.done_w), 0);
-  pthread_mutex_lock(&x.mu);
-  x.open = 1;
-  pthread_cond_broadcast(&x.cv);
-  pthread_mutex_unlock(&x.mu);
+  fw_open(&x);
   pthread_join(t, NULL);
   pthread_join(u, NULL);
   pthread_join(w, NULL);
@@ -728,6 +739,39 @@ static void test_mt_flush_waits(void) {
   b2_cache_release(x.c, x.e0);
   CHECK_EQ(b2_cache_flush_all(x.c, NULL), 0);
   CHECK_EQ(x.calls, 2);
+  b2_cache_destroy(x.c);
+  pthread_cond_destroy(&x.cv);
+  pthread_mutex_destroy(&x.mu);
+}
+
+/* A discard (truncate) of an entry whose flush is running returns only
+ * after the flush callback has returned: else the callback, started before
+ * the cut, could store the cut chunk's bytes after the file grew back. */
+static void *fw_d(void *arg) {
+  fw *x = arg;
+  x->rc_u = b2_cache_discard(x->c, 1, 0);
+  atomic_store(&x->done_u, 1);
+  return NULL;
+}
+
+static void test_mt_discard_waits_flush(void) {
+  fw x = {0};
+  pthread_t t, d;
+  fw_start(&x, &t);
+  pthread_create(&d, NULL, fw_d, &x);
+  sleep_us(150000);
+  CHECK_EQ(atomic_load(&x.done_u), 0); /* the callback is still running */
+  fw_open(&x);
+  pthread_join(d, NULL);
+  pthread_join(t, NULL);
+  CHECK_EQ(x.rc_u, 1); /* dropped, once the flush was over */
+  CHECK_EQ(x.calls, 1);
+  b2_cache_entry *e;
+  CHECK_EQ(b2_cache_peek(x.c, 1, 0, &e), B2_E_NOENT);
+  b2_cache_stats st = stats(x.c);
+  CHECK_EQ(st.dirty_entries, 0);
+  b2_cache_release(x.c, x.e0); /* the last ref frees the dropped entry */
+  CHECK_EQ(stats(x.c).entries, 0);
   b2_cache_destroy(x.c);
   pthread_cond_destroy(&x.cv);
   pthread_mutex_destroy(&x.mu);
@@ -831,5 +875,6 @@ int main(void) {
   RUN(test_mt_dirty_mixed);
   RUN(test_mt_flush_file_pool);
   RUN(test_mt_flush_waits);
+  RUN(test_mt_discard_waits_flush);
   T_END();
 }
