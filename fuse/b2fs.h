@@ -334,8 +334,10 @@ int b2fs_handle_sig(b2fs_inode *in, b2fs_sig *sig);
 /* The page-cache decision of an open with signature sig (lock). */
 int b2fs_handle_keep(b2fs_inode *in, const b2fs_sig *sig);
 /* One user less of h (handle.c): the handle to free now (or NULL); with
- * *close_rw set, the caller closes the writable handle (b2fs_wclose). */
-b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int *close_rw);
+ * *close_rw set, the caller closes the writable handle (b2fs_wclose).  A
+ * read-only handle left current is counted idle, or with `warmed` kept
+ * for its reader outside that count. */
+b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int warmed, int *close_rw);
 /* Registry of inodes with a writable current handle (handle.c; called
  * under the inode lock by make_cur/drop); the registered inodes, each
  * pinned (b2fs_inode_forget(in, 1) after), NULL when there are none. */

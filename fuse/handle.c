@@ -229,7 +229,7 @@ int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h) {
   return get_handle(in, h, NULL);
 }
 
-b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int *close_rw) {
+b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int warmed, int *close_rw) {
   b2fs_handle *dead = NULL;
   *close_rw = 0;
   pthread_mutex_lock(&in->lock);
@@ -240,22 +240,13 @@ b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int *close_rw) {
       *close_rw = !h->wclosing; /* a closer already at work sees refs == 1 */
       h->wclosing = 1;
     }
+    else if (warmed)
+      h->warmed = 1; /* kept for its reader, whatever the idle count */
     else if (atomic_fetch_add(&idle_kept, 1) >= idle_max)
       dead = b2fs_handle_drop(in);
   }
   pthread_mutex_unlock(&in->lock);
   return dead;
-}
-
-void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h) {
-  b2fs_handle *dead = NULL;
-  pthread_mutex_lock(&in->lock);
-  if (--h->refs == 0)
-    dead = h; /* replaced meanwhile */
-  else if (h->refs == 1 && in->cur == h && !h->writable)
-    h->warmed = 1; /* kept for its reader, whatever the idle count */
-  pthread_mutex_unlock(&in->lock);
-  b2fs_handle_free(dead);
 }
 
 void b2fs_frame_forget(b2fs_inode *in) {

@@ -426,12 +426,16 @@ void b2fs_frame_hold_drop(void *arg) {
 
 /* ---- releasing and closing ---------------------------------------------- */
 
-int b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) {
+static int release(b2fs_inode *in, b2fs_handle *h, int warmed) {
   int close_rw = 0;
-  b2fs_handle *dead = b2fs_handle_unref(in, h, &close_rw);
+  b2fs_handle *dead = b2fs_handle_unref(in, h, warmed, &close_rw);
   int rc = close_rw ? b2fs_wclose(in, h) : b2fs_handle_free(dead);
   return rc < 0 ? -b2fs_werrno(rc) : 0;
 }
+
+int b2fs_frame_release(b2fs_inode *in, b2fs_handle *h) { return release(in, h, 0); }
+
+void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h) { (void)release(in, h, 1); }
 
 /* ---- closing ------------------------------------------------------------- */
 

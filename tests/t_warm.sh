@@ -54,80 +54,76 @@ warmed() { # LOG: frames the daemon says it warmed (0 if it says nothing)
   echo "${n:-0}"
 }
 
-if ! mount_bg warm "$TMP/src" "$TMP/mnt" "cache_size=8M"; then
-  nok warm_mount "daemon did not mount: $(head -c 300 "$TMP/warm.log")"; exit 0
-fi
-tar_compare warm_tar
-# A warmed frame changed behind the mount: its new bytes are read.
-(cd "$TMP/mnt/d" && cat f00 f01 >/dev/null) # f02, f03 warmed
-sleep 0.5
-cp "$TMP/plain/f05" "$TMP/plain/f02"
-"$B2F" pack -c lz4 --chunksize 64K "$TMP/plain/f02" "$TMP/src/d/.f02.new" &&
-  mv "$TMP/src/d/.f02.new" "$TMP/src/d/f02.b2frame"
-sleep 1.1 # the attribute timeout
-if cmp -s "$TMP/mnt/d/f02" "$TMP/plain/f02"; then ok warm_changed_behind; else
-  nok warm_changed_behind "the old bytes of a warmed frame were read"; fi
-# Frames open for writing are read with what was written.
-exec 7>>"$TMP/mnt/d/f04"
-printf 'tail' >&7
-(cd "$TMP/mnt/d" && cat f02 f03 f04 >"$TMP/cat.out")
-exec 7>&-
-printf 'tail' >>"$TMP/plain/f04"
-if cat "$TMP/plain/f02" "$TMP/plain/f03" "$TMP/plain/f04" | cmp -s - "$TMP/cat.out"; then
-  ok warm_writer; else nok warm_writer "a frame being written read wrong"; fi
-unmount_fg "$TMP/mnt" warm
-n=$(warmed "$TMP/warm.log")
-if [ "$n" -ge 1 ]; then ok warm_said; else nok warm_said "the daemon says it warmed no frame in a tar"; fi
+# session NAME OPTS BODY: mount with OPTS, run the function BODY, unmount;
+# $n is then the number of frames the daemon says it warmed.
+session() {
+  n=-1
+  if ! mount_bg "$1" "$TMP/src" "$TMP/mnt" "$2"; then
+    nok "$1_mount" "daemon did not mount: $(head -c 300 "$TMP/$1.log")"; return 1
+  fi
+  "$3"
+  unmount_fg "$TMP/mnt" "$1"
+  n=$(warmed "$TMP/$1.log")
+}
+# count NAME TEST MIN-OR-EXACT WHAT: check $n.
+count() {
+  if [ "$n" "$2" "$3" ]; then ok "$1"; else nok "$1" "the daemon warmed $n frames $4"; fi
+}
+
+tar_and_more() {
+  tar_compare warm_tar
+  # A warmed frame changed behind the mount: its new bytes are read.
+  (cd "$TMP/mnt/d" && cat f00 f01 >/dev/null) # f02, f03 warmed
+  sleep 0.5
+  cp "$TMP/plain/f05" "$TMP/plain/f02"
+  "$B2F" pack -c lz4 --chunksize 64K "$TMP/plain/f02" "$TMP/src/d/.f02.new" &&
+    mv "$TMP/src/d/.f02.new" "$TMP/src/d/f02.b2frame"
+  sleep 1.1 # the attribute timeout
+  if cmp -s "$TMP/mnt/d/f02" "$TMP/plain/f02"; then ok warm_changed_behind; else
+    nok warm_changed_behind "the old bytes of a warmed frame were read"; fi
+  # Frames open for writing are read with what was written.
+  exec 7>>"$TMP/mnt/d/f04"
+  printf 'tail' >&7
+  (cd "$TMP/mnt/d" && cat f02 f03 f04 >"$TMP/cat.out")
+  exec 7>&-
+  printf 'tail' >>"$TMP/plain/f04"
+  if cat "$TMP/plain/f02" "$TMP/plain/f03" "$TMP/plain/f04" | cmp -s - "$TMP/cat.out"; then
+    ok warm_writer; else nok warm_writer "a frame being written read wrong"; fi
+}
+session warm "cache_size=8M" tar_and_more && count warm_said -ge 1 "in a tar"
 
 # The count: frames read one by one in the listing's order, with a pause
 # after each that leaves the warming thread its turn however loaded the
 # machine is, are all warmed but the first two (the pause keeps this
 # from depending on who wins a race; tar above does not pause).
-if mount_bg warm_paced "$TMP/src" "$TMP/mnt" "cache_size=8M"; then
+paced() {
   ls "$TMP/mnt/d" >/dev/null
-  bad=""
+  local bad="" f
   for f in $(ls "$TMP/plain"); do
     cmp -s "$TMP/mnt/d/$f" "$TMP/plain/$f" || bad="$bad $f"
     sleep 0.3
   done
   if [ -z "$bad" ]; then ok warm_paced_bytes; else nok warm_paced_bytes "bytes differ:$bad"; fi
-  unmount_fg "$TMP/mnt" warm_paced
-  n=$(warmed "$TMP/warm_paced.log")
-  if [ "$n" -ge 20 ]; then ok warm_counted; else nok warm_counted "the daemon warmed $n frames for 24 read in order"; fi
-else
-  nok warm_paced_mount "daemon did not mount"
-fi
+}
+session warm_paced "cache_size=8M" paced && count warm_counted -ge 20 "for 24 read in order"
 
 # Out of order: nothing warmed.
-if mount_bg warm_random "$TMP/src" "$TMP/mnt" "cache_size=8M"; then
+shuffled() {
   ls "$TMP/mnt/d" >/dev/null
   (cd "$TMP/mnt/d" && cat f20 f10 f15 f05 f22 f01 f12 f17 | cmp -s - <(cd "$TMP/plain" && cat f20 f10 f15 f05 f22 f01 f12 f17)) &&
     ok warm_random_bytes || nok warm_random_bytes "bytes differ"
-  unmount_fg "$TMP/mnt" warm_random
-  n=$(warmed "$TMP/warm_random.log")
-  if [ "$n" -eq 0 ]; then ok warm_random_none; else nok warm_random_none "$n frames warmed for reads out of order"; fi
-else
-  nok warm_random_mount "daemon did not mount"
-fi
+}
+session warm_random "cache_size=8M" shuffled && count warm_random_none -eq 0 "for reads out of order"
 
 # -o warm=0: the same bytes, nothing warmed.
-if mount_bg warm_off "$TMP/src" "$TMP/mnt" "cache_size=8M,warm=0"; then
-  tar_compare warm_off_tar
-  unmount_fg "$TMP/mnt" warm_off
-  n=$(warmed "$TMP/warm_off.log")
-  if [ "$n" -eq 0 ]; then ok warm_off_none; else nok warm_off_none "$n frames warmed with warm=0"; fi
-else
-  nok warm_off_mount "daemon did not mount"
-fi
+tar_off() { tar_compare warm_off_tar; }
+session warm_off "cache_size=8M,warm=0" tar_off && count warm_off_none -eq 0 "with warm=0"
 
 # Frames kept idle hold descriptors: more than half the descriptor limit (at
-# most 1048576, the kernel's nr_open)
-# asked for is lowered (said in the log), and reading still works.
-if mount_bg warm_idle "$TMP/src" "$TMP/mnt" "idle_frames=1048576"; then
-  tar_compare warm_idle_tar
-  unmount_fg "$TMP/mnt" warm_idle
+# most 1048576, the kernel's nr_open) asked for is lowered (said in the
+# log), and reading still works.
+tar_idle() { tar_compare warm_idle_tar; }
+if session warm_idle "idle_frames=1048576" tar_idle; then
   if grep -q "idle_frames=1048576 lowered to" "$TMP/warm_idle.log"; then ok warm_idle_clamped
   else nok warm_idle_clamped "no word of the idle_frames lowered: $(head -c 300 "$TMP/warm_idle.log")"; fi
-else
-  nok warm_idle_mount "daemon did not mount: $(head -c 300 "$TMP/warm_idle.log")"
 fi
