@@ -104,7 +104,7 @@ static int drop_key(b2_cache *c, uint64_t file, int64_t chunk, int force, int id
    * back would store the cut chunk's old bytes over the new ones.  Dropped
    * under both locks while not flushing, the entry leaves the dirty list
    * before anyone can claim it again. */
-  int k = 0;
+  int k = -1; /* drop_locked's last answer, -1 if it never gave one */
   while (e && !(idle && e->refs > 0) &&
          (k = drop_locked(c, s, e, force, force && !idle, &dead)) < 0) {
     b2_cache_pin_locked(s, e);
@@ -121,7 +121,7 @@ static int drop_key(b2_cache *c, uint64_t file, int64_t chunk, int force, int id
     }
     e = b2_cache_lookup_locked(s, h, file, chunk);
   }
-  if (e && !(idle && e->refs > 0)) rc = k ? 1 : idle ? 0 : B2_E_BUSY;
+  if (k >= 0) rc = k ? 1 : idle ? 0 : B2_E_BUSY;
   pthread_mutex_unlock(&s->mu);
   if (dead) b2_cache_free_entry(c, dead);
   if (rc == B2_E_BUSY)
