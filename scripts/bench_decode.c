@@ -31,6 +31,7 @@
 #include "chunk/chunk_internal.h" /* b2_chunk_par_helped */
 #include "common/pool.h" /* the engine's worker pool (src/common) */
 
+#include <errno.h>
 #include <lz4.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -464,44 +465,78 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The encoded chunks as a contiguous frame file in a fresh directory of
+ * $TMPDIR (or /tmp), reopened read-only; *dir gets the directory, to be
+ * removed with the frame. */
+static b2_frame *write_frame(const struct encoded *e, char *dir, size_t dirlen,
+                             char *path, size_t pathlen) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, dirlen, "%s/bench_decode.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) die("mkdtemp %s: %s", dir, strerror(errno));
+  snprintf(path, pathlen, "%s/chunks.b2frame", dir);
+  b2_frame_params fp;
+  b2_frame_params_default(&fp);
+  fp.cparams = e->p;
+  fp.chunksize = CHUNK;
+  b2_frame *f;
+  int rc = b2_frame_create(path, &fp, &f);
+  if (rc < 0) die_rc(rc, path);
+  for (size_t i = 0; i < e->nchunks && rc >= 0; i++)
+    rc = b2_frame_put_chunk(f, (int64_t)i, chunk_at(e, i), e->len[i]);
+  if (rc >= 0) rc = b2_frame_commit(f);
+  if (rc < 0) die_rc(rc, path);
+  b2_frame_close(f);
+  if ((rc = b2_frame_open(path, &f)) < 0) die_rc(rc, path);
+  return f;
+}
+
 /* --latency: one chunk at a time, as a reader waits for a chunk that is
- * not cached.  For every chunk, `runs` rounds of the one-thread decode
- * (b2_chunk_decode) and the shared one (b2_chunk_decode_par: this thread
- * and the pool's idle workers, woken for the chunk), each first in every
- * other round, wall clock; per chunk the smallest time of each (the
- * rounds other work on the machine delayed least).  Prints the median
- * per-chunk times and their ratio, the share of blocks the workers
- * decoded, and the process CPU time per chunk of each way (all rounds:
- * what sharing costs in hand-overs and wake-ups). */
+ * not cached.  For every chunk, `runs` rounds of four ways, each first
+ * in turn: decoding the chunk in memory on this thread (b2_chunk_decode)
+ * and shared (b2_chunk_decode_par: this thread and the pool's idle
+ * workers, woken for the chunk); and the cold read a reader waits for,
+ * the chunk read from a frame file in the page cache and decoded
+ * (b2_frame_decode_chunk_par), on this thread and shared (where a worker
+ * is woken before the read).  Wall clock; per chunk the smallest time of
+ * each way (the rounds other work on the machine delayed least).  Prints
+ * the median per-chunk times and ratios, the share of blocks the workers
+ * decoded, and the process CPU time per chunk of the in-memory ways (all
+ * rounds: what sharing costs in hand-overs and wake-ups). */
 static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
                         const struct filtcfg *fc, const struct opts *o,
                         uint8_t *out) {
   struct encoded e;
   encode_all(ds, cc, fc, out, &e);
+  char dir[512], path[600];
+  b2_frame *fr = write_frame(&e, dir, sizeof dir, path, sizeof path);
   size_t nc = e.nchunks;
   double *t1 = xmalloc(nc * sizeof *t1), *tp = xmalloc(nc * sizeof *tp);
+  double *r1 = xmalloc(nc * sizeof *r1), *rp = xmalloc(nc * sizeof *rp);
   double *rat = xmalloc(nc * sizeof *rat);
   double cpu1 = 0, cpup = 0, helped = 0, blocks = 0;
-  for (size_t i = 0; i < nc; i++) t1[i] = tp[i] = 1e30;
+  for (size_t i = 0; i < nc; i++) t1[i] = tp[i] = r1[i] = rp[i] = 1e30;
   for (int r = 0; r < o->runs; r++) {
     for (size_t i = 0; i < nc; i++) {
       size_t nb = chunk_nbytes(&e, i);
       uint8_t *dst = out + i * CHUNK;
-      /* Both ways in turn, each first in every other round: whichever runs
-       * second finds the chunk and its output in the caches. */
-      for (int k = 0; k < 2; k++) {
-        int par = (k + r) % 2;
-        if (r == 0) memset(dst, 0xA5, nb);
+      /* The ways in turn, each first in every fourth round: those that run
+       * later find the chunk and its output in the caches. */
+      for (int k = 0; k < 4; k++) {
+        int way = (k + r) % 4, par = way & 1, cold = way >> 1;
+        if (r < 4) memset(dst, 0xA5, nb);
         long h0 = atomic_load(&b2_chunk_par_helped);
         double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = now();
-        int rc = par ? b2_chunk_decode_par(chunk_at(&e, i), e.len[i], dst, nb, par_pool)
-                     : b2_chunk_decode(chunk_at(&e, i), e.len[i], dst, nb);
+        int rc = cold  ? b2_frame_decode_chunk_par(fr, (int64_t)i, dst, nb, par ? par_pool : NULL)
+                 : par ? b2_chunk_decode_par(chunk_at(&e, i), e.len[i], dst, nb, par_pool)
+                       : b2_chunk_decode(chunk_at(&e, i), e.len[i], dst, nb);
         double w1 = now(), c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-        if (rc < 0 || (size_t)rc != nb) die("chunk %zu: %s decode failed", i, par ? "shared" : "1T");
-        if (r == 0 && memcmp(dst, ds->src + i * CHUNK, nb))
-          die("chunk %zu differs (%s)", i, par ? "shared" : "1T");
-        double *t = par ? tp : t1;
+        if (rc < 0 || (size_t)rc != nb)
+          die("chunk %zu: %s %s decode failed", i, cold ? "cold" : "", par ? "shared" : "1T");
+        if (r < 4 && memcmp(dst, ds->src + i * CHUNK, nb))
+          die("chunk %zu differs (%s %s)", i, cold ? "cold" : "", par ? "shared" : "1T");
+        double *t = cold ? (par ? rp : r1) : (par ? tp : t1);
         if (w1 - w0 < t[i]) t[i] = w1 - w0;
+        if (cold) continue;
         if (par) {
           cpup += c1 - c0;
           helped += (double)(atomic_load(&b2_chunk_par_helped) - h0);
@@ -513,24 +548,35 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
       }
     }
   }
+  b2_frame_close(fr);
+  if (unlink(path) != 0 || rmdir(dir) != 0) die("cannot remove %s: %s", dir, strerror(errno));
   for (size_t i = 0; i < nc; i++) rat[i] = tp[i] / t1[i];
   qsort(t1, nc, sizeof *t1, cmp_double);
   qsort(tp, nc, sizeof *tp, cmp_double);
+  qsort(r1, nc, sizeof *r1, cmp_double);
+  qsort(rp, nc, sizeof *rp, cmp_double);
   qsort(rat, nc, sizeof *rat, cmp_double);
   double m1 = t1[nc / 2] * 1e6, mp = tp[nc / 2] * 1e6, n = (double)nc * o->runs;
+  double c1 = r1[nc / 2] * 1e6, cp = rp[nc / 2] * 1e6;
   int32_t bs = b2_chunk_blocksize(&e.p, CHUNK);
   char cfg[64];
   snprintf(cfg, sizeof cfg, "%s/%d", b2_codec_name(cc->codec), cc->clevel);
   if (o->tsv)
-    printf("tsv\tlatency\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.3f\t%.3f\t%.0f\t%.1f\t%.1f\n",
+    printf("tsv\tlatency\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.3f\t%.3f\t%.0f\t%.1f\t%.1f"
+           "\t%.1f\t%.1f\t%.3f\t%.3f\n",
            ds->name, cfg, fc->name, (int)(CHUNK / (size_t)bs), m1, mp, mp / m1, rat[nc / 2],
-           blocks > 0 ? 100 * helped / blocks : 0, cpu1 / n * 1e6, cpup / n * 1e6);
+           blocks > 0 ? 100 * helped / blocks : 0, cpu1 / n * 1e6, cpup / n * 1e6, c1, cp,
+           cp / c1, cp / m1);
   else
-    printf("%-7s %-9s %-18s %6d %9.1f %9.1f %7.2f %7.2f %6.0f%% %9.1f %9.1f\n", ds->name, cfg,
-           fc->name, (int)(CHUNK / (size_t)bs), m1, mp, mp / m1, rat[nc / 2],
-           blocks > 0 ? 100 * helped / blocks : 0, cpu1 / n * 1e6, cpup / n * 1e6);
+    printf("%-7s %-9s %-18s %6d %9.1f %9.1f %7.2f %7.2f %6.0f%% %9.1f %9.1f %9.1f %9.1f %7.2f "
+           "%7.2f\n",
+           ds->name, cfg, fc->name, (int)(CHUNK / (size_t)bs), m1, mp, mp / m1, rat[nc / 2],
+           blocks > 0 ? 100 * helped / blocks : 0, cpu1 / n * 1e6, cpup / n * 1e6, c1, cp,
+           cp / c1, cp / m1);
   free(t1);
   free(tp);
+  free(r1);
+  free(rp);
   free(rat);
   free(e.buf);
   free(e.len);
@@ -767,13 +813,16 @@ int main(int argc, char **argv) {
            cpu_clock ? "; 1T, codec and 4K columns in thread CPU time" : "");
   if (o.latency && o.tsv)
     printf("#tsv\tlatency\tdata\tcodec\tfilter\tblocks\tus_1t\tus_inchunk\tratio"
-           "\tmedian_ratio\tpct_helped\tcpu_us_1t\tcpu_us_inchunk\n");
+           "\tmedian_ratio\tpct_helped\tcpu_us_1t\tcpu_us_inchunk\tus_read_1t\tus_read_inchunk"
+           "\tread_ratio\tread_vs_decode_1t\n");
   else if (o.latency)
     printf("one chunk at a time, median over chunks of each chunk's best of %d (wall us);\n"
-           "in-chunk = b2_chunk_decode_par with %d pool worker(s); CPU = process CPU per chunk\n"
-           "%-7s %-9s %-18s %6s %9s %9s %7s %7s %7s %9s %9s\n", o.runs, o.threads - 1, "data",
-           "codec", "filter", "blocks", "1T us", "in-chunk", "ratio", "med.rat", "%help",
-           "CPU 1T", "CPU in-ch");
+           "in-chunk = b2_chunk_decode_par with %d pool worker(s); CPU = process CPU per chunk;\n"
+           "read = the chunk read from a frame file (page cache) and decoded, 1T or in-chunk;\n"
+           "rd.rat = read in-chunk / read 1T, rd/dec = read in-chunk / 1T decode\n"
+           "%-7s %-9s %-18s %6s %9s %9s %7s %7s %7s %9s %9s %9s %9s %7s %7s\n", o.runs,
+           o.threads - 1, "data", "codec", "filter", "blocks", "1T us", "in-chunk", "ratio",
+           "med.rat", "%help", "CPU 1T", "CPU in-ch", "read 1T", "read in", "rd.rat", "rd/dec");
   else
     print_header(&o);
 

@@ -16,6 +16,7 @@
 #include "b2_error.h"
 #include "cache/cache_int.h"
 #include "common/pool.h"
+#include "common/util.h"
 
 /* ---- dirty list (dmu held) -------------------------------------------- */
 
@@ -94,7 +95,7 @@ int b2_cache_flush_one(b2_cache *c, b2_cache_entry *e, int evict) {
     if (e->dirty) { /* keep the data, remember the error */
       e->ferr = rc;
       e->ferr_seq = ++c->fail_clock;
-      e->ferr_ns = b2_cache_now_ns();
+      e->ferr_ns = b2_now_ns();
     }
   } else if (e->dirty) {
     b2_cache_dirty_remove(c, e);
@@ -216,7 +217,7 @@ void b2_cache_write_end(b2_cache *c, b2_cache_entry *e, int modified) {
     e->wstamp = ++c->wclock;
     c->dirty_bytes = c->dirty_bytes - e->dirty_len + e->len;
     e->dirty_len = e->len;
-    e->last_write_ns = b2_cache_now_ns();
+    e->last_write_ns = b2_now_ns();
     e->owner = e->w_owner;
     e->flush = e->w_flush;
   }
@@ -348,7 +349,7 @@ int b2_cache_flush_entry(b2_cache *c, b2_cache_entry *e) {
 
 int b2_cache_flush_idle(b2_cache *c, unsigned idle_ms) {
   if (!c) return b2_fail(B2_E_INVAL, "cache flush: no cache");
-  uint64_t now = b2_cache_now_ns();
+  uint64_t now = b2_now_ns();
   uint64_t age = (uint64_t)idle_ms * 1000000u;
   uint64_t cutoff = now > age ? now - age : 0;
   int n = 0, first = 0;

@@ -28,7 +28,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "b2_cache.h"
 
@@ -119,11 +118,6 @@ static inline b2_cache_shard *b2_cache_shard_at(b2_cache *c, unsigned i) {
   return &c->shards[i].s;
 }
 
-static inline uint64_t b2_cache_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* cache.c */
 /* The shard of a key and the key's hash in *h. */

@@ -463,6 +463,14 @@ int32_t b2_chunk_par_min = (int32_t)128 << 10;
 
 atomic_long b2_chunk_par_helped;
 
+/* How long a pre-woken worker waits for the blocks: the read of a
+ * compressed chunk from the page cache, its checksum, and the wake-up. */
+#define PAR_PREPARE_US 400
+
+void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes) {
+  if (pool && nbytes >= b2_chunk_par_min) b2_pool_prewake(pool, PAR_PREPARE_US);
+}
+
 struct par {
   const struct dctx *d;
   uint8_t *dst;

@@ -3,9 +3,11 @@
 #include "common/pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "b2_error.h"
+#include "common/util.h"
 
 typedef struct job {
   b2_pool_fn fn;
@@ -24,6 +26,14 @@ struct b2_pool {
   job *head, *tail;        /* FIFO of queued jobs */
   int stop;
   int idle;                /* workers waiting for a job */
+  int queued;              /* jobs in the FIFO */
+  /* Pre-waking (b2_pool_prewake): one sleeping worker is asked to poll
+   * for a job for a while instead of sleeping, so that a job queued
+   * soon is taken without a wake-up. */
+  int spin_asked;          /* a worker was asked to poll and has not begun */
+  int spinning;            /* workers polling */
+  long spin_ns;            /* how long the asked worker polls */
+  atomic_uint posted;      /* bumped by every job queued and by stop */
   int nthreads;
   int started;
   pthread_t *threads;
@@ -43,12 +53,39 @@ static void slot_free(b2_pool *p, job *j) {
   pthread_cond_signal(&p->space_cv);
 }
 
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* Poll, without the lock, until a job is queued (or stop) or `ns` passed. */
+static void poll_posted(b2_pool *p, unsigned seen, long ns) {
+  uint64_t end = b2_now_ns() + (uint64_t)ns;
+  for (unsigned k = 1;; k++) {
+    if (atomic_load_explicit(&p->posted, memory_order_acquire) != seen) return;
+    cpu_relax();
+    if (k % 64 == 0 && b2_now_ns() >= end) return;
+  }
+}
+
 static void *worker(void *arg) {
   b2_pool *p = arg;
   tl_pool = p;
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (!p->head && !p->stop) {
+      if (p->spin_asked) {
+        p->spin_asked = 0;
+        p->spinning++;
+        long ns = p->spin_ns;
+        unsigned seen = atomic_load_explicit(&p->posted, memory_order_relaxed);
+        pthread_mutex_unlock(&p->mu);
+        poll_posted(p, seen, ns);
+        pthread_mutex_lock(&p->mu);
+        p->spinning--;
+        continue;
+      }
       p->idle++;
       pthread_cond_wait(&p->work_cv, &p->mu);
       p->idle--;
@@ -57,6 +94,7 @@ static void *worker(void *arg) {
     if (!j) break; /* stop and nothing left */
     p->head = j->next;
     if (!p->head) p->tail = NULL;
+    p->queued--;
     b2_pool_fn fn = j->fn;
     void *a = j->arg;
     b2_pool_group *g = j->g;
@@ -109,6 +147,7 @@ void b2_pool_destroy(b2_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
   p->stop = 1;
+  atomic_fetch_add_explicit(&p->posted, 1, memory_order_release);
   pthread_cond_broadcast(&p->work_cv);
   pthread_cond_broadcast(&p->space_cv);
   pthread_mutex_unlock(&p->mu);
@@ -143,7 +182,13 @@ static void enqueue(b2_pool *p, b2_pool_fn fn, void *arg, b2_pool_group *g) {
     p->head = j;
   p->tail = j;
   if (g) g->pending++;
-  pthread_cond_signal(&p->work_cv);
+  p->queued++;
+  /* A worker asked to poll and not polling yet is awake already, and a
+   * polling one takes the job without a wake-up. */
+  int asked = p->spin_asked;
+  p->spin_asked = 0;
+  atomic_fetch_add_explicit(&p->posted, 1, memory_order_release);
+  if (p->queued > p->spinning + asked) pthread_cond_signal(&p->work_cv);
 }
 
 int b2_pool_try_submit(b2_pool *p, b2_pool_fn fn, void *arg, b2_pool_group *g) {
@@ -199,6 +244,7 @@ void b2_pool_wait(b2_pool *p, b2_pool_group *g) {
     else
       p->head = j->next;
     if (p->tail == j) p->tail = prev;
+    p->queued--;
     b2_pool_fn fn = j->fn;
     void *a = j->arg;
     slot_free(p, j);
@@ -215,7 +261,20 @@ int b2_pool_threads(const b2_pool *p) { return p ? p->nthreads : 0; }
 int b2_pool_idle(b2_pool *p) {
   if (!p) return 0;
   pthread_mutex_lock(&p->mu);
-  int n = p->head || p->stop ? 0 : p->idle;
+  int n = p->head || p->stop ? 0 : p->idle + p->spinning;
   pthread_mutex_unlock(&p->mu);
   return n;
+}
+
+int b2_pool_prewake(b2_pool *p, long usec) {
+  if (!p || usec <= 0) return 0;
+  pthread_mutex_lock(&p->mu);
+  int ok = !p->stop && !p->head && !p->spin_asked && !p->spinning && p->idle > 0;
+  if (ok) {
+    p->spin_asked = 1;
+    p->spin_ns = usec * 1000;
+    pthread_cond_signal(&p->work_cv);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return ok;
 }

@@ -1,11 +1,13 @@
 /* util.h - small internal helpers shared by the engine layers (not public).
- * Byte-order loads and stores and overflow-checked arithmetic. */
+ * Byte-order loads and stores, overflow-checked arithmetic, the monotonic
+ * clock. */
 #ifndef B2_UTIL_H
 #define B2_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 static inline uint16_t b2_le16(const void *p) {
   const uint8_t *b = p;
@@ -66,6 +68,13 @@ static inline int b2_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) {
   if (b > UINT64_MAX - a) return 1;
   *r = a + b;
   return 0;
+}
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t b2_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 #define B2_MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "b2_error.h"
+#include "common/util.h"
 #include "file/file_impl.h"
 
 #define PARK_META_MAX ((int64_t)256 << 10)
@@ -34,11 +34,6 @@ static int same_file(const struct stat *a, const struct stat *b) {
          a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-static int64_t now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec;
-}
 
 /* Close the frames parked for longer than PARK_SECONDS (env->park_mu
  * held); they are moved to *old for closing after the lock. */
@@ -93,7 +88,7 @@ int b2_file_park_put(b2_env *env, b2_frame *fr) {
     return 0;
   b2_frame *old[B2_PARK_MAX + 1];
   int nold;
-  int64_t now = now_s();
+  int64_t now = (int64_t)(b2_now_ns() / 1000000000u);
   pthread_mutex_lock(&env->park_mu);
   nold = expire(env, now, old, B2_PARK_MAX);
   if (env->npark >= env->park_max) { /* the oldest makes room */

@@ -27,11 +27,7 @@
 #include "common/util.h"
 #include "file/file_impl.h"
 
-int64_t b2_file_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t b2_file_now_ms(void) { return (int64_t)(b2_now_ns() / 1000000); }
 
 /* Length chunk i must have for a file of `size` bytes (0 past the end). */
 static size_t chunk_len(const b2_file *f, int64_t size, int64_t i) {

@@ -275,6 +275,8 @@ int b2_frame_decode_chunk_par(b2_frame *f, int64_t i, void *dst,
     rc = b2_fail(B2_E_INVAL, "chunk %lld: %zu-byte buffer for %d bytes",
                  (long long)i, dstcap, expect);
   size_t n = 0;
+  if (rc == 0 && pool && b2_frame_entry_kind(b2_frame_entry(f, i)) == B2_SPECIAL_NONE)
+    b2_chunk_par_prepare(pool, expect); /* a worker wakes while we read */
   if (rc == 0) rc = b2_frame_load_chunk(f, i, b, &n);
   b2_frame_rdunlock(f);
   if (rc == 0) {

@@ -864,11 +864,82 @@ static void test_mt_pool(void) {
   CHECK_EQ(atomic_load(&cnt), 10);
 }
 
+/* Wait (up to ~5 s) until `n` workers of p are idle. */
+static int wait_idle(b2_pool *p, int n) {
+  for (int k = 0; k < 5000; k++) {
+    if (b2_pool_idle(p) == n) return 1;
+    sleep_us(1000);
+  }
+  return 0;
+}
+
+/* Pre-waking: one worker at a time is asked to poll; what it polls for
+ * runs (also jobs beyond the one it takes, which need a wake-up); the
+ * polling worker counts as idle and goes back to sleep when its time is
+ * up; a pool stops at once under a poller with a long time left (a 60 s
+ * poll would trip the watchdog). */
+static void test_mt_pool_prewake(void) {
+  b2_pool *p;
+  CHECK_EQ(b2_pool_create(2, 8, &p), 0);
+  CHECK(wait_idle(p, 2));
+  CHECK_EQ(b2_pool_prewake(NULL, 100), 0);
+  CHECK_EQ(b2_pool_prewake(p, 0), 0);
+  CHECK_EQ(b2_pool_prewake(p, 5000000), 1);
+  CHECK_EQ(b2_pool_prewake(p, 5000000), 0); /* one asked already */
+  CHECK_EQ(b2_pool_idle(p), 2);             /* the poller is available */
+  atomic_int cnt;
+  atomic_init(&cnt, 0);
+  b2_pool_group grp = B2_POOL_GROUP_INIT;
+  for (int i = 0; i < 3; i++) CHECK_EQ(b2_pool_try_submit(p, count_job, &cnt, &grp), 0);
+  b2_pool_wait(p, &grp);
+  CHECK_EQ(atomic_load(&cnt), 3);
+  CHECK(wait_idle(p, 2));
+
+  /* a short poll ends by itself; jobs later still wake a worker */
+  CHECK_EQ(b2_pool_prewake(p, 1000), 1);
+  int again = 0; /* asked again once the poller went back to sleep */
+  for (int k = 0; k < 500 && !again; k++) {
+    sleep_us(10000);
+    again = b2_pool_prewake(p, 1000);
+  }
+  CHECK(again);
+  sleep_us(20000);
+  for (int i = 0; i < 4; i++) CHECK_EQ(b2_pool_try_submit(p, count_job, &cnt, &grp), 0);
+  b2_pool_wait(p, &grp);
+  CHECK_EQ(atomic_load(&cnt), 7);
+
+  /* nothing to pre-wake while jobs are queued and the workers busy */
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+  CHECK(wait_idle(p, 2));
+  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g, &grp), 0);
+  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g, &grp), 0);
+  pthread_mutex_lock(&g.mu);
+  while (g.started < 2) pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+  CHECK_EQ(b2_pool_prewake(p, 1000), 0);
+  CHECK_EQ(b2_pool_try_submit(p, count_job, &cnt, &grp), 0);
+  CHECK_EQ(b2_pool_prewake(p, 1000), 0);
+  pthread_mutex_lock(&g.mu);
+  g.open = 1;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  b2_pool_wait(p, &grp);
+  CHECK_EQ(atomic_load(&cnt), 8);
+  CHECK_EQ(atomic_load(&g.done), 2);
+
+  /* stop under a poller with 60 s left */
+  CHECK(wait_idle(p, 2));
+  CHECK_EQ(b2_pool_prewake(p, 60000000), 1);
+  sleep_us(5000);
+  b2_pool_destroy(p);
+}
+
 int main(void) {
   pthread_t wd;
   pthread_create(&wd, NULL, watchdog, NULL);
   pthread_detach(wd);
   RUN(test_mt_pool);
+  RUN(test_mt_pool_prewake);
   RUN(test_mt_single_flight);
   RUN(test_mt_single_flight_failure);
   RUN(test_mt_random_reads);
