@@ -466,6 +466,8 @@ atomic_long b2_chunk_par_helped;
 /* How long a pre-woken worker waits for the blocks: the read of a
  * compressed chunk from the page cache, its checksum, and the wake-up. */
 #define PAR_PREPARE_US 400
+/* How long the caller polls for the helpers' last blocks before sleeping. */
+#define PAR_WAIT_US 300
 
 void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes) {
   if (pool && nbytes >= b2_chunk_par_min) b2_pool_prewake(pool, PAR_PREPARE_US);
@@ -558,7 +560,9 @@ int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
     ref_set(&rw, r0, r0size, rc >= 0);
   }
   par_take(&p);
-  b2_pool_wait(pool, &g); /* runs our jobs still queued itself */
+  /* Runs our jobs still queued itself; the helpers end within about a
+   * block of this thread, so poll rather than sleep. */
+  b2_pool_wait_poll(pool, &g, PAR_WAIT_US);
   if (d.has_delta) {
     pthread_cond_destroy(&rw.cv);
     pthread_mutex_destroy(&rw.mu);

@@ -3,6 +3,7 @@
 #include "common/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -34,6 +35,7 @@ struct b2_pool {
   int spinning;            /* workers polling */
   long spin_ns;            /* how long the asked worker polls */
   atomic_uint posted;      /* bumped by every job queued and by stop */
+  atomic_uint finished;    /* bumped by every grouped job done */
   int nthreads;
   int started;
   pthread_t *threads;
@@ -44,7 +46,9 @@ static _Thread_local b2_pool *tl_pool;
 
 /* Called with p->mu held after a job of group g finished. */
 static void job_done(b2_pool *p, b2_pool_group *g) {
-  if (g && --g->pending == 0) pthread_cond_broadcast(&p->done_cv);
+  if (!g) return;
+  atomic_fetch_add_explicit(&p->finished, 1, memory_order_release);
+  if (--g->pending == 0) pthread_cond_broadcast(&p->done_cv);
 }
 
 static void slot_free(b2_pool *p, job *j) {
@@ -59,13 +63,17 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Poll, without the lock, until a job is queued (or stop) or `ns` passed. */
-static void poll_posted(b2_pool *p, unsigned seen, long ns) {
-  uint64_t end = b2_now_ns() + (uint64_t)ns;
+/* Poll, without the lock, until *a is no longer `seen` or the clock
+ * reaches `end` (ns).  Yields now and then: a thread this one waits for
+ * may have been woken on this CPU, and must get it. */
+static void poll_change(atomic_uint *a, unsigned seen, uint64_t end) {
   for (unsigned k = 1;; k++) {
-    if (atomic_load_explicit(&p->posted, memory_order_acquire) != seen) return;
+    if (atomic_load_explicit(a, memory_order_acquire) != seen) return;
     cpu_relax();
-    if (k % 64 == 0 && b2_now_ns() >= end) return;
+    if (k % 64 == 0) {
+      if (b2_now_ns() >= end) return;
+      sched_yield();
+    }
   }
 }
 
@@ -81,7 +89,7 @@ static void *worker(void *arg) {
         long ns = p->spin_ns;
         unsigned seen = atomic_load_explicit(&p->posted, memory_order_relaxed);
         pthread_mutex_unlock(&p->mu);
-        poll_posted(p, seen, ns);
+        poll_change(&p->posted, seen, b2_now_ns() + (uint64_t)ns);
         pthread_mutex_lock(&p->mu);
         p->spinning--;
         continue;
@@ -225,14 +233,24 @@ int b2_pool_submit(b2_pool *p, b2_pool_fn fn, void *arg, b2_pool_group *g) {
   return rc;
 }
 
-void b2_pool_wait(b2_pool *p, b2_pool_group *g) {
+void b2_pool_wait(b2_pool *p, b2_pool_group *g) { b2_pool_wait_poll(p, g, 0); }
+
+void b2_pool_wait_poll(b2_pool *p, b2_pool_group *g, long usec) {
   if (!p || !g) return;
+  uint64_t end = usec > 0 ? b2_now_ns() + (uint64_t)usec * 1000 : 0;
   pthread_mutex_lock(&p->mu);
   while (g->pending) {
     job *prev = NULL, *j = p->head;
     while (j && j->g != g) {
       prev = j;
       j = j->next;
+    }
+    if (!j && end && b2_now_ns() < end) {
+      unsigned seen = atomic_load_explicit(&p->finished, memory_order_relaxed);
+      pthread_mutex_unlock(&p->mu);
+      poll_change(&p->finished, seen, end);
+      pthread_mutex_lock(&p->mu);
+      continue;
     }
     if (!j) {
       pthread_cond_wait(&p->done_cv, &p->mu);

@@ -49,6 +49,11 @@ int b2_pool_submit(b2_pool *p, b2_pool_fn fn, void *arg, b2_pool_group *g);
 /* Wait until every job of `g` has run (helping with its queued jobs). */
 void b2_pool_wait(b2_pool *p, b2_pool_group *g);
 
+/* The same, polling for up to `usec` microseconds before sleeping: for a
+ * wait expected to be short, where being woken would cost more than the
+ * wait itself. */
+void b2_pool_wait_poll(b2_pool *p, b2_pool_group *g, long usec);
+
 /* Number of worker threads. */
 int b2_pool_threads(const b2_pool *p);
 

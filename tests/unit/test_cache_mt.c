@@ -864,6 +864,16 @@ static void test_mt_pool(void) {
   CHECK_EQ(atomic_load(&cnt), 10);
 }
 
+static void *open_gate_later(void *arg) {
+  gate *g = arg;
+  sleep_us(20000);
+  pthread_mutex_lock(&g->mu);
+  g->open = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  return NULL;
+}
+
 /* Wait (up to ~5 s) until `n` workers of p are idle. */
 static int wait_idle(b2_pool *p, int n) {
   for (int k = 0; k < 5000; k++) {
@@ -876,8 +886,8 @@ static int wait_idle(b2_pool *p, int n) {
 /* Pre-waking: one worker at a time is asked to poll; what it polls for
  * runs (also jobs beyond the one it takes, which need a wake-up); the
  * polling worker counts as idle and goes back to sleep when its time is
- * up; a pool stops at once under a poller with a long time left (a 60 s
- * poll would trip the watchdog). */
+ * up; polling waits end with their group; a pool stops at once under a
+ * poller with a long time left (a 60 s poll would trip the watchdog). */
 static void test_mt_pool_prewake(void) {
   b2_pool *p;
   CHECK_EQ(b2_pool_create(2, 8, &p), 0);
@@ -926,6 +936,28 @@ static void test_mt_pool_prewake(void) {
   b2_pool_wait(p, &grp);
   CHECK_EQ(atomic_load(&cnt), 8);
   CHECK_EQ(atomic_load(&g.done), 2);
+
+  /* polling waits: done when the group is, past the polling time too,
+   * running its queued jobs itself */
+  for (int i = 0; i < 3; i++) CHECK_EQ(b2_pool_try_submit(p, count_job, &cnt, &grp), 0);
+  b2_pool_wait_poll(p, &grp, 1000);
+  CHECK_EQ(atomic_load(&cnt), 11);
+  CHECK_EQ(grp.pending, 0);
+  gate g2 = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+  CHECK(wait_idle(p, 2));
+  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g2, &grp), 0);
+  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g2, &grp), 0);
+  pthread_mutex_lock(&g2.mu);
+  while (g2.started < 2) pthread_cond_wait(&g2.cv, &g2.mu);
+  pthread_mutex_unlock(&g2.mu);
+  CHECK_EQ(b2_pool_try_submit(p, count_job, &cnt, &grp), 0); /* queued: ours to run */
+  pthread_t opener;
+  CHECK_EQ(pthread_create(&opener, NULL, open_gate_later, &g2), 0);
+  b2_pool_wait_poll(p, &grp, 500); /* the gate opens after 20 ms */
+  CHECK_EQ(atomic_load(&g2.done), 2);
+  CHECK_EQ(atomic_load(&cnt), 12);
+  CHECK_EQ(grp.pending, 0);
+  pthread_join(opener, NULL);
 
   /* stop under a poller with 60 s left */
   CHECK(wait_idle(p, 2));
