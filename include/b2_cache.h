@@ -180,6 +180,13 @@ size_t b2_cache_len(const b2_cache_entry *e);
 uint64_t b2_cache_entry_file(const b2_cache_entry *e);
 int64_t b2_cache_entry_chunk(const b2_cache_entry *e);
 
+/* Count one use of a pinned entry; returns the count so far (1 at the
+ * first call).  For callers' own policies (src/file/partial.c). */
+unsigned b2_cache_use(b2_cache_entry *e);
+
+/* 1 if `n` more bytes fit in the cache without evicting anything. */
+int b2_cache_has_room(b2_cache *c, size_t n);
+
 /* Shared lock on a pinned entry's data, for readers of writable entries. */
 void b2_cache_read_lock(b2_cache_entry *e);
 void b2_cache_read_unlock(b2_cache_entry *e);

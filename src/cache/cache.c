@@ -342,6 +342,12 @@ size_t b2_cache_len(const b2_cache_entry *e) { return e->len; }
 uint64_t b2_cache_entry_file(const b2_cache_entry *e) { return e->file; }
 int64_t b2_cache_entry_chunk(const b2_cache_entry *e) { return e->chunk; }
 
+unsigned b2_cache_use(b2_cache_entry *e) { return atomic_fetch_add(&e->uses, 1) + 1; }
+
+int b2_cache_has_room(b2_cache *c, size_t n) {
+  return n <= c->capacity && atomic_load(&c->bytes) <= c->capacity - n;
+}
+
 void b2_cache_read_lock(b2_cache_entry *e) { pthread_rwlock_rdlock(&e->lock); }
 void b2_cache_read_unlock(b2_cache_entry *e) {
   pthread_rwlock_unlock(&e->lock);

@@ -53,6 +53,7 @@ struct b2_cache_entry {
   uint8_t *data;
   size_t len;
   _Atomic size_t alen;          /* copy of len readable without locks */
+  atomic_uint uses;             /* b2_cache_use */
   pthread_rwlock_t lock;
   void *w_owner;                /* set in write_begin, under e->lock */
   b2_cache_flush_fn w_flush;
