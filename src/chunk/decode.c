@@ -523,6 +523,8 @@ int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
       d.in.nblocks >= 2 && d.in.nbytes >= b2_chunk_par_min && dst &&
       dstcap >= (size_t)d.in.nbytes)
     helpers = b2_pool_idle(pool);
+  else if (pool)
+    b2_pool_prewake_cancel(pool); /* b2_chunk_par_prepare may have woken one */
   if (helpers <= 0) return b2_chunk_decode(chunk, len, dst, dstcap);
   struct par p = {.d = &d, .dst = dst, .end = d.in.nblocks};
   atomic_init(&p.next, 0);

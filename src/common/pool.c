@@ -284,6 +284,16 @@ int b2_pool_idle(b2_pool *p) {
   return n;
 }
 
+void b2_pool_prewake_cancel(b2_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  if (p->spin_asked || p->spinning) {
+    p->spin_asked = 0;
+    atomic_fetch_add_explicit(&p->posted, 1, memory_order_release); /* ends the polls */
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
 int b2_pool_prewake(b2_pool *p, long usec) {
   if (!p || usec <= 0) return 0;
   pthread_mutex_lock(&p->mu);

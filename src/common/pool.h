@@ -70,4 +70,8 @@ int b2_pool_idle(b2_pool *p);
  * 1 when a worker was asked, else 0. */
 int b2_pool_prewake(b2_pool *p, long usec);
 
+/* The job a pre-wake was for will not come: a worker asked to poll, or
+ * polling, goes back to sleep now. */
+void b2_pool_prewake_cancel(b2_pool *p);
+
 #endif /* B2_POOL_H */

@@ -959,9 +959,31 @@ static void test_mt_pool_prewake(void) {
   CHECK_EQ(grp.pending, 0);
   pthread_join(opener, NULL);
 
-  /* stop under a poller with 60 s left */
-  CHECK(wait_idle(p, 2));
-  CHECK_EQ(b2_pool_prewake(p, 60000000), 1);
+  /* a cancelled pre-wake ends the poll at once (else 60 s) */
+  again = 0;
+  for (int k = 0; k < 500 && !again; k++) {
+    sleep_us(10000);
+    again = b2_pool_prewake(p, 60000000);
+  }
+  CHECK(again);
+  sleep_us(5000);
+  b2_pool_prewake_cancel(p);
+  again = 0;
+  for (int k = 0; k < 500 && !again; k++) {
+    sleep_us(10000);
+    again = b2_pool_prewake(p, 1000);
+  }
+  CHECK(again);
+  b2_pool_prewake_cancel(p); /* ends that 1 ms poll */
+  b2_pool_prewake_cancel(p); /* nothing polling: harmless */
+
+  /* stop under a poller with 60 s left (once the last poll has ended) */
+  again = 0;
+  for (int k = 0; k < 500 && !again; k++) {
+    sleep_us(10000);
+    again = b2_pool_prewake(p, 60000000);
+  }
+  CHECK(again);
   sleep_us(5000);
   b2_pool_destroy(p);
 }
