@@ -874,6 +874,15 @@ static void *open_gate_later(void *arg) {
   return NULL;
 }
 
+/* A pre-wake that succeeds within ~5 s (once an earlier poll has ended). */
+static int prewake_soon(b2_pool *p, long usec) {
+  for (int k = 0; k < 500; k++) {
+    sleep_us(10000);
+    if (b2_pool_prewake(p, usec)) return 1;
+  }
+  return 0;
+}
+
 /* Wait (up to ~5 s) until `n` workers of p are idle. */
 static int wait_idle(b2_pool *p, int n) {
   for (int k = 0; k < 5000; k++) {
@@ -907,12 +916,7 @@ static void test_mt_pool_prewake(void) {
 
   /* a short poll ends by itself; jobs later still wake a worker */
   CHECK_EQ(b2_pool_prewake(p, 1000), 1);
-  int again = 0; /* asked again once the poller went back to sleep */
-  for (int k = 0; k < 500 && !again; k++) {
-    sleep_us(10000);
-    again = b2_pool_prewake(p, 1000);
-  }
-  CHECK(again);
+  CHECK(prewake_soon(p, 1000)); /* asked again once the poller went back to sleep */
   sleep_us(20000);
   for (int i = 0; i < 4; i++) CHECK_EQ(b2_pool_try_submit(p, count_job, &cnt, &grp), 0);
   b2_pool_wait(p, &grp);
@@ -960,30 +964,15 @@ static void test_mt_pool_prewake(void) {
   pthread_join(opener, NULL);
 
   /* a cancelled pre-wake ends the poll at once (else 60 s) */
-  again = 0;
-  for (int k = 0; k < 500 && !again; k++) {
-    sleep_us(10000);
-    again = b2_pool_prewake(p, 60000000);
-  }
-  CHECK(again);
+  CHECK(prewake_soon(p, 60000000));
   sleep_us(5000);
   b2_pool_prewake_cancel(p);
-  again = 0;
-  for (int k = 0; k < 500 && !again; k++) {
-    sleep_us(10000);
-    again = b2_pool_prewake(p, 1000);
-  }
-  CHECK(again);
+  CHECK(prewake_soon(p, 1000));
   b2_pool_prewake_cancel(p); /* ends that 1 ms poll */
   b2_pool_prewake_cancel(p); /* nothing polling: harmless */
 
   /* stop under a poller with 60 s left (once the last poll has ended) */
-  again = 0;
-  for (int k = 0; k < 500 && !again; k++) {
-    sleep_us(10000);
-    again = b2_pool_prewake(p, 60000000);
-  }
-  CHECK(again);
+  CHECK(prewake_soon(p, 60000000));
   sleep_us(5000);
   b2_pool_destroy(p);
 }
