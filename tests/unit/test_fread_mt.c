@@ -333,7 +333,9 @@ static void test_pinned(void) {
 
 /* Two sequential readers and a random one interleaved on one handle (as
  * when several processes read the same file): both streams are seen as
- * such (their reads come pinned from the cache) and drop behind them. */
+ * such (their reads come pinned from the cache) and drop behind them.
+ * (Chunks the random reader read more often than they have blocks, 4, may
+ * stay cached decoded: partial.c.) */
 static void test_interleaved(void) {
   b2_env *env = make_env(64 << 20, 4);
   CHECK(env != NULL);
@@ -344,6 +346,7 @@ static void test_interleaved(void) {
   int bad = 0, pinned = 0, rpinned = 0, reads = 0;
   int64_t a = 0, b = NBYTES / 2 / PIECE * PIECE;
   uint64_t s = seed0 + 3;
+  int rreads[NBYTES / CHUNK + 1] = {0}, hot = 0;
   while ((a < NBYTES / 2 || b < NBYTES) && !bad) {
     if (a < NBYTES / 2) {
       bad |= check_pin(f, sig, PIECE, a, buf, &pinned);
@@ -355,15 +358,20 @@ static void test_interleaved(void) {
       b += PIECE;
       reads++;
     }
-    bad |= check_pin(f, sig, 512, (int64_t)(rnd(&s) % NBYTES), buf, &rpinned);
+    int64_t r = (int64_t)(rnd(&s) % NBYTES);
+    bad |= check_pin(f, sig, 512, r, buf, &rpinned);
+    for (int64_t i = r / CHUNK; i <= (r + 511) / CHUNK && i <= NBYTES / CHUNK; i++)
+      hot += ++rreads[i] == 5;
   }
   CHECK_EQ(bad, 0);
   if (pinned < reads - 4) fprintf(stderr, "  %d of %d stream reads pinned\n", pinned, reads);
   CHECK(pinned >= reads - 4);
   b2_pool_wait(env->pool, &f->group);
   uint64_t held = cache_bytes(env);
-  if (held > 16 * CHUNK) fprintf(stderr, "  %llu bytes cached\n", (unsigned long long)held);
-  CHECK(held <= 16 * CHUNK);
+  if (held > (16 + (uint64_t)hot) * CHUNK)
+    fprintf(stderr, "  %llu bytes cached, %d chunks read 5 times or more\n",
+            (unsigned long long)held, hot);
+  CHECK(held <= (16 + (uint64_t)hot) * CHUNK);
   free(buf);
   CHECK_EQ(b2_file_close(f), 0);
   b2_env_destroy(env);
