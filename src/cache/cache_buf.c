@@ -11,8 +11,8 @@
  * few kept (up to KEEP_BYTES) for the next buffers: a sequential reader
  * frees one decoded chunk as it decodes the next, a reader of many small
  * files frees each file's chunk at its close, and reusing those pages
- * (resized by mremap when the class differs) spares the page faults of a
- * fresh mapping.
+ * for the next buffer of the same class spares the page faults of a fresh
+ * mapping.
  *
  * Every buffer starts with a small header that records how it was made.
  *
@@ -61,40 +61,26 @@ static struct {
   size_t bytes;
 } keep = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0, 0};
 
-/* A kept mapping made `size` bytes long, or NULL: one of exactly that
- * size, else the one closest in size resized by mremap (the pages it keeps
- * were touched already: no page faults for those, unlike a fresh mapping;
- * shrinking gives the rest back). */
-static void *take_kept(size_t size, size_t *had) {
+/* A kept mapping of exactly `size` bytes (its pages were touched already:
+ * no page faults, unlike a fresh mapping), or NULL.  Mappings of another
+ * size are not resized: mremap of a mapping the process's threads have
+ * used sends every other CPU a TLB flush, which in a virtual machine cost
+ * more than the page faults of a fresh mapping (5% of the daemon's time in
+ * `tar` of a tree of small frames, whose chunks come in many sizes). */
+static void *take_kept(size_t size) {
   void *p = NULL;
-  size_t have = 0;
   pthread_mutex_lock(&keep.mu);
-  int best = -1;
   for (int i = keep.n - 1; i >= 0; i--) {
-    size_t d = keep.size[i] > size ? keep.size[i] - size : size - keep.size[i];
-    if (best < 0 || d < (keep.size[best] > size ? keep.size[best] - size : size - keep.size[best]))
-      best = i;
-    if (d == 0) break;
-  }
-  if (best >= 0) {
-    p = keep.slot[best];
-    have = keep.size[best];
+    if (keep.size[i] != size) continue;
+    p = keep.slot[i];
     keep.n--;
-    keep.slot[best] = keep.slot[keep.n];
-    keep.size[best] = keep.size[keep.n];
-    keep.bytes -= have;
+    keep.slot[i] = keep.slot[keep.n];
+    keep.size[i] = keep.size[keep.n];
+    keep.bytes -= size;
+    break;
   }
   pthread_mutex_unlock(&keep.mu);
-  if (p && have != size) {
-    UNPOISON(p, have); /* the shadow of the old range must not stay poisoned */
-    void *q = mremap(p, have, size, MREMAP_MAYMOVE);
-    if (q == MAP_FAILED) {
-      munmap(p, have);
-      return NULL;
-    }
-    p = q;
-  }
-  *had = p ? have : 0;
+  if (p) UNPOISON(p, size); /* the shadow of the old range must not stay poisoned */
   return p;
 }
 
@@ -137,16 +123,15 @@ static uint8_t *buf_alloc(size_t n, int zero) {
   int mapped = need >= MAP_MIN, fresh = 0;
   if (mapped) {
     need = (need + REDZONE + CLASS - 1) / CLASS * CLASS;
-    size_t had = 0; /* bytes of a kept mapping, touched before */
-    base = take_kept(need, &had);
+    base = take_kept(need);
     if (!base) {
       base = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (base == MAP_FAILED) return NULL;
       fresh = 1;
+      /* not for a kept one: walking pages already present costs as much
+       * again */
+      populate(base, HDR + n);
     }
-    /* The part not touched before: a fresh mapping, or what a kept one
-     * grew by (walking pages already present costs as much again). */
-    if (HDR + n > had) populate((uint8_t *)base + had, HDR + n - had);
   } else {
     base = aligned_alloc(HDR, (need + HDR - 1) / HDR * HDR);
     if (!base) return NULL;
