@@ -796,6 +796,23 @@ static void gated_job(void *arg) {
   atomic_fetch_add(&g->done, 1);
 }
 
+/* Queue two gated jobs in group grp and wait until both run: the two
+ * workers of p are busy then. */
+static void gate_fill(b2_pool *p, gate *g, b2_pool_group *grp) {
+  CHECK_EQ(b2_pool_try_submit(p, gated_job, g, grp), 0);
+  CHECK_EQ(b2_pool_try_submit(p, gated_job, g, grp), 0);
+  pthread_mutex_lock(&g->mu);
+  while (g->started < 2) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(gate *g) {
+  pthread_mutex_lock(&g->mu);
+  g->open = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
 static void count_job(void *arg) {
   sleep_us(300);
   atomic_fetch_add((atomic_int *)arg, 1);
@@ -824,19 +841,12 @@ static void test_mt_pool(void) {
   CHECK_EQ(b2_pool_threads(p), 2);
   gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
   b2_pool_group grp = B2_POOL_GROUP_INIT;
-  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g, &grp), 0);
-  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g, &grp), 0);
-  pthread_mutex_lock(&g.mu);
-  while (g.started < 2) pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  gate_fill(p, &g, &grp);
   /* both workers busy: three queue slots, then busy */
   for (int i = 0; i < 3; i++)
     CHECK_EQ(b2_pool_try_submit(p, gated_job, &g, &grp), 0);
   CHECK_EQ(b2_pool_try_submit(p, gated_job, &g, &grp), B2_E_BUSY);
-  pthread_mutex_lock(&g.mu);
-  g.open = 1;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
+  gate_open(&g);
   /* blocking submits get through once slots free up */
   atomic_int cnt;
   atomic_init(&cnt, 0);
@@ -865,12 +875,8 @@ static void test_mt_pool(void) {
 }
 
 static void *open_gate_later(void *arg) {
-  gate *g = arg;
   sleep_us(20000);
-  pthread_mutex_lock(&g->mu);
-  g->open = 1;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
+  gate_open(arg);
   return NULL;
 }
 
@@ -925,18 +931,11 @@ static void test_mt_pool_prewake(void) {
   /* nothing to pre-wake while jobs are queued and the workers busy */
   gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
   CHECK(wait_idle(p, 2));
-  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g, &grp), 0);
-  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g, &grp), 0);
-  pthread_mutex_lock(&g.mu);
-  while (g.started < 2) pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  gate_fill(p, &g, &grp);
   CHECK_EQ(b2_pool_prewake(p, 1000), 0);
   CHECK_EQ(b2_pool_try_submit(p, count_job, &cnt, &grp), 0);
   CHECK_EQ(b2_pool_prewake(p, 1000), 0);
-  pthread_mutex_lock(&g.mu);
-  g.open = 1;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
+  gate_open(&g);
   b2_pool_wait(p, &grp);
   CHECK_EQ(atomic_load(&cnt), 8);
   CHECK_EQ(atomic_load(&g.done), 2);
@@ -949,11 +948,7 @@ static void test_mt_pool_prewake(void) {
   CHECK_EQ(grp.pending, 0);
   gate g2 = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
   CHECK(wait_idle(p, 2));
-  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g2, &grp), 0);
-  CHECK_EQ(b2_pool_try_submit(p, gated_job, &g2, &grp), 0);
-  pthread_mutex_lock(&g2.mu);
-  while (g2.started < 2) pthread_cond_wait(&g2.cv, &g2.mu);
-  pthread_mutex_unlock(&g2.mu);
+  gate_fill(p, &g2, &grp);
   CHECK_EQ(b2_pool_try_submit(p, count_job, &cnt, &grp), 0); /* queued: ours to run */
   pthread_t opener;
   CHECK_EQ(pthread_create(&opener, NULL, open_gate_later, &g2), 0);
