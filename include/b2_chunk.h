@@ -93,10 +93,12 @@ struct b2_pool;
 int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
                         size_t dstcap, struct b2_pool *pool);
 
-/* Called before reading a chunk of `nbytes` decoded bytes that will be
- * decoded with b2_chunk_decode_par: when it is large enough to be shared,
- * one sleeping worker of `pool` is woken now to wait for its blocks, so
- * that its wake-up overlaps the read instead of delaying the decode. */
+/* Called before reading a chunk of `nbytes` decoded bytes that this thread
+ * will then decode with b2_chunk_decode_par: when it is large enough to be
+ * shared, one sleeping worker of `pool` is woken now to wait for its
+ * blocks, so that its wake-up overlaps the read instead of delaying the
+ * decode (and is sent back to sleep by that decode if the chunk turns out
+ * not to be shared). */
 void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes);
 
 /* Partial decode: fill dst with bytes [offset, offset+n) of the decoded

@@ -469,8 +469,12 @@ atomic_long b2_chunk_par_helped;
 /* How long the caller polls for the helpers' last blocks before sleeping. */
 #define PAR_WAIT_US 300
 
+/* Whether this thread's last b2_chunk_par_prepare woke a worker that its
+ * next b2_chunk_decode_par has not used or sent back yet. */
+static _Thread_local int tl_prewoke;
+
 void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes) {
-  if (pool && nbytes >= b2_chunk_par_min) b2_pool_prewake(pool, PAR_PREPARE_US);
+  tl_prewoke = pool && nbytes >= b2_chunk_par_min && b2_pool_prewake(pool, PAR_PREPARE_US);
 }
 
 struct par {
@@ -523,8 +527,9 @@ int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
       d.in.nblocks >= 2 && d.in.nbytes >= b2_chunk_par_min && dst &&
       dstcap >= (size_t)d.in.nbytes)
     helpers = b2_pool_idle(pool);
-  else if (pool)
-    b2_pool_prewake_cancel(pool); /* b2_chunk_par_prepare may have woken one */
+  else if (pool && tl_prewoke)
+    b2_pool_prewake_cancel(pool); /* woken by our b2_chunk_par_prepare for nothing */
+  tl_prewoke = 0;
   if (helpers <= 0) return b2_chunk_decode(chunk, len, dst, dstcap);
   struct par p = {.d = &d, .dst = dst, .end = d.in.nblocks};
   atomic_init(&p.next, 0);
