@@ -67,6 +67,7 @@ uint8_t *b2_chunk_scratch(int slot, size_t n);
  * workers decoded for it since start (a statistic for the tests: shows the
  * work was shared). */
 extern int32_t b2_chunk_par_min;
+extern long b2_chunk_par_prepare_us; /* how long b2_chunk_par_prepare's worker polls */
 extern _Atomic long b2_chunk_par_helped;
 
 /* ---- filter steps (filters.c) ------------------------------------------

@@ -465,7 +465,7 @@ atomic_long b2_chunk_par_helped;
 
 /* How long a pre-woken worker waits for the blocks: the read of a
  * compressed chunk from the page cache, its checksum, and the wake-up. */
-#define PAR_PREPARE_US 400
+long b2_chunk_par_prepare_us = 400;
 /* How long the caller polls for the helpers' last blocks before sleeping. */
 #define PAR_WAIT_US 300
 
@@ -474,7 +474,7 @@ atomic_long b2_chunk_par_helped;
 static _Thread_local int tl_prewoke;
 
 void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes) {
-  tl_prewoke = pool && nbytes >= b2_chunk_par_min && b2_pool_prewake(pool, PAR_PREPARE_US);
+  tl_prewoke = pool && nbytes >= b2_chunk_par_min && b2_pool_prewake(pool, b2_chunk_par_prepare_us);
 }
 
 struct par {
@@ -521,15 +521,16 @@ int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
                         size_t dstcap, struct b2_pool *pool) {
   struct dctx d;
   int rc = dctx_init(&d, chunk, len);
-  if (rc < 0) return rc;
   int helpers = 0;
-  if (pool && !d.in.special && !d.in.memcpyed && !d.in.vlblocks &&
+  if (rc == 0 && pool && !d.in.special && !d.in.memcpyed && !d.in.vlblocks &&
       d.in.nblocks >= 2 && d.in.nbytes >= b2_chunk_par_min && dst &&
       dstcap >= (size_t)d.in.nbytes)
     helpers = b2_pool_idle(pool);
   else if (pool && tl_prewoke)
-    b2_pool_prewake_cancel(pool); /* woken by our b2_chunk_par_prepare for nothing */
+    b2_pool_prewake_cancel(pool); /* woken by our b2_chunk_par_prepare for nothing,
+                                     or for a chunk that does not parse */
   tl_prewoke = 0;
+  if (rc < 0) return rc;
   if (helpers <= 0) return b2_chunk_decode(chunk, len, dst, dstcap);
   struct par p = {.d = &d, .dst = dst, .end = d.in.nblocks};
   atomic_init(&p.next, 0);

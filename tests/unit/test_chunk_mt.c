@@ -151,6 +151,29 @@ static void test_par_encoded(void) {
   CHECK(atomic_load(&b2_chunk_par_helped) > before);
 }
 
+/* A chunk that does not parse sends back the worker b2_chunk_par_prepare
+ * woke for it: the worker is free to be woken again at once, not after
+ * its polling time (made 60 s here). */
+static void test_par_prepare_bad_chunk(void) {
+  settle();
+  long was = b2_chunk_par_prepare_us;
+  b2_chunk_par_prepare_us = 60000000;
+  b2_chunk_par_prepare(pool, 1 << 20);
+  b2_chunk_par_prepare_us = was;
+  uint8_t junk[64], out[64];
+  memset(junk, 0, sizeof junk);
+  CHECK(b2_chunk_decode_par(junk, sizeof junk, out, sizeof out, pool) < 0);
+  int again = 0;
+  for (int k = 0; k < 5000 && !again; k++) {
+    again = b2_pool_prewake(pool, 1000);
+    if (!again) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  CHECK(again);
+}
+
 /* ---- fixtures -------------------------------------------------------------- */
 
 /* Every chunk (at most 24 per frame) of every frame in `sub`. */
@@ -335,6 +358,7 @@ int main(void) {
     return 1;
   }
   T_RUN(test_par_encoded);
+  T_RUN(test_par_prepare_bad_chunk);
   T_RUN(test_par_fixture_frames);
   T_RUN(test_par_fixture_chunks);
   T_RUN(test_par_damaged);
