@@ -53,6 +53,7 @@ typedef struct b2fs_opts {
   unsigned read_ahead_kb; /* -o read_ahead_kb= (0: the kernel's default) */
   int has_read_ahead;     /* the user gave -o read_ahead_kb= */
   int warm;               /* -o warm= (entries warmed ahead; 0: off) */
+  int direct_io;          /* -o direct_io: frames read past the page cache */
   unsigned compact_pct;   /* -o compact_pct= (0: never compact at close) */
   uint64_t compact_min;   /* -o compact_min= (bytes) */
   int show_help;
@@ -64,6 +65,14 @@ typedef struct b2fs_opts {
 int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o);
 void b2fs_opts_help(const char *prog);
 void b2fs_opts_free(b2fs_opts *o);
+
+/* ---- the FUSE device (dev.c) ---------------------------------------------- */
+/* Read and write the session's device through dev.c (after mounting): it
+ * also asks the kernel, with -o direct_io, to map those files shared.
+ * 0, or libfuse's negative error. */
+int b2fs_dev_install(struct fuse_session *se);
+/* The kernel maps files opened with direct I/O (Linux 6.6+ offered it). */
+int b2fs_dev_mmap_allowed(void);
 
 /* ---- log (log.c) --------------------------------------------------------- */
 /* One line to stderr (foreground) or syslog (background). */

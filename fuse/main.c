@@ -243,6 +243,7 @@ int main(int argc, char **argv) {
   handlers = 1;
   if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out;
   mounted = 1;
+  if (b2fs_dev_install(se) != 0) goto out;
   set_read_ahead(cmd.mountpoint);
   if (fuse_daemonize(cmd.foreground) != 0) goto out;
   b2fs_log_init(cmd.foreground);

@@ -35,6 +35,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn) {
    * times of a file and miss frames changed behind the mount. */
   conn->want &= ~(unsigned)(FUSE_CAP_EXPORT_SUPPORT | FUSE_CAP_WRITEBACK_CACHE);
   conn->time_gran = 1;
+  if (b2fs_g.opts.direct_io && !b2fs_dev_mmap_allowed())
+    b2fs_log("direct_io: this kernel maps frames only privately (shared mappings need "
+             "Linux 6.6 or later)");
 }
 
 /* ---- names --------------------------------------------------------------- */
@@ -206,7 +209,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)(writes != 0);
   fi->keep_cache = keep;
   fi->noflush = !writes;
-  fi->direct_io = b2fs_write_only(fi->flags);
+  fi->direct_io = b2fs_write_only(fi->flags) || (!writes && b2fs_g.opts.direct_io);
   /* Before the reply: once the kernel has the open, a close and a forget
    * may free the inode. */
   if (!writes) b2fs_warm_opened(in);

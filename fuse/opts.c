@@ -31,6 +31,7 @@ enum {
   KEY_READ_AHEAD_KB,
   KEY_LOCKING,
   KEY_WARM,
+  KEY_DIRECT_IO,
 };
 
 static const struct fuse_opt spec[] = {
@@ -43,6 +44,7 @@ static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
     FUSE_OPT_KEY("idle_frames=", KEY_IDLE),
     FUSE_OPT_KEY("warm=", KEY_WARM),
+    FUSE_OPT_KEY("direct_io", KEY_DIRECT_IO),
     FUSE_OPT_KEY("no_default_permissions", KEY_NO_DP),
     /* writing */
     FUSE_OPT_KEY("codec=", KEY_PARAM),
@@ -208,6 +210,9 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
       return -1;
     }
     return 0;
+  case KEY_DIRECT_IO:
+    o->direct_io = 1;
+    return 0;
   case KEY_COMPACT_MIN:
     if (b2_parse_size(val, &o->compact_min) < 0) {
       fprintf(stderr, "b2fs: bad compact_min '%s' (want e.g. 16M)\n", val);
@@ -278,6 +283,10 @@ void b2fs_opts_help(const char *prog) {
          "    -o warm=N              files read in a directory's order: decode the\n"
          "                           first chunks of the next N entries ahead of the\n"
          "                           reader (default 2; 0: off)\n"
+         "    -o direct_io           frames read without the kernel's page cache:\n"
+         "                           faster for large reads (128 KiB and up), slower\n"
+         "                           for small ones (each one a request); shared\n"
+         "                           mappings need Linux 6.6 or later\n"
          "    -o no_default_permissions  let b2fs, not the kernel, check access\n"
          "\nWriting: a new file NAME is stored as the frame NAME.b2frame, with\n"
          "    -o codec=NAME          blosclz lz4 lz4hc zlib zstd (default zstd)\n"
