@@ -86,6 +86,7 @@ typedef struct parse_state {
   b2fs_opts *o;
   b2_frame_params fp; /* parameters of new frames */
   int nonopts;
+  int readahead_set;
 } parse_state;
 
 static int proc(void *data, const char *arg, int key, struct fuse_args *outargs) {
@@ -126,6 +127,7 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
     return 0;
   }
   case KEY_READAHEAD:
+    ps->readahead_set = 1;
     if (parse_int(val, 0, 1024, &o->env.readahead) < 0) {
       fprintf(stderr, "b2fs: bad readahead '%s' (chunks, 0-1024)\n", val);
       return -1;
@@ -257,6 +259,10 @@ int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o) {
   o->env.layout = ps.fp.layout;
   o->env.cparams = ps.fp.cparams;
   o->env.chunksize = ps.fp.chunksize;
+  /* Without the page cache the kernel reads nothing ahead: the engine
+   * reads further ahead itself (zstd text, 1 MiB reads: 1,040-1,370 MB/s
+   * against 1,040-1,250 with 4, in interleaved runs). */
+  if (o->direct_io && !ps.readahead_set) o->env.readahead = 8;
   return 0;
 }
 
