@@ -5,8 +5,9 @@
 # A 32 MiB file of repeated text is packed into a frame (a few KiB), so
 # that what reading it adds to the page cache is the decoded bytes: at
 # least 24 MiB through a default mount, under 8 MiB with -o direct_io.
-# Reads of 4 KiB and 1 MiB give the file's bytes; a shared mapping (as
-# numpy.load(mmap_mode="r") makes) gives them too, on Linux 6.6 and later.
+# Reads of 4 KiB and 1 MiB give the file's bytes; a shared mapping gives
+# them too, on Linux 6.6 and later; an array's .npy view loads in numpy,
+# read and (6.6+) mapped with numpy.load(mmap_mode="r").
 #
 # Env: B2FS, B2F, PY (set by tests/run.sh).
 set -u
@@ -73,7 +74,9 @@ fi
 
 # A shared mapping: refused by kernels before 6.6 (FUSE_DIRECT_IO_ALLOW_MMAP).
 IFS=. read -r kmaj kmin _ <<<"$(uname -r)"
+shared_ok=0
 if [ "$kmaj" -gt 6 ] || { [ "$kmaj" -eq 6 ] && [ "${kmin%%[!0-9]*}" -ge 6 ]; }; then
+  shared_ok=1
   got=$($T "$PY" -c '
 import hashlib, mmap, sys
 with open(sys.argv[1], "rb") as f:
@@ -83,6 +86,34 @@ with open(sys.argv[1], "rb") as f:
   if [ "$got" = "$want" ]; then ok direct_io_mmap_shared; else nok direct_io_mmap_shared "got: $got"; fi
 else
   echo "skip direct_io_mmap_shared: Linux $(uname -r) maps direct I/O files only privately"
+fi
+
+# An array: its .npy view through numpy.load, read and mapped.
+if "$PY" -c 'import numpy' 2>/dev/null; then
+  "$PY" -c '
+import numpy as np, sys
+a = (np.arange(3 * 700 * 500, dtype="<f8").reshape(3, 700, 500) * 0.25).astype("<f8")
+np.save(sys.argv[1], a)' "$TMP/arr.npy"
+  if ! $T "$B2F" pack "$TMP/arr.npy" "$S/arr.b2nd" >/dev/null 2>"$TMP/pack2.err"; then
+    nok direct_io_npy "b2f pack failed: $(head -c 300 "$TMP/pack2.err")"
+  else
+    got=$($T "$PY" -c '
+import numpy as np, sys
+want = np.load(sys.argv[1])
+read = np.load(sys.argv[2])
+print(read.dtype == want.dtype and read.shape == want.shape and bool((read == want).all()))
+if sys.argv[3] == "1":
+    mapped = np.load(sys.argv[2], mmap_mode="r")
+    print(bool((mapped == want).all()))
+' "$TMP/arr.npy" "$TMP/m2/arr.npy" "$shared_ok" 2>&1 | tr '\n' ' ')
+    case "$shared_ok:$got" in
+      "1:True True ") ok direct_io_npy ;;
+      "0:True ") ok direct_io_npy ;;
+      *) nok direct_io_npy "numpy says: $got" ;;
+    esac
+  fi
+else
+  echo "skip direct_io_npy: no numpy at $PY"
 fi
 
 unmount_fg "$TMP/m1" default
