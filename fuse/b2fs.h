@@ -177,6 +177,7 @@ typedef struct b2fs {
   pthread_mutex_t table_lock;
   b2fs_inode **buckets;
   size_t nbuckets, count;
+  struct fuse_session *se;       /* once mounted (main.c): for notifications */
 } b2fs;
 
 extern b2fs b2fs_g;

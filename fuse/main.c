@@ -244,6 +244,7 @@ int main(int argc, char **argv) {
   if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out;
   mounted = 1;
   if (b2fs_dev_install(se) != 0) goto out;
+  b2fs_g.se = se;
   set_read_ahead(cmd.mountpoint);
   if (fuse_daemonize(cmd.foreground) != 0) goto out;
   b2fs_log_init(cmd.foreground);

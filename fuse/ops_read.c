@@ -161,6 +161,33 @@ static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi
   if (fuse_reply_open(req, fi) != 0) close(fd);
 }
 
+/* Frames of at most this many bytes are handed to the page cache whole
+ * at their open when already decoded (store_whole). */
+#define STORE_MAX ((int64_t)1 << 20)
+
+/* A small frame whose chunks are all decoded in the cache (warm.c decoded
+ * it ahead of its reader): hand its bytes to the kernel's page cache with
+ * the open, so that reading it needs no request, nor the attribute request
+ * the kernel makes after reads on a read-write mount.  1 when stored: the
+ * open must then keep the page cache. */
+static int store_whole(fuse_ino_t ino, b2fs_handle *h) {
+  if (!b2fs_g.se || h->writable) return 0;
+  b2_file *f = b2fs_use(h);
+  if (!f) return 0;
+  int64_t size = b2_file_size(f);
+  int stored = 0;
+  if (size > 0 && size <= STORE_MAX && b2_file_resident(f, size)) {
+    unsigned char *buf = b2fs_tls_buf((size_t)size);
+    if (buf && b2_file_pread(f, buf, (size_t)size, 0) == size) {
+      struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
+      bv.buf[0].mem = buf;
+      stored = fuse_lowlevel_notify_store(b2fs_g.se, ino, 0, &bv, 0) == 0;
+    }
+  }
+  b2fs_unuse(h);
+  return stored;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   if (in->kind == B2_NS_STORE) {
@@ -207,9 +234,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   }
   if (fi->flags & O_TRUNC) b2fs_kill_privs(req, in);
   fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)(writes != 0);
-  fi->keep_cache = keep;
   fi->noflush = !writes;
   fi->direct_io = b2fs_write_only(fi->flags) || (!writes && b2fs_g.opts.direct_io);
+  if (!writes && !fi->direct_io && !(fi->flags & O_DIRECT) && store_whole(ino, h)) keep = 1;
+  fi->keep_cache = keep;
   /* Before the reply: once the kernel has the open, a close and a forget
    * may free the inode. */
   if (!writes) b2fs_warm_opened(in);

@@ -117,6 +117,12 @@ void b2_file_unpin(b2_file_pin *p);
  * decoded (0: none needed), or a negative code. */
 int b2_file_warm(b2_file *f, int64_t nbytes);
 
+/* Whether the chunks holding the view's first nbytes bytes are all decoded
+ * in the env's cache at this moment (1), so that reading them costs
+ * copies only; else 0.  A hint: entries may be evicted at once.  Read-only
+ * handles of the logical view and of arrays stored in C order only. */
+int b2_file_resident(b2_file *f, int64_t nbytes);
+
 /* Frame and array under the handle (array NULL unless a b2nd view). */
 b2_frame *b2_file_frame(const b2_file *f);
 struct stat;

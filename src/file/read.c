@@ -122,11 +122,10 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
   return b2_file_read_partial(f, i, off, len, dst);
 }
 
-int b2_file_warm(b2_file *f, int64_t nbytes) {
-  b2_cache *c = f->env ? f->env->cache : NULL;
-  /* A handle read from already: its reader came first (and decoded what
-   * it needed); warming now would decode the same chunks twice. */
-  if (!c || f->writable || f->pending || atomic_load(&f->tick) > 0) return 0;
+/* The chunks holding the view's first nbytes bytes: [0, *last] (1), none
+ * (0: nothing of them, or a view not read by whole chunks in order), or
+ * a negative code. */
+static int view_chunks(b2_file *f, int64_t nbytes, int64_t *last) {
   int64_t hdr = 0; /* bytes of the view before the first chunk's */
   if (f->view != B2_VIEW_LOGICAL) {
     if (!f->has_array || !b2_b2nd_is_linear(&f->array)) return 0;
@@ -134,8 +133,32 @@ int b2_file_warm(b2_file *f, int64_t nbytes) {
   }
   int64_t end = B2_MIN(nbytes, atomic_load(&f->size)) - hdr;
   if (end <= 0) return 0;
-  int64_t last = b2_frame_chunk_at(f->frame, end - 1);
-  if (last < 0) return (int)last;
+  *last = b2_frame_chunk_at(f->frame, end - 1);
+  return *last < 0 ? (int)*last : 1;
+}
+
+int b2_file_resident(b2_file *f, int64_t nbytes) {
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  int64_t last;
+  if (!c || f->writable) return 0;
+  if (view_chunks(f, nbytes, &last) <= 0)
+    return nbytes <= 0 || (f->view == B2_VIEW_NPY && nbytes <= (int64_t)f->npylen);
+  for (int64_t i = 0; i <= last; i++) {
+    b2_cache_entry *e;
+    if (b2_cache_peek(c, f->id, i, &e) != 0) return 0;
+    b2_cache_release(c, e);
+  }
+  return 1;
+}
+
+int b2_file_warm(b2_file *f, int64_t nbytes) {
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  /* A handle read from already: its reader came first (and decoded what
+   * it needed); warming now would decode the same chunks twice. */
+  if (!c || f->writable || f->pending || atomic_load(&f->tick) > 0) return 0;
+  int64_t last;
+  int rc = view_chunks(f, nbytes, &last);
+  if (rc <= 0) return rc;
   int64_t w = atomic_load(&f->warm);
   while (w < last + 1 && !atomic_compare_exchange_weak(&f->warm, &w, last + 1)) {
   }
@@ -146,7 +169,7 @@ int b2_file_warm(b2_file *f, int64_t nbytes) {
       b2_cache_release(c, e);
       continue;
     }
-    int rc = b2_cache_get(c, f->id, i, load_chunk_solo, f, &e);
+    rc = b2_cache_get(c, f->id, i, load_chunk_solo, f, &e);
     if (rc < 0) return rc;
     b2_cache_release(c, e);
     loaded++;
