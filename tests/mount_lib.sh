@@ -6,6 +6,22 @@
 # mount point to its daemon and log.  ok/nok print the test lines.
 
 declare -A PIDS=() LOGS=()
+
+# mount_test_start NAME: the tools of a mount test (B2FS, B2F, PY, T) and
+# its scratch directory TMP (removed at exit, every daemon unmounted); or
+# "skip NAME" and exit when b2fs, b2f or FUSE are missing.
+mount_test_start() {
+  B2FS=${B2FS:-$PWD/build/san/b2fs}
+  B2F=${B2F:-$PWD/build/san/b2f}
+  PY=${PY:-/usr/bin/python3}
+  T="timeout -s KILL 300"
+  if [ ! -x "$B2FS" ] || [ ! -x "$B2F" ]; then echo "skip $1: b2fs or b2f not built"; exit 0; fi
+  if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+    echo "skip $1: no /dev/fuse or fusermount3"; exit 0
+  fi
+  TMP=$(mktemp -d "/tmp/b2fs-t_$1.XXXXXX")
+  trap 'unmount_all; rm -rf "$TMP"' EXIT
+}
 ok() { echo "ok $1"; }
 nok() { echo "not ok $1: $2"; }
 

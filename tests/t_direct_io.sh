@@ -12,19 +12,8 @@
 # Env: B2FS, B2F, PY (set by tests/run.sh).
 set -u
 cd "$(dirname "$0")/.."
-B2FS=${B2FS:-$PWD/build/san/b2fs}
-B2F=${B2F:-$PWD/build/san/b2f}
-PY=${PY:-/usr/bin/python3}
-T="timeout -s KILL 300"
-
-if [ ! -x "$B2FS" ] || [ ! -x "$B2F" ]; then echo "skip direct_io: b2fs or b2f not built"; exit 0; fi
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
-  echo "skip direct_io: no /dev/fuse or fusermount3"; exit 0
-fi
-
-TMP=$(mktemp -d /tmp/b2fs-t_direct_io.XXXXXX)
 . tests/mount_lib.sh
-trap 'unmount_all; rm -rf "$TMP"' EXIT
+mount_test_start direct_io
 
 S=$TMP/src
 mkdir -p "$S" "$TMP/m1" "$TMP/m2"

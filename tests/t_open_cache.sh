@@ -13,20 +13,9 @@
 # Env: B2FS, B2F, PY (set by tests/run.sh).
 set -u
 cd "$(dirname "$0")/.."
-B2FS=${B2FS:-$PWD/build/san/b2fs}
-B2F=${B2F:-$PWD/build/san/b2f}
-PY=${PY:-/usr/bin/python3}
-T="timeout -s KILL 300"
-
-if [ ! -x "$B2FS" ] || [ ! -x "$B2F" ]; then echo "skip open_cache: b2fs or b2f not built"; exit 0; fi
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
-  echo "skip open_cache: no /dev/fuse or fusermount3"; exit 0
-fi
 if ! command -v fincore >/dev/null; then echo "skip open_cache: no fincore (util-linux)"; exit 0; fi
-
-TMP=$(mktemp -d /tmp/b2fs-t_open_cache.XXXXXX)
 . tests/mount_lib.sh
-trap 'unmount_all; rm -rf "$TMP"' EXIT
+mount_test_start open_cache
 
 S=$TMP/src M=$TMP/mnt
 mkdir -p "$S" "$M"
