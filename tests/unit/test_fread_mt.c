@@ -658,7 +658,8 @@ static void test_park(void) {
   b2_env_destroy(env); /* closes the parked frames (leak check) */
 }
 
-/* b2_file_warm decodes the chunks of the first bytes into the cache: a
+/* b2_file_warm decodes the chunks of the first bytes into the cache (and
+ * b2_file_resident then says so, without decoding anything): a
  * reader of them then loads nothing (whole-chunk reads included, which
  * otherwise decode straight into the caller's buffer), and a reader racing
  * the warm waits for it rather than decoding the chunk a second time. */
@@ -670,10 +671,17 @@ static void test_warm(void) {
   b2_file *f;
   CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
   b2_cache_stats a, b;
+  CHECK_EQ(b2_file_resident(f, 1), 0);
+  CHECK_EQ(b2_file_resident(f, 0), 1); /* nothing asked */
   b2_cache_get_stats(env->cache, &a);
   CHECK_EQ(b2_file_warm(f, 2 * CHUNK + 1), 3); /* chunks 0, 1 and 2 */
   b2_cache_get_stats(env->cache, &b);
   CHECK_EQ(b.misses - a.misses, 3);
+  /* resident: those chunks decoded, asked without decoding anything */
+  CHECK_EQ(b2_file_resident(f, 3 * CHUNK), 1);
+  CHECK_EQ(b2_file_resident(f, 3 * CHUNK + 1), 0);
+  b2_cache_get_stats(env->cache, &a);
+  CHECK_EQ(a.misses, b.misses);
   CHECK_EQ(b2_file_warm(f, CHUNK), 0); /* there already: nothing more */
   b2_cache_get_stats(env->cache, &a);
   CHECK_EQ(a.misses, b.misses);
@@ -708,6 +716,7 @@ static void test_warm(void) {
   snprintf(path, sizeof path, "%s/warm.b2frame", dir);
   CHECK_EQ(copy_file(txt_path, path), 0);
   CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDWR, &f), 0);
+  CHECK_EQ(b2_file_resident(f, CHUNK), 0); /* never for a writer */
   b2_cache_get_stats(env->cache, &a);
   CHECK_EQ(b2_file_warm(f, CHUNK), 0);
   b2_cache_get_stats(env->cache, &b);
