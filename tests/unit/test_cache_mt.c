@@ -707,12 +707,15 @@ static void fw_start(fw *x, pthread_t *t) {
   pthread_mutex_unlock(&x->mu);
 }
 
-static void fw_open(fw *x) {
-  pthread_mutex_lock(&x->mu);
-  x->open = 1;
-  pthread_cond_broadcast(&x->cv);
-  pthread_mutex_unlock(&x->mu);
+/* Set *flag under mu and wake every waiter on cv (fw_open, gate_open). */
+static void raise_flag(pthread_mutex_t *mu, pthread_cond_t *cv, int *flag) {
+  pthread_mutex_lock(mu);
+  *flag = 1;
+  pthread_cond_broadcast(cv);
+  pthread_mutex_unlock(mu);
 }
+
+static void fw_open(fw *x) { raise_flag(&x->mu, &x->cv, &x->open); }
 
 static void test_mt_flush_waits(void) {
   fw x = {0};
@@ -806,12 +809,7 @@ static void gate_fill(b2_pool *p, gate *g, b2_pool_group *grp) {
   pthread_mutex_unlock(&g->mu);
 }
 
-static void gate_open(gate *g) {
-  pthread_mutex_lock(&g->mu);
-  g->open = 1;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
-}
+static void gate_open(gate *g) { raise_flag(&g->mu, &g->cv, &g->open); }
 
 static void count_job(void *arg) {
   sleep_us(300);
