@@ -59,7 +59,7 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata) 
   (void)userdata;
   uint64_t want = atomic_load(&init_unique);
   uint8_t out[64];
-  if (want && count >= 2 && iov[0].iov_len >= 16 && iov[1].iov_len >= INIT_OUT_FLAGS2 + 4 &&
+  if (want && count == 2 && iov[0].iov_len >= 16 && iov[1].iov_len >= INIT_OUT_FLAGS2 + 4 &&
       iov[1].iov_len <= sizeof out) {
     uint64_t unique;
     int32_t error;
@@ -73,7 +73,7 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata) 
         uint32_t flags2 = get32(out + INIT_OUT_FLAGS2) | DIRECT_IO_ALLOW_MMAP;
         memcpy(out + INIT_OUT_FLAGS2, &flags2, 4);
         struct iovec v[2] = {iov[0], {out, iov[1].iov_len}};
-        if (count == 2) return writev(fd, v, 2);
+        return writev(fd, v, 2);
       }
     }
   }

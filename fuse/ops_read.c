@@ -177,12 +177,15 @@ static int store_whole(fuse_ino_t ino, b2fs_handle *h) {
   int64_t size = b2_file_size(f);
   int stored = 0;
   if (size > 0 && size <= STORE_MAX && b2_file_resident(f, size)) {
+    /* Sent from the cache entry itself when the frame is one chunk. */
     unsigned char *buf = b2fs_tls_buf((size_t)size);
-    if (buf && b2_file_pread(f, buf, (size_t)size, 0) == size) {
+    b2_file_pin pin = {0};
+    if (buf && b2_file_pread_pin(f, buf, (size_t)size, 0, &pin) == size) {
       struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
-      bv.buf[0].mem = buf;
+      bv.buf[0].mem = (void *)pin.data;
       stored = fuse_lowlevel_notify_store(b2fs_g.se, ino, 0, &bv, 0) == 0;
     }
+    b2_file_unpin(&pin);
   }
   b2fs_unuse(h);
   return stored;

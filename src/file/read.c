@@ -122,9 +122,9 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
   return b2_file_read_partial(f, i, off, len, dst);
 }
 
-/* The chunks holding the view's first nbytes bytes: [0, *last] (1), none
- * (0: nothing of them, or a view not read by whole chunks in order), or
- * a negative code. */
+/* The chunks holding the view's first nbytes bytes: [0, *last] (1; *last
+ * is -1 when those bytes hold none), 0 for a view not read by whole
+ * chunks in order, or a negative code. */
 static int view_chunks(b2_file *f, int64_t nbytes, int64_t *last) {
   int64_t hdr = 0; /* bytes of the view before the first chunk's */
   if (f->view != B2_VIEW_LOGICAL) {
@@ -132,17 +132,15 @@ static int view_chunks(b2_file *f, int64_t nbytes, int64_t *last) {
     hdr = f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
   }
   int64_t end = B2_MIN(nbytes, atomic_load(&f->size)) - hdr;
-  if (end <= 0) return 0;
-  *last = b2_frame_chunk_at(f->frame, end - 1);
-  return *last < 0 ? (int)*last : 1;
+  *last = end <= 0 ? -1 : b2_frame_chunk_at(f->frame, end - 1);
+  return end > 0 && *last < 0 ? (int)*last : 1;
 }
 
 int b2_file_resident(b2_file *f, int64_t nbytes) {
   b2_cache *c = f->env ? f->env->cache : NULL;
   int64_t last;
   if (!c || f->writable) return 0;
-  if (view_chunks(f, nbytes, &last) <= 0)
-    return nbytes <= 0 || (f->view == B2_VIEW_NPY && nbytes <= (int64_t)f->npylen);
+  if (view_chunks(f, nbytes, &last) <= 0) return 0;
   for (int64_t i = 0; i <= last; i++) {
     b2_cache_entry *e;
     if (b2_cache_peek(c, f->id, i, &e) != 0) return 0;
