@@ -5,7 +5,8 @@
  * fdatasync, rename, link, unlink, ftruncate, mkdir) goes through these
  * wrappers.  They retry EINTR and short writes, and turn errno into a
  * B2_E_* code with a one-line detail (the operation and the name or
- * offset).  Reads keep using pread directly (frame/io.c).
+ * offset).  Reads are not wrapped, except b2_io_pread, which reads
+ * exactly n bytes.
  *
  * Built with -DB2_FAULT_INJECTION (a test-only flavour, never a
  * production build), two test hooks exist:
@@ -32,6 +33,10 @@ int b2_io_openat(int dirfd, const char *name, int flags, mode_t mode);
 
 /* Write all n bytes at off (retrying short writes and EINTR). */
 int b2_io_pwrite(int fd, const void *buf, size_t n, int64_t off);
+
+/* pread exactly n bytes (retrying short reads and EINTR); B2_E_TRUNCATED
+ * if the file ends first, the errno's code on an error. */
+int b2_io_pread(int fd, void *buf, size_t n, int64_t off);
 
 int b2_io_fsync(int fd);
 int b2_io_fdatasync(int fd);

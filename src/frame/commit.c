@@ -258,7 +258,7 @@ static int restage_chunk(b2_frame *f, int64_t i) {
     return 0; /* part of the committed frame */
   }
   uint8_t *buf = malloc(len);
-  int rc = buf ? b2_frame_pread(fd, buf, len, at) : b2_fail(B2_E_NOMEM, "out of memory");
+  int rc = buf ? b2_io_pread(fd, buf, len, at) : b2_fail(B2_E_NOMEM, "out of memory");
   if (!rc) rc = b2_frame_csum_match(f, i, buf, len);
   if (rc == B2_E_CHECKSUM)
     rc = b2_fail(B2_E_IO, "written since the last commit, it no longer reads back as written: "

@@ -85,7 +85,7 @@ static int copy_chunks(b2_frame *f, seqw *s, int64_t hl, int64_t *noff) {
     rc = seq_room(s, cs, &at);
     if (rc < 0) break;
     if (at) {
-      rc = b2_frame_pread(f->fd, at, cs, f->data_pos + e);
+      rc = b2_io_pread(f->fd, at, cs, f->data_pos + e);
       if (!rc) s->len += cs;
     } else {
       if (big.cap < cs) {
@@ -93,7 +93,7 @@ static int copy_chunks(b2_frame *f, seqw *s, int64_t hl, int64_t *noff) {
         big.p = malloc(cs);
         big.cap = big.p ? cs : 0;
       }
-      rc = big.p ? b2_frame_pread(f->fd, big.p, cs, f->data_pos + e)
+      rc = big.p ? b2_io_pread(f->fd, big.p, cs, f->data_pos + e)
                  : b2_fail(B2_E_NOMEM, "out of memory");
       if (!rc) rc = seq_put(s, big.p, cs);
     }
@@ -131,7 +131,7 @@ static int copy_over(int from, int to, int64_t n) {
   int rc = 0;
   for (int64_t at = 0; at < n && !rc;) {
     size_t k = (size_t)B2_MIN((int64_t)COPY_BUF, n - at);
-    rc = b2_frame_pread(from, buf, k, at);
+    rc = b2_io_pread(from, buf, k, at);
     if (!rc) rc = b2_io_pwrite(to, buf, k, at);
     at += (int64_t)k;
   }

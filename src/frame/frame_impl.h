@@ -297,10 +297,6 @@ int b2_frame_lock_holder(int fd, char *out, size_t cap);
 
 /* ---- I/O ----------------------------------------------------------------- */
 
-/* pread exactly n bytes (retrying short reads and EINTR); B2_E_TRUNCATED
- * if the file ends first, B2_E_IO on an error. */
-int b2_frame_pread(int fd, void *buf, size_t n, int64_t off);
-
 /* The same for a read of the frame's own file (fd == f->fd; off counts
  * from the file's start, base included): served from f->image when that
  * holds the bytes.  `last`: the read brings the chunk of a one-chunk

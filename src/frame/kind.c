@@ -231,7 +231,7 @@ int b2_frame_kind_at_st(int dirfd, const char *name, const struct stat *known) {
   uint8_t *hdr = NULL;
   b2_frame_meta *meta = NULL;
   int nmeta = 0;
-  int rc = n ? b2_frame_pread(fd, pre, n, 0) : b2_fail(B2_E_FORMAT, "empty file, not a frame");
+  int rc = n ? b2_io_pread(fd, pre, n, 0) : b2_fail(B2_E_FORMAT, "empty file, not a frame");
   if (rc == 0) rc = b2_frame_parse_header(pre, n, &h);
   if (rc == 0 && h.header_size > size) /* the allocation is bounded by the file */
     rc = b2_fail(B2_E_TRUNCATED, "frame header: header_size %lld exceeds the file's %lld bytes",
@@ -241,7 +241,7 @@ int b2_frame_kind_at_st(int dirfd, const char *name, const struct stat *known) {
   if (rc == 0 && (size_t)h.header_size > n) {
     if (!(hdr = malloc((size_t)h.header_size)))
       rc = b2_fail(B2_E_NOMEM, "out of memory for the header");
-    if (rc == 0) rc = b2_frame_pread(fd, hdr, (size_t)h.header_size, 0);
+    if (rc == 0) rc = b2_io_pread(fd, hdr, (size_t)h.header_size, 0);
     if (rc == 0) rc = b2_frame_parse_header(hdr, (size_t)h.header_size, &h);
     hp = hdr;
   }

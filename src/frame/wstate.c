@@ -190,7 +190,7 @@ static int fill_sizes_contiguous(b2_frame *f) {
     if (e < 0) continue;
     uint8_t hdr[B2_CHUNK_HEADER_MIN];
     int32_t nb, cb, bs;
-    int rc = b2_frame_pread(f->fd, hdr, sizeof hdr, f->data_pos + e);
+    int rc = b2_io_pread(f->fd, hdr, sizeof hdr, f->data_pos + e);
     if (!rc) rc = b2_chunk_sizes(hdr, sizeof hdr, &nb, &cb, &bs);
     if (!rc && (cb < B2_CHUNK_HEADER_MIN || cb > f->data_end - f->data_pos - e))
       rc = b2_fail(B2_E_FORMAT, "cbytes %d overruns the chunks section", cb);
@@ -281,7 +281,7 @@ static int changed_since_open(const b2_frame *f) {
            fstat(f->fd, &b) != 0 || a.st_ino != b.st_ino ||
            a.st_dev != b.st_dev;
   uint8_t h[B2_FH_FIXED];
-  return b2_frame_pread(f->fd, h, sizeof h, 0) != 0 ||
+  return b2_io_pread(f->fd, h, sizeof h, 0) != 0 ||
          memcmp(h, f->header, sizeof h) != 0;
 }
 

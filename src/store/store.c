@@ -19,7 +19,7 @@
 #include "b2_error.h"
 #include "common/fileio.h"
 #include "common/util.h"
-#include "frame/frame_impl.h"
+#include "b2_frame.h"
 #include "store/store_impl.h"
 
 #define EMBED_NAME "embed.b2e"
@@ -763,12 +763,12 @@ ssize_t b2_store_pread_raw(b2_store *s, int64_t i, void *buf, size_t n,
   case B2_STORE_IN_FILE: {
     int fd = open_beneath(s->fd, src->relpath);
     if (fd < 0) return fd;
-    rc = b2_frame_pread(fd, buf, want, off);
+    rc = b2_io_pread(fd, buf, want, off);
     close(fd);
     break;
   }
   case B2_STORE_IN_MEMBER:
-    rc = b2_frame_pread(s->fd, buf, want, src->offset + off);
+    rc = b2_io_pread(s->fd, buf, want, src->offset + off);
     break;
   case B2_STORE_IN_EMBED:
     rc = embed_read(s, buf, want, src->offset + off);

@@ -10,8 +10,9 @@
 #include <string.h>
 
 #include "b2_error.h"
+#include "common/fileio.h"
 #include "common/util.h"
-#include "frame/frame_impl.h"
+#include "b2_frame.h"
 #include "store/store_impl.h"
 
 #define EOCD_SIG 0x06054b50u
@@ -41,7 +42,7 @@ static int find_end(int fd, int64_t size, cdir *d) {
   int64_t span = B2_MIN(size, (int64_t)EOCD_LEN + MAX_COMMENT);
   uint8_t *tail = malloc((size_t)span);
   if (!tail) return b2_fail(B2_E_NOMEM, "out of memory");
-  int rc = b2_frame_pread(fd, tail, (size_t)span, size - span);
+  int rc = b2_io_pread(fd, tail, (size_t)span, size - span);
   if (rc < 0) {
     free(tail);
     return b2_context(rc, "zip: end record");
@@ -69,7 +70,7 @@ static int find_end(int fd, int64_t size, cdir *d) {
   int zip64 = 0;
   if (eocd >= LOC64_LEN) {
     uint8_t loc[LOC64_LEN];
-    rc = b2_frame_pread(fd, loc, sizeof loc, eocd - LOC64_LEN);
+    rc = b2_io_pread(fd, loc, sizeof loc, eocd - LOC64_LEN);
     if (rc < 0) {
       free(tail);
       return b2_context(rc, "zip: zip64 locator");
@@ -86,7 +87,7 @@ static int find_end(int fd, int64_t size, cdir *d) {
         return b2_fail(B2_E_FORMAT, "zip: zip64 end record at %llu is not "
                        "within the file", (unsigned long long)e64);
       }
-      rc = b2_frame_pread(fd, rec, sizeof rec, e64pos);
+      rc = b2_io_pread(fd, rec, sizeof rec, e64pos);
       if (rc < 0 || b2_le32(rec) != EOCD64_SIG) {
         free(tail);
         return rc < 0 ? b2_context(rc, "zip: zip64 end record")
@@ -208,7 +209,7 @@ static int parse_entries(int fd, const cdir *d, const uint8_t *cd,
                      "is past the central directory", name,
                      (unsigned long long)lho);
     uint8_t lh[LOC_LEN];
-    rc = b2_frame_pread(fd, lh, sizeof lh, loc);
+    rc = b2_io_pread(fd, lh, sizeof lh, loc);
     if (rc < 0) return b2_context(rc, "zip: member %s: local header", name);
     if (b2_le32(lh) != LOC_SIG)
       return b2_fail(B2_E_FORMAT, "zip: member %s: no local header at %lld",
@@ -238,7 +239,7 @@ int b2_zip_read(int fd, int64_t size, b2_zip_member **out, int64_t *n) {
     free(m);
     return b2_fail(B2_E_NOMEM, "out of memory for the zip directory");
   }
-  rc = b2_frame_pread(fd, cd, (size_t)d.size, d.pos);
+  rc = b2_io_pread(fd, cd, (size_t)d.size, d.pos);
   if (rc < 0) rc = b2_context(rc, "zip: central directory");
   int64_t got = 0;
   if (!rc) rc = parse_entries(fd, &d, cd, m, &got);
