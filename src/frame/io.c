@@ -1,14 +1,11 @@
-/* io.c - positioned reads for frames (pread only, so reads from several
- * threads never disturb one another), and the image of a small frame:
- * the whole file read at once at open, so that opening it and reading
- * its chunk take one read of the file instead of eight. */
-#include <errno.h>
+/* io.c - positioned reads of a frame's file (b2_io_pread: pread only, so
+ * reads from several threads never disturb one another), and the image of
+ * a small frame: the whole file read at once at open, so that opening it
+ * and reading its chunk take one read of the file instead of eight. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "b2_error.h"
 #include "common/fileio.h"
 #include "frame/frame_impl.h"
 

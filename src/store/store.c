@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "b2_error.h"
+#include "b2_frame.h"
 #include "common/fileio.h"
 #include "common/util.h"
-#include "b2_frame.h"
 #include "store/store_impl.h"
 
 #define EMBED_NAME "embed.b2e"

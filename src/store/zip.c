@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "b2_error.h"
+#include "b2_frame.h"
 #include "common/fileio.h"
 #include "common/util.h"
-#include "b2_frame.h"
 #include "store/store_impl.h"
 
 #define EOCD_SIG 0x06054b50u
