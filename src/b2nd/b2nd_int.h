@@ -25,6 +25,26 @@ size_t b2_npy_literal_len(const char *s, size_t n);
  * strings that are not UTF-8. */
 int b2_npy_text_kind(const char *s);
 
+/* A cursor over untrusted Python literal text (a dtype string, a .npy
+ * header dict): the parsers of dtype.c and npy_parse.c skip whitespace and
+ * take expected characters with these. */
+typedef struct b2_lex {
+  const char *p, *end;
+} b2_lex;
+
+static inline void b2_lex_ws(b2_lex *l) {
+  while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\n' || *l->p == '\r'))
+    l->p++;
+}
+
+/* Skip whitespace, then take ch if it comes next (1), else take nothing (0). */
+static inline int b2_lex_eat(b2_lex *l, char ch) {
+  b2_lex_ws(l);
+  if (l->p >= l->end || *l->p != ch) return 0;
+  l->p++;
+  return 1;
+}
+
 /* Check ndim's shapes (chunk and block shapes, block within chunk, sizes
  * within limits) and set nitems, nchunks, chunk_nbytes and block_nbytes;
  * itemsize must be set.  Shared by the metalayer parser and b2_b2nd_make. */

@@ -63,24 +63,9 @@ static void lit_free(lit *v) {
   free(v);
 }
 
-typedef struct lex {
-  const char *p, *end;
-} lex;
-
-static void ws(lex *l) {
-  while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\n' || *l->p == '\r'))
-    l->p++;
-}
-
-static int peek(lex *l) {
-  ws(l);
+static int peek(b2_lex *l) {
+  b2_lex_ws(l);
   return l->p < l->end ? (unsigned char)*l->p : -1;
-}
-
-static int eat(lex *l, char ch) {
-  if (peek(l) != ch) return 0;
-  l->p++;
-  return 1;
 }
 
 /* Append code point cp as UTF-8. */
@@ -115,7 +100,7 @@ static int hexval(int c) {
 }
 
 /* A quoted Python string with its escapes, as UTF-8 (owned by v). */
-static int lit_string(lex *l, lit *v) {
+static int lit_string(b2_lex *l, lit *v) {
   char q = *l->p++;
   const char *start = l->p;
   while (l->p < l->end && *l->p != q && *l->p != '\n')
@@ -198,16 +183,16 @@ int b2_npy_text_kind(const char *s) {
   return kind;
 }
 
-static int lit_parse(lex *l, int depth, lit **out);
+static int lit_parse(b2_lex *l, int depth, lit **out);
 
 /* Items up to `close`, separated by commas (a trailing comma allowed);
  * a dict reads key ':' value pairs. */
-static int lit_items(lex *l, int depth, char close, int dict, lit *v, int *commas) {
+static int lit_items(b2_lex *l, int depth, char close, int dict, lit *v, int *commas) {
   size_t cap = 0;
   for (;;) {
-    if (eat(l, close)) return 0;
+    if (b2_lex_eat(l, close)) return 0;
     for (int k = 0; k <= dict; k++) {
-      if (k == 1 && !eat(l, ':')) return bad("expected ':' in a dict");
+      if (k == 1 && !b2_lex_eat(l, ':')) return bad("expected ':' in a dict");
       lit *item;
       int rc = lit_parse(l, depth + 1, &item);
       if (rc < 0) return rc;
@@ -223,12 +208,12 @@ static int lit_items(lex *l, int depth, char close, int dict, lit *v, int *comma
       }
       v->items[v->nitems++] = item;
     }
-    if (eat(l, ',')) (*commas)++;
+    if (b2_lex_eat(l, ',')) (*commas)++;
     else if (peek(l) != close) return bad("expected ',' between items");
   }
 }
 
-static int lit_parse(lex *l, int depth, lit **out) {
+static int lit_parse(b2_lex *l, int depth, lit **out) {
   *out = NULL;
   if (depth > MAX_LIT_DEPTH) return b2_fail(B2_E_LIMIT, "dtype: nested too deeply");
   int c = peek(l);
@@ -701,7 +686,7 @@ static int parse_text(const char *text, int npy, dt **out) {
   size_t n = strlen(text);
   if (n > B2_B2ND_MAXDTYPE) return b2_fail(B2_E_LIMIT, "dtype: text of %zu bytes is too long", n);
   if (text[0] != '[' && text[0] != '(' && text[0] != '{') return scalar(text, n, out);
-  lex l = {text, text + n};
+  b2_lex l = {text, text + n};
   lit *v;
   int rc = lit_parse(&l, 0, &v);
   if (rc < 0) return rc;

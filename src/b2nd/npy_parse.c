@@ -19,27 +19,9 @@
 #include "b2nd/b2nd_int.h"
 #include "common/util.h"
 
-typedef struct lex {
-  const char *p, *end;
-} lex;
-
-static void ws(lex *l) {
-  while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\n' || *l->p == '\r'))
-    l->p++;
-}
-
-static int eat(lex *l, char ch) {
-  ws(l);
-  if (l->p < l->end && *l->p == ch) {
-    l->p++;
-    return 1;
-  }
-  return 0;
-}
-
 /* A quoted string without escapes; returns its content in place. */
-static int quoted(lex *l, const char **s, size_t *n) {
-  ws(l);
+static int quoted(b2_lex *l, const char **s, size_t *n) {
+  b2_lex_ws(l);
   if (l->p >= l->end || (*l->p != '\'' && *l->p != '"'))
     return b2_fail(B2_E_FORMAT, "npy header: expected a quoted string");
   char q = *l->p++;
@@ -84,8 +66,8 @@ size_t b2_npy_literal_len(const char *s, size_t n) {
 }
 
 /* A list or tuple literal, returned as its raw text (brackets included). */
-static int bracketed(lex *l, const char **s, size_t *n) {
-  ws(l);
+static int bracketed(b2_lex *l, const char **s, size_t *n) {
+  b2_lex_ws(l);
   size_t len = b2_npy_literal_len(l->p, (size_t)(l->end - l->p));
   if (!len) return b2_fail(B2_E_FORMAT, "npy header: unbalanced descr");
   *s = l->p;
@@ -98,12 +80,12 @@ static int key_is(const char *s, size_t n, const char *k) {
   return n == strlen(k) && memcmp(s, k, n) == 0;
 }
 
-static int parse_shape(lex *l, int *ndim, int64_t *shape) {
-  if (!eat(l, '(')) return b2_fail(B2_E_FORMAT, "npy header: shape is not a tuple");
+static int parse_shape(b2_lex *l, int *ndim, int64_t *shape) {
+  if (!b2_lex_eat(l, '(')) return b2_fail(B2_E_FORMAT, "npy header: shape is not a tuple");
   int nd = 0, comma = 0;
   for (;;) {
-    if (eat(l, ')')) break;
-    ws(l);
+    if (b2_lex_eat(l, ')')) break;
+    b2_lex_ws(l);
     if (l->p >= l->end || *l->p < '0' || *l->p > '9')
       return b2_fail(B2_E_FORMAT, "npy header: shape holds a non-integer");
     uint64_t v = 0;
@@ -116,9 +98,9 @@ static int parse_shape(lex *l, int *ndim, int64_t *shape) {
     if (nd >= B2_B2ND_MAXDIM)
       return b2_fail(B2_E_LIMIT, "npy header: more than %d dimensions", B2_B2ND_MAXDIM);
     shape[nd++] = (int64_t)v;
-    comma = eat(l, ',');
+    comma = b2_lex_eat(l, ',');
     if (!comma) {
-      if (!eat(l, ')')) return b2_fail(B2_E_FORMAT, "npy header: bad shape tuple");
+      if (!b2_lex_eat(l, ')')) return b2_fail(B2_E_FORMAT, "npy header: bad shape tuple");
       break;
     }
   }
@@ -147,20 +129,20 @@ int b2_npy_parse(const void *buf, size_t len, size_t *header_len, char *descr, s
     return b2_fail(B2_E_TRUNCATED, "npy header: declares %llu bytes, %zu present",
                    (unsigned long long)hl, len - prefix);
 
-  lex l = {(const char *)b + prefix, (const char *)b + prefix + hl};
+  b2_lex l = {(const char *)b + prefix, (const char *)b + prefix + hl};
   const char *ds = NULL;
   size_t dn = 0;
   int have = 0, rc, fo = 0, nd = 0;
   int64_t sh[B2_B2ND_MAXDIM];
-  if (!eat(&l, '{')) return b2_fail(B2_E_FORMAT, "npy header: not a dict");
+  if (!b2_lex_eat(&l, '{')) return b2_fail(B2_E_FORMAT, "npy header: not a dict");
   for (;;) {
-    if (eat(&l, '}')) break;
+    if (b2_lex_eat(&l, '}')) break;
     const char *k;
     size_t kn;
     if ((rc = quoted(&l, &k, &kn)) < 0) return rc;
-    if (!eat(&l, ':')) return b2_fail(B2_E_FORMAT, "npy header: expected ':'");
+    if (!b2_lex_eat(&l, ':')) return b2_fail(B2_E_FORMAT, "npy header: expected ':'");
     if (key_is(k, kn, "descr")) {
-      ws(&l);
+      b2_lex_ws(&l);
       if (l.p < l.end && (*l.p == '[' || *l.p == '('))
         rc = bracketed(&l, &ds, &dn);
       else
@@ -168,7 +150,7 @@ int b2_npy_parse(const void *buf, size_t len, size_t *header_len, char *descr, s
       if (rc < 0) return rc;
       have |= 1;
     } else if (key_is(k, kn, "fortran_order")) {
-      ws(&l);
+      b2_lex_ws(&l);
       size_t left = (size_t)(l.end - l.p);
       if (left >= 4 && memcmp(l.p, "True", 4) == 0) {
         fo = 1;
@@ -186,12 +168,12 @@ int b2_npy_parse(const void *buf, size_t len, size_t *header_len, char *descr, s
     } else {
       return b2_fail(B2_E_FORMAT, "npy header: unexpected key '%.*s'", (int)B2_MIN(kn, 32), k);
     }
-    if (!eat(&l, ',')) {
-      if (!eat(&l, '}')) return b2_fail(B2_E_FORMAT, "npy header: expected ',' or '}'");
+    if (!b2_lex_eat(&l, ',')) {
+      if (!b2_lex_eat(&l, '}')) return b2_fail(B2_E_FORMAT, "npy header: expected ',' or '}'");
       break;
     }
   }
-  ws(&l);
+  b2_lex_ws(&l);
   if (l.p != l.end) return b2_fail(B2_E_FORMAT, "npy header: text after the dict");
   if (have != 7) return b2_fail(B2_E_FORMAT, "npy header: missing %s",
                                 !(have & 1) ? "descr" : !(have & 2) ? "fortran_order" : "shape");
