@@ -241,10 +241,15 @@ static int copy_runs(const job *j, const runs_out *o, int64_t wlo, int64_t whi) 
     int64_t src = local_item(j, lo) * isz, dstb = global_item(j, lo) * isz;
     const int64_t rb = run * isz;
     for (;;) {
-      /* clip [src, src+rb) -> [dstb, dstb+rb) to the window and the range */
-      int64_t a = B2_MAX(dstb, (int64_t)j->off), b = B2_MIN(dstb + rb, (int64_t)j->end);
-      a = B2_MAX(a, dstb + (wlo - src));
-      b = B2_MIN(b, dstb + (whi - src));
+      /* clip [src, src+rb) -> [dstb, dstb+rb) to the window, in block
+       * bytes first, then to the range: every sum stays within the
+       * array's bytes (a crafted shape may bring them near INT64_MAX) */
+      int64_t la = B2_MAX(src, wlo), lb = B2_MIN(src + rb, whi);
+      int64_t a = 0, b = 0;
+      if (la < lb) {
+        a = B2_MAX(dstb + (la - src), (int64_t)j->off);
+        b = B2_MIN(dstb + (lb - src), (int64_t)j->end);
+      }
       if (a < b && o->wr) {
         int rc = o->wr(o->ctx, o->chunk, o->base + (size_t)(src + (a - dstb)), (size_t)(b - a),
                        j->dst + (a - (int64_t)j->off));
@@ -252,13 +257,19 @@ static int copy_runs(const job *j, const runs_out *o, int64_t wlo, int64_t whi) 
       } else if (a < b) {
         memcpy(j->dst + (a - (int64_t)j->off), o->buf + (src + (a - dstb) - wlo), (size_t)(b - a));
       }
+      /* next run: step the innermost dimension that has one more, back to
+       * the start of those after it (never past the last run: the offset
+       * of an item beyond the array could overflow) */
       int d = r - 1;
       for (; d >= 0; d--) {
-        src += g->bstride[d] * isz;
-        dstb += g->astride[d] * isz;
-        if (++idx[d] < hi[d]) break;
-        src -= (hi[d] - lo[d]) * g->bstride[d] * isz;
-        dstb -= (hi[d] - lo[d]) * g->astride[d] * isz;
+        if (idx[d] + 1 < hi[d]) {
+          idx[d]++;
+          src += g->bstride[d] * isz;
+          dstb += g->astride[d] * isz;
+          break;
+        }
+        src -= (idx[d] - lo[d]) * g->bstride[d] * isz;
+        dstb -= (idx[d] - lo[d]) * g->astride[d] * isz;
         idx[d] = lo[d];
       }
       if (d < 0) break;
