@@ -156,6 +156,13 @@ int64_t b2_frame_chunk_cbytes(const b2_frame *f, int64_t i);
  * chunk.  The chunk header is validated before the body is read. */
 int b2_frame_read_chunk(b2_frame *f, int64_t i, uint8_t **chunk, size_t *len);
 
+/* b2_frame_read_chunk into a buffer from alloc(n) (NULL alloc: malloc),
+ * handed to give_back(p) if the read fails: a caller that keeps chunks
+ * in memory of its own kind (the cache's buffers) gets the chunk read
+ * straight there, without a copy. */
+int b2_frame_read_chunk_into(b2_frame *f, int64_t i, uint8_t *(*alloc)(size_t n),
+                             void (*give_back)(uint8_t *p), uint8_t **chunk, size_t *len);
+
 /* Decode chunk i entirely into dst (dstcap >= its nbytes); returns nbytes.
  * Decode bytes [offset, offset+n) of chunk i, decoding only the blocks
  * that cover them; returns n. */

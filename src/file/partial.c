@@ -42,16 +42,8 @@ static int load_stored(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
   b2_file *f = arg;
   (void)file;
   atomic_store(&f->cached, 1);
-  uint8_t *p;
-  size_t n;
-  int rc = b2_frame_read_chunk(f->frame, chunk, &p, &n);
-  if (rc < 0) return rc;
-  *data = b2_cache_buf_alloc(n ? n : 1); /* the cache's own kind of buffer */
-  if (*data) memcpy(*data, p, n);
-  free(p);
-  if (!*data) return b2_fail(B2_E_NOMEM, "no memory for chunk %lld", (long long)chunk);
-  *len = n;
-  return 0;
+  /* read straight into the cache's own kind of buffer */
+  return b2_frame_read_chunk_into(f->frame, chunk, b2_cache_buf_alloc, b2_cache_buf_free, data, len);
 }
 
 int b2_file_read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *dst) {

@@ -84,7 +84,7 @@ int b2_frame_check(b2_frame *f) {
   if (f->w) pthread_mutex_lock(&f->w->wmu);
   b2_frame_rdlock(f);
   int rc = check_layout(f);
-  b2_chunkbuf b = {NULL, 0};
+  b2_chunkbuf b = {.p = NULL};
   for (int64_t i = 0; i < f->info.nchunks && !rc; i++)
     rc = check_chunk(f, i, &b);
   free(b.p);

@@ -222,7 +222,7 @@ int b2_frame_csum_fill(b2_frame *f, int64_t budget) {
   if (!c->crc || !c->unknown) return 0;
   int64_t want = unknown_bytes(f);
   if (want == 0 || (budget >= 0 && want > budget)) return 0;
-  b2_chunkbuf b = {NULL, 0};
+  b2_chunkbuf b = {.p = NULL};
   int filled = 0;
   for (int64_t i = 0; i < f->info.nchunks; i++) {
     if (f->offsets[i] < 0 || !unknown_bit(c, i)) continue;

@@ -71,7 +71,7 @@ static int seq_put(seqw *s, const void *p, size_t n) {
 
 /* Copy the live chunks into s (after the header), filling the new index. */
 static int copy_chunks(b2_frame *f, seqw *s, int64_t hl, int64_t *noff) {
-  b2_chunkbuf big = {NULL, 0};
+  b2_chunkbuf big = {.p = NULL};
   int rc = 0;
   for (int64_t i = 0; i < f->info.nchunks && !rc; i++) {
     int64_t e = f->offsets[i];

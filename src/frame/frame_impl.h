@@ -417,10 +417,14 @@ int b2_frame_stored_nbytes(const b2_frame *f, int64_t i, int32_t *nbytes);
  * special bits hold no known kind. */
 int b2_frame_entry_kind(int64_t entry);
 
-/* A growable buffer for compressed chunks. */
+/* A growable buffer for compressed chunks: malloc'd, or, when alloc is
+ * set, from alloc and handed back to release (b2_frame_read_chunk_into);
+ * its bytes need not survive growing. */
 typedef struct b2_chunkbuf {
   uint8_t *p;
   size_t cap;
+  uint8_t *(*alloc)(size_t n);
+  void (*release)(uint8_t *p);
 } b2_chunkbuf;
 
 /* Load the stored bytes of chunk i into b (special entries are

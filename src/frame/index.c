@@ -120,7 +120,7 @@ int b2_frame_load_index(b2_frame *f) {
                  (in->layout == B2_LAYOUT_CONTIGUOUS ? in->cbytes : 0);
   f->data_end = f->index_pos;
 
-  b2_chunkbuf b = {NULL, 0};
+  b2_chunkbuf b = {.p = NULL};
   size_t len;
   int32_t inb;
   int rc = b2_frame_read_stored(f, f->fd, f->base + f->index_pos,

@@ -30,6 +30,14 @@ int b2_frame_entry_kind(int64_t entry) {
 
 static int reserve(b2_chunkbuf *b, size_t n) {
   if (b->cap >= n) return 0;
+  if (b->alloc) {
+    uint8_t *q = b->alloc(n);
+    if (!q) return b2_fail(B2_E_NOMEM, "out of memory for a %zu-byte chunk", n);
+    if (b->p) b->release(b->p);
+    b->p = q;
+    b->cap = n;
+    return 0;
+  }
   uint8_t *p = realloc(b->p, n);
   if (!p) return b2_fail(B2_E_NOMEM, "out of memory for a %zu-byte chunk", n);
   b->p = p;
@@ -196,13 +204,21 @@ int64_t b2_frame_chunk_cbytes(const b2_frame *f, int64_t i) {
   return r;
 }
 
+static void release_free(uint8_t *p) { free(p); }
+
 int b2_frame_read_chunk(b2_frame *f, int64_t i, uint8_t **chunk,
                         size_t *len) {
+  return b2_frame_read_chunk_into(f, i, NULL, NULL, chunk, len);
+}
+
+int b2_frame_read_chunk_into(b2_frame *f, int64_t i, uint8_t *(*alloc)(size_t n),
+                             void (*give_back)(uint8_t *p), uint8_t **chunk, size_t *len) {
   if (!chunk || !len) return b2_fail(B2_E_INVAL, "read chunk: no output");
+  if (alloc && !give_back) return b2_fail(B2_E_INVAL, "read chunk: an allocator without release");
   *chunk = NULL;
   *len = 0;
   if (!f) return check_index(f, i);
-  b2_chunkbuf b = {NULL, 0};
+  b2_chunkbuf b = {.alloc = alloc, .release = alloc ? give_back : NULL};
   size_t n;
   b2_frame_rdlock(f);
   int rc = b2_frame_load_chunk(f, i, &b, &n);
@@ -213,7 +229,7 @@ int b2_frame_read_chunk(b2_frame *f, int64_t i, uint8_t **chunk,
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
   }
   if (rc < 0) {
-    free(b.p);
+    if (b.p) (alloc ? give_back : release_free)(b.p);
     return rc;
   }
   *chunk = b.p;

@@ -408,6 +408,21 @@ static void test_table_sparse(void) { writer_ops(B2_LAYOUT_SPARSE); }
 
 /* ---- damage ---------------------------------------------------------------- */
 
+/* An allocator of b2_frame_read_chunk_into's kind that counts its buffers
+ * (a header before the bytes, so that a plain free() of one would fail). */
+static int into_live, into_allocs;
+static uint8_t *into_alloc(size_t n) {
+  uint8_t *p = malloc(n + 16);
+  if (!p) return NULL;
+  into_live++;
+  into_allocs++;
+  return p + 16;
+}
+static void into_give_back(uint8_t *p) {
+  into_live--;
+  free(p - 16);
+}
+
 static void damage(int layout) {
   char path[512];
   tpath(path, sizeof path, layout ? "dmg.sparse" : "dmg.b2frame");
@@ -427,6 +442,27 @@ static void damage(int layout) {
   size_t cl;
   CHECK_EQ(b2_frame_read_chunk(f, 3, &c, &cl), B2_E_CHECKSUM);
   CHECK(c == NULL);
+  /* Into a caller's buffers: the failed read hands its buffer back; a good
+   * one gives the same bytes as b2_frame_read_chunk, in the caller's kind. */
+  into_live = into_allocs = 0;
+  CHECK_EQ(b2_frame_read_chunk_into(f, 3, into_alloc, into_give_back, &c, &cl), B2_E_CHECKSUM);
+  CHECK(c == NULL);
+  CHECK(into_allocs >= 1);
+  CHECK_EQ(into_live, 0);
+  for (int64_t i = 0; i < 5; i += 2) {
+    uint8_t *mine = NULL, *theirs = NULL;
+    size_t ml = 0, tl = 0;
+    CHECK_EQ(b2_frame_read_chunk_into(f, i, into_alloc, into_give_back, &mine, &ml), 0);
+    CHECK_EQ(b2_frame_read_chunk(f, i, &theirs, &tl), 0);
+    CHECK_EQ(into_live, 1);
+    CHECK(mine && theirs && ml == tl && memcmp(mine, theirs, tl) == 0);
+    CHECK_EQ(b2_chunk_decode(mine, ml, buf, sizeof buf), CS);
+    CHECK_MEM(buf, m.b + i * CS, CS);
+    if (mine) into_give_back(mine);
+    free(theirs);
+  }
+  CHECK_EQ(into_live, 0);
+  CHECK_EQ(b2_frame_read_chunk_into(f, 0, into_alloc, NULL, &c, &cl), B2_E_INVAL);
   CHECK_EQ(b2_frame_check(f), B2_E_CHECKSUM);
   CHECK(strncmp(b2_last_detail(), want, strlen(want)) == 0);
   for (int64_t i = 0; i < 5; i++) {
