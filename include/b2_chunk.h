@@ -107,6 +107,32 @@ void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes);
 int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
                           size_t n, void *dst);
 
+/* Partial decode of a chunk stored in a file, reading only the blocks it
+ * decodes.  With the chunk's first `have` bytes (at least the 32-byte
+ * header) in a buffer as long as the chunk, b2_chunk_range_plan says what
+ * decoding bytes [offset, offset+n) needs:
+ *  - *nspans > 0: the stored bytes spans[0 .. *nspans) (at most
+ *    B2_CHUNK_SPANS: the blocks covering the range, and block 0 when the
+ *    delta filter needs it); read them into the buffer at the same
+ *    offsets, then call b2_chunk_decode_range_spans;
+ *  - *nspans == 0: first read the chunk's first *head bytes (its block
+ *    starts), then call again;
+ *  - *nspans < 0: read the chunk whole (special, memcpy'd, dictionary or
+ *    variable-length chunks, or more blocks than B2_CHUNK_SPANS).
+ * Returns 0, or a negative code for a header that does not parse.
+ * b2_chunk_decode_range_spans is b2_chunk_decode_range reading no stored
+ * byte outside the header, block starts and spans: a chunk whose blocks
+ * are not laid out one after another fails with B2_E_FORMAT, and is then
+ * to be read whole. */
+#define B2_CHUNK_SPANS 4
+typedef struct b2_chunk_span {
+  int64_t lo, hi; /* stored bytes [lo, hi) of the chunk */
+} b2_chunk_span;
+int b2_chunk_range_plan(const void *chunk, size_t have, size_t offset, size_t n,
+                        size_t *head, b2_chunk_span *spans, int *nspans);
+int b2_chunk_decode_range_spans(const void *chunk, size_t len, size_t offset, size_t n,
+                                void *dst);
+
 /* ---- encode ---------------------------------------------------------- */
 typedef struct b2_cparams {
   int codec;      /* B2_CODEC_* */

@@ -169,6 +169,19 @@ int b2_frame_read_chunk_into(b2_frame *f, int64_t i, uint8_t *(*alloc)(size_t n)
 int b2_frame_decode_chunk(b2_frame *f, int64_t i, void *dst, size_t dstcap);
 int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
                           void *dst);
+
+/* b2_frame_decode_range reading from the file only what it decodes: the
+ * chunk's header and block starts, then the blocks that cover the range
+ * (b2_chunk_range_plan), a few KiB instead of the whole chunk for a small
+ * read.  Chunks whose checksum is verified (b2_frame_chunk_has_csum),
+ * special, dictionary and variable-length chunks, ranges over more than
+ * B2_CHUNK_SPANS blocks, and chunks whose blocks are not stored one after
+ * another are read whole.  Same result and errors.  Returns n. */
+int b2_frame_read_range(b2_frame *f, int64_t i, size_t offset, size_t n, void *dst);
+
+/* 1 if reading chunk i verifies a stored checksum (over the whole chunk),
+ * else 0. */
+int b2_frame_chunk_has_csum(const b2_frame *f, int64_t i);
 /* b2_frame_decode_chunk with the blocks shared among the idle workers of
  * `pool` (b2_chunk_decode_par); NULL: the calling thread alone. */
 int b2_frame_decode_chunk_par(b2_frame *f, int64_t i, void *dst,

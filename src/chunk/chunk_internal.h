@@ -61,6 +61,12 @@ enum {
 };
 uint8_t *b2_chunk_scratch(int slot, size_t n);
 
+/* b2_chunk_parse of a chunk of which only the first `have` bytes are
+ * read yet (the header says how long it is): B2_E_TRUNCATED when parsing
+ * needs more (special and variable-length chunks are parsed whole).
+ * (header.c) */
+int b2_chunk_parse_head(const void *chunk, size_t have, b2_chunk_info *in);
+
 /* ---- parallel decode (decode.c) ----------------------------------------
  * b2_chunk_decode_par shares chunks of at least b2_chunk_par_min decoded
  * bytes (128 KiB; tests lower it before starting threads); the blocks pool

@@ -27,6 +27,8 @@ struct dctx {
                           in place, so this step may write to the caller's
                           buffer), -1 if none */
   int has_delta;
+  int bounded;         /* a block's stored bytes end at the next block start
+                          (b2_chunk_decode_range_spans), not the chunk's end */
 };
 
 /* Whether pipeline slot i leaves a block unchanged on decode: a no-op
@@ -38,10 +40,10 @@ static int slot_is_noop(const b2_chunk_info *in, int i) {
   return b2_filter_is_decode_noop(f);
 }
 
-static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
-  int rc = b2_chunk_parse(chunk, len, &d->in);
-  if (rc < 0) return rc;
+/* The rest of the context, once d->in is parsed. */
+static void dctx_setup(struct dctx *d, const void *chunk) {
   d->c = chunk;
+  d->bounded = 0;
   d->dict = NULL;
   d->dictlen = 0;
   d->data_start = d->in.header_len + 4 * (int64_t)d->in.nblocks;
@@ -65,6 +67,12 @@ static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
     if (f == B2_FILTER_DELTA) d->has_delta = 1;
     else d->last_moving = i;
   }
+}
+
+static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
+  int rc = b2_chunk_parse(chunk, len, &d->in);
+  if (rc < 0) return rc;
+  dctx_setup(d, chunk);
   return 0;
 }
 
@@ -311,6 +319,20 @@ static int fixed_block(const struct dctx *d, int32_t b, int64_t *boff,
   return 0;
 }
 
+/* Where the stored bytes of the block starting at `start` end: the chunk's
+ * end, or, for a chunk of which only some blocks were read
+ * (d->bounded), the next block start past it. */
+static int64_t block_end(const struct dctx *d, int64_t start) {
+  int64_t end = d->in.cbytes;
+  if (!d->bounded) return end;
+  const uint8_t *bst = d->c + d->in.header_len;
+  for (int32_t b = 0; b < d->in.nblocks; b++) {
+    int64_t s = (int32_t)b2_le32(bst + 4 * (size_t)b);
+    if (s > start && s < end) end = s;
+  }
+  return end;
+}
+
 /* Decode block b's share of [offset, offset + n) into dst; the block
  * spans [boff, boff + bsize). */
 static int block_window(const struct dctx *d, int32_t b, int64_t boff,
@@ -342,6 +364,7 @@ static int delta_reference(const struct dctx *d, int64_t end0, size_t offset,
   } else {
     rc = fixed_block(d, 0, &boff, &bsize, &leftoverblock, &start);
     if (rc < 0) return rc;
+    end0 = B2_MIN(end0, block_end(d, start));
   }
   int covered = offset == 0 && n >= (size_t)bsize;
   uint8_t *t = covered ? dst : b2_chunk_scratch(B2_SCR_REF, (size_t)bsize);
@@ -377,7 +400,7 @@ static int decode_fixed(const struct dctx *d, size_t offset, size_t n,
     int leftoverblock;
     rc = fixed_block(d, b, &boff, &bsize, &leftoverblock, &start);
     if (rc < 0) return rc;
-    rc = block_window(d, b, boff, bsize, leftoverblock, start, in->cbytes,
+    rc = block_window(d, b, boff, bsize, leftoverblock, start, block_end(d, start),
                       offset, n, dst, ref0, ref0_size);
     if (rc < 0) return rc;
   }
@@ -437,8 +460,10 @@ int b2_chunk_decode(const void *chunk, size_t len, void *dst, size_t dstcap) {
   return rc < 0 ? rc : d.in.nbytes;
 }
 
-int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
-                          size_t n, void *dst) {
+/* b2_chunk_decode_range, its blocks' bytes bounded as b2_chunk_decode_range_spans
+ * needs when `bounded`. */
+static int decode_range(const void *chunk, size_t len, size_t offset, size_t n, void *dst,
+                        int bounded) {
   struct dctx d;
   int rc = dctx_init(&d, chunk, len);
   if (rc < 0) return rc;
@@ -447,8 +472,72 @@ int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
                    offset, n, d.in.nbytes);
   if (n > 0 && !dst)
     return b2_fail(B2_E_INVAL, "chunk decode: no output buffer");
+  d.bounded = bounded;
   rc = decode_range_ctx(&d, offset, n, dst);
   return rc < 0 ? rc : (int)n;
+}
+
+int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
+                          size_t n, void *dst) {
+  return decode_range(chunk, len, offset, n, dst, 0);
+}
+
+/* ---- ranges read block by block -------------------------------------------
+ * A reader of a few bytes of a chunk stored in a file need not read all
+ * of it: the header and block starts say where the blocks it decodes lie.
+ * A block's stored bytes are taken to end at the next block start past
+ * its own (or the chunk's end), which holds for every chunk the reference
+ * library writes, whatever the order of its blocks; the decoder is then
+ * held to those bytes, so it never reads what was not fetched.  A chunk
+ * laid out otherwise fails to decode that way, and its reader falls back
+ * to reading it whole. */
+
+int b2_chunk_range_plan(const void *chunk, size_t have, size_t offset, size_t n,
+                        size_t *head, b2_chunk_span *spans, int *nspans) {
+  if (!head || !spans || !nspans) return b2_fail(B2_E_INVAL, "range plan: no output");
+  *head = 0;
+  *nspans = -1; /* read it whole */
+  struct dctx d;
+  int rc = b2_chunk_parse_head(chunk, have, &d.in);
+  if (rc == B2_E_TRUNCATED && have >= B2_CHUNK_HEADER_EXT) return 0; /* special, vlblocks,
+                                                                        dictionary */
+  if (rc < 0) return rc;
+  const b2_chunk_info *in = &d.in;
+  if (in->special || in->memcpyed || in->vlblocks || in->dict || in->nblocks == 0 || n == 0 ||
+      offset > (size_t)in->nbytes || n > (size_t)in->nbytes - offset)
+    return 0;
+  size_t need = (size_t)in->header_len + 4 * (size_t)in->nblocks;
+  if (have < need) {
+    *head = need;
+    *nspans = 0;
+    return 0;
+  }
+  dctx_setup(&d, chunk);
+  d.bounded = 1;
+  int32_t bfirst = (int32_t)(offset / (size_t)in->blocksize);
+  int32_t blast = (int32_t)((offset + n - 1) / (size_t)in->blocksize);
+  int k = 0;
+  if (d.has_delta && bfirst > 0) {
+    if (blast - bfirst + 2 > B2_CHUNK_SPANS) return 0;
+    int64_t s0 = (int32_t)b2_le32(d.c + in->header_len);
+    if (s0 < d.data_start || s0 >= in->cbytes) return 0; /* the decoder says why */
+    spans[k].lo = s0;
+    spans[k++].hi = block_end(&d, s0);
+  }
+  if (blast - bfirst + 1 + k > B2_CHUNK_SPANS) return 0;
+  for (int32_t b = bfirst; b <= blast; b++) {
+    int64_t s = (int32_t)b2_le32(d.c + in->header_len + 4 * (size_t)b);
+    if (s < d.data_start || s >= in->cbytes) return 0;
+    spans[k].lo = s;
+    spans[k++].hi = block_end(&d, s);
+  }
+  *nspans = k;
+  return 0;
+}
+
+int b2_chunk_decode_range_spans(const void *chunk, size_t len, size_t offset, size_t n,
+                                void *dst) {
+  return decode_range(chunk, len, offset, n, dst, 1);
 }
 
 /* ---- whole chunk, blocks shared among threads ---------------------------

@@ -105,13 +105,16 @@ static int parse_vlblocks(const uint8_t *c, b2_chunk_info *in,
   return 0;
 }
 
-int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *in) {
+/* avail: the bytes the chunk may span; have (<= avail): those that may be
+ * read now.  A parse that needs bytes past `have` fails with
+ * B2_E_TRUNCATED. */
+static int parse(const void *chunk, size_t avail, size_t have, b2_chunk_info *in) {
   int rc;
   if (!in) return b2_fail(B2_E_INVAL, "chunk parse: no info");
   memset(in, 0, sizeof *in);
-  if (!chunk || avail < B2_CHUNK_HEADER_MIN)
+  if (!chunk || have < B2_CHUNK_HEADER_MIN)
     return b2_fail(B2_E_TRUNCATED, "chunk header: %zu bytes, need %d",
-                   chunk ? avail : 0, B2_CHUNK_HEADER_MIN);
+                   chunk ? have : 0, B2_CHUNK_HEADER_MIN);
   const uint8_t *c = chunk;
   in->version = c[B2H_VERSION];
   in->versionlz = c[B2H_VERSIONLZ];
@@ -128,6 +131,9 @@ int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *in) {
   int extended = (in->flags & (B2F_SHUFFLE | B2F_BITSHUFFLE)) ==
                  (B2F_SHUFFLE | B2F_BITSHUFFLE);
   in->header_len = extended ? B2_CHUNK_HEADER_EXT : B2_CHUNK_HEADER_MIN;
+  if (have < (size_t)in->header_len)
+    return b2_fail(B2_E_TRUNCATED, "chunk header: %zu bytes, need %d", have,
+                   in->header_len);
   if (in->cbytes < in->header_len)
     return b2_fail(B2_E_FORMAT, "chunk header: cbytes %d < header size %d",
                    in->cbytes, in->header_len);
@@ -166,6 +172,9 @@ int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *in) {
   if (in->special > B2_SPECIAL_UNINIT)
     return b2_fail(B2_E_FORMAT, "chunk header: unknown special kind %d",
                    in->special);
+  /* Special and variable-length chunks are read whole. */
+  if ((in->special || in->vlblocks) && have < (size_t)in->cbytes)
+    return b2_fail(B2_E_TRUNCATED, "chunk: %zu of its %d bytes", have, in->cbytes);
   if (in->special) {
     if (in->vlblocks)
       return b2_fail(B2_E_FORMAT, "chunk header: special vlblocks chunk");
@@ -219,6 +228,9 @@ int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *in) {
     if (pos + 4 > in->cbytes)
       return b2_fail(B2_E_FORMAT, "chunk: dictionary size past cbytes %d",
                      in->cbytes);
+    if (pos + 4 > (int64_t)have)
+      return b2_fail(B2_E_TRUNCATED, "chunk: dictionary size not in its first "
+                     "%zu bytes", have);
     int32_t dsize = (int32_t)b2_le32(c + pos);
     if (dsize <= 0 || dsize > B2_MAX_DICTSIZE || pos + 4 + dsize > in->cbytes)
       return b2_fail(B2_E_FORMAT, "chunk: bad dictionary size %d", dsize);
@@ -237,4 +249,16 @@ int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *in) {
       in->split = 0;
   }
   return 0;
+}
+
+int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *in) {
+  return parse(chunk, avail, avail, in);
+}
+
+int b2_chunk_parse_head(const void *chunk, size_t have, b2_chunk_info *in) {
+  int32_t cb = 0;
+  if (have >= B2_CHUNK_HEADER_MIN && b2_chunk_sizes(chunk, have, NULL, &cb, NULL) == 0 &&
+      cb >= 0 && (size_t)cb > have)
+    return parse(chunk, (size_t)cb, have, in);
+  return parse(chunk, have, have, in);
 }

@@ -53,8 +53,20 @@ int b2_file_read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *ds
     return rc < 0 ? rc : 0;
   }
   b2_cache_entry *se;
-  int rc = b2_cache_get(c, f->cid, i, load_stored, f, &se);
-  if (rc < 0) return rc;
+  int rc;
+  if (b2_cache_peek(c, f->cid, i, &se) < 0) {
+    /* Not kept as stored.  When the cache has no room for it, keeping it
+     * would only push out another chunk (a file larger than the cache,
+     * read at random): read just the blocks this read decodes, unless a
+     * checksum over the whole chunk is to be verified. */
+    int32_t nb = b2_frame_chunk_nbytes(f->frame, i);
+    if (nb >= 0 && !b2_cache_has_room(c, (size_t)nb) && !b2_frame_chunk_has_csum(f->frame, i)) {
+      rc = b2_frame_read_range(f->frame, i, off, len, dst);
+      return rc < 0 ? rc : 0;
+    }
+    rc = b2_cache_get(c, f->cid, i, load_stored, f, &se);
+    if (rc < 0) return rc;
+  }
   b2_chunk_info ci;
   if (b2_chunk_parse(b2_cache_data(se), b2_cache_len(se), &ci) == 0 &&
       ci.special == B2_SPECIAL_NONE && !ci.memcpyed &&

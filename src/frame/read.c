@@ -343,3 +343,98 @@ int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
   scratch_trim(b);
   return rc;
 }
+
+/* ---- ranges read block by block (b2_frame_read_range) ------------------ */
+
+/* Read the head of chunk i (stored at entry) and the spans of the blocks
+ * that [offset, offset + n) needs into b; *whole = 1 (nothing else done)
+ * when the chunk is to be read whole instead.  Callers hold the read lock
+ * of a writable frame. */
+static int read_blocks(const b2_frame *f, int64_t i, int64_t entry, size_t offset, size_t n,
+                       b2_chunkbuf *b, size_t *len, int *whole) {
+  chunk_loc l;
+  int locked = b2_frame_lk_rd_begin(f, 1);
+  if (locked < 0) return b2_context(locked, "chunk %lld", (long long)i);
+  int rc = locate(f, entry, &l);
+  if (rc < 0) {
+    b2_frame_lk_rd_end(f, locked);
+    return b2_context(rc, "chunk %lld", (long long)i);
+  }
+  uint8_t hdr[B2_CHUNK_HEADER_EXT];
+  size_t hl, have;
+  int32_t nb, cb;
+  rc = peek(&l, hdr, &hl, &nb, &cb);
+  if (rc == 0 && nb != b2_frame_nbytes_of(f, i))
+    rc = b2_fail(B2_E_FORMAT, "holds %d bytes where the frame expects %d", nb,
+                 b2_frame_nbytes_of(f, i));
+  if (rc == 0) rc = reserve(b, (size_t)cb);
+  if (rc == 0) {
+    have = B2_MIN(hl, (size_t)cb);
+    memcpy(b->p, hdr, have);
+  }
+  for (int round = 0; rc == 0; round++) {
+    size_t head;
+    b2_chunk_span sp[B2_CHUNK_SPANS];
+    int ns;
+    rc = b2_chunk_range_plan(b->p, have, offset, n, &head, sp, &ns);
+    if (rc < 0) break;
+    if (ns < 0 || (ns == 0 && (round > 0 || head <= have || head > (size_t)cb))) break;
+    if (ns == 0) { /* the block starts */
+      rc = b2_frame_fpread(f, l.fd, b->p + have, head - have, l.pos + (int64_t)have, 0);
+      have = head;
+      continue;
+    }
+    for (int k = 0; k < ns && rc == 0; k++)
+      rc = b2_frame_fpread(f, l.fd, b->p + sp[k].lo, (size_t)(sp[k].hi - sp[k].lo),
+                           l.pos + sp[k].lo, 0);
+    if (rc == 0) {
+      *len = (size_t)cb;
+      *whole = 0;
+    }
+    break;
+  }
+  release(&l);
+  b2_frame_lk_rd_end(f, locked);
+  return rc < 0 ? b2_context(rc, "chunk %lld", (long long)i) : 0;
+}
+
+int b2_frame_chunk_has_csum(const b2_frame *f, int64_t i) {
+  if (!f) return 0;
+  b2_frame_rdlock(f);
+  int on = check_index(f, i) == 0 && b2_frame_csum_active(f, i);
+  b2_frame_rdunlock(f);
+  return on;
+}
+
+int b2_frame_read_range(b2_frame *f, int64_t i, size_t offset, size_t n, void *dst) {
+  if (!f) return check_index(f, i);
+  b2_chunkbuf *b = scratch();
+  if (!b) return b2_fail(B2_E_NOMEM, "no scratch buffer");
+  size_t len = 0;
+  int whole = 1;
+  b2_frame_rdlock(f);
+  int rc = range_ok(f, i, offset, n, dst);
+  if (rc == 0 && n > 0) {
+    int64_t entry = b2_frame_entry(f, i);
+    /* A checksum covers the whole chunk: such chunks are read whole. */
+    if (b2_frame_entry_kind(entry) == B2_SPECIAL_NONE && !b2_frame_csum_active(f, i))
+      rc = read_blocks(f, i, entry, offset, n, b, &len, &whole);
+  }
+  b2_frame_rdunlock(f);
+  if (rc == 0 && !whole) {
+    rc = b2_chunk_decode_range_spans(b->p, len, offset, n, dst);
+    if (rc == B2_E_FORMAT) {
+      whole = 1; /* blocks not one after another: the whole chunk says */
+      rc = 0;
+    } else if (rc < 0) {
+      rc = b2_context(rc, "chunk %lld", (long long)i);
+    } else if ((size_t)rc != n) {
+      rc = b2_fail(B2_E_FORMAT, "chunk %lld: range decode gave %d bytes, expected %zu",
+                   (long long)i, rc, n);
+    }
+  }
+  scratch_trim(b);
+  if (rc >= 0 && whole && n > 0) return b2_frame_decode_range(f, i, offset, n, dst);
+  return rc < 0 ? rc : (int)n;
+}
+

@@ -438,6 +438,12 @@ static void damage(int layout) {
   CHECK_EQ(b2_frame_decode_chunk(f, 3, buf, sizeof buf), B2_E_CHECKSUM);
   CHECK(strncmp(b2_last_detail(), want, strlen(want)) == 0);
   CHECK_EQ(b2_frame_decode_range(f, 3, 100, 10, buf), B2_E_CHECKSUM);
+  /* A checksum covers the whole chunk: a read of a few blocks reads it
+   * whole to check it. */
+  CHECK_EQ(b2_frame_chunk_has_csum(f, 3), 1);
+  CHECK_EQ(b2_frame_read_range(f, 3, 100, 10, buf), B2_E_CHECKSUM);
+  CHECK_EQ(b2_frame_read_range(f, 2, 100, 10, buf), 10);
+  CHECK_MEM(buf, m.b + 2 * CS + 100, 10);
   uint8_t *c = NULL;
   size_t cl;
   CHECK_EQ(b2_frame_read_chunk(f, 3, &c, &cl), B2_E_CHECKSUM);
@@ -473,6 +479,7 @@ static void damage(int layout) {
   /* Without verification the format alone decodes the damaged chunk to
    * other bytes, silently. */
   b2_frame_set_verify(f, 0);
+  CHECK_EQ(b2_frame_chunk_has_csum(f, 3), 0);
   CHECK_EQ(b2_frame_decode_chunk(f, 3, buf, sizeof buf), CS);
   CHECK(memcmp(buf, m.b + 3 * CS, CS) != 0);
   CHECK_EQ(b2_frame_read_chunk(f, 3, &c, &cl), 0);

@@ -40,6 +40,60 @@ static void put_le32(uint8_t *p, uint32_t v) {
 
 #define B2MIN(a, b) ((a) < (b) ? (a) : (b))
 
+/* The range [off, off+n) read as b2_frame_read_range does: only the bytes
+ * b2_chunk_range_plan asks for are copied from the chunk, the rest of the
+ * buffer holds 0xEE, so a decoder reading past its plan gives other bytes.
+ * Returns 1 if decoded that way and equal to `want`, 0 if the plan says to
+ * read the chunk whole, -1 on a mismatch or an error. */
+static int spans_lean, spans_whole, spans_fallback;
+static int spans_range(const uint8_t *chunk, size_t len, size_t off, size_t n,
+                       const uint8_t *want) {
+  if (len < 16) return 0;
+  size_t cb = le32(chunk + 12);
+  if (cb > len || cb < 16) return -1;
+  uint8_t *buf = malloc(cb), *out = malloc(n + 1);
+  memset(buf, 0xEE, cb);
+  size_t have = B2MIN(cb, (size_t)32);
+  memcpy(buf, chunk, have);
+  int res = -1;
+  for (int round = 0; round < 3; round++) {
+    size_t head;
+    b2_chunk_span sp[B2_CHUNK_SPANS];
+    int ns;
+    if (b2_chunk_range_plan(buf, have, off, n, &head, sp, &ns) < 0) break;
+    if (ns < 0) {
+      res = 0;
+      spans_whole++;
+      break;
+    }
+    if (ns == 0) {
+      if (head <= have || head > cb) break;
+      memcpy(buf + have, chunk + have, head - have);
+      have = head;
+      continue;
+    }
+    int ok = 1;
+    for (int k = 0; k < ns; k++) {
+      if (sp[k].lo < 16 || sp[k].hi > (int64_t)cb || sp[k].lo >= sp[k].hi) ok = 0;
+      else memcpy(buf + sp[k].lo, chunk + sp[k].lo, (size_t)(sp[k].hi - sp[k].lo));
+    }
+    if (!ok) break;
+    out[n] = 0xA5;
+    int rc = b2_chunk_decode_range_spans(buf, cb, off, n, out);
+    if (rc == B2_E_FORMAT) {
+      res = 0; /* laid out otherwise: its reader reads it whole */
+      spans_fallback++;
+    } else if (rc == (int)n && memcmp(out, want, n) == 0 && out[n] == 0xA5) {
+      res = 1;
+      spans_lean++;
+    }
+    break;
+  }
+  free(buf);
+  free(out);
+  return res;
+}
+
 /* Range decodes at awkward offsets must equal slices of the full decode.
  * Returns the number of mismatches. */
 static int check_ranges(const uint8_t *chunk, size_t len, const uint8_t *full,
@@ -73,6 +127,9 @@ static int check_ranges(const uint8_t *chunk, size_t len, const uint8_t *full,
         fprintf(stderr, "  range [%zu,+%zu) of %zu: rc %d (%s)\n", off, n,
                 nbytes, rc, rc < 0 ? b2_last_detail() : "bytes differ");
     }
+    if (spans_range(chunk, len, off, n, full + off) < 0 && bad++ < 3)
+      fprintf(stderr, "  range [%zu,+%zu) of %zu read by blocks: %s\n", off, n, nbytes,
+              b2_last_detail());
   }
   free(out);
   return bad;
@@ -118,6 +175,11 @@ static void test_fixture_chunks(void) {
   }
   fclose(m);
   CHECK(count >= 27);
+  /* 1.x chunks: ranges read block by block, none laid out otherwise */
+  fprintf(stderr, "  by blocks: %d ranges, whole %d, laid out otherwise %d\n", spans_lean,
+          spans_whole, spans_fallback);
+  CHECK(spans_lean >= 50);
+  CHECK_EQ(spans_fallback, 0);
 }
 
 /* ---- chunks of fixture frames ------------------------------------------
@@ -250,8 +312,77 @@ static void test_fixture_frames(void) {
   CHECK(frames >= 50);
   CHECK(st.chunks >= 200);
   CHECK_EQ(st.ranges_bad, 0);
+  fprintf(stderr, "  by blocks: %d ranges, whole %d, laid out otherwise %d\n", spans_lean,
+          spans_whole, spans_fallback);
+  CHECK(spans_lean >= 500);
+  CHECK_EQ(spans_fallback, 0);
 }
 
+
+/* ---- ranges read block by block: layouts ------------------------------ */
+
+/* Blocks stored in reverse order (as a multi-threaded writer may store
+ * them) are still read block by block; a block start that points into
+ * another block's bytes makes the read by blocks fail with B2_E_FORMAT
+ * (its reader then reads the chunk whole), never read past its plan. */
+static void test_spans_layouts(void) {
+  enum { N = 64 << 10 };
+  uint8_t *src = malloc(N), *c = malloc(b2_chunk_bound(N)), *r = malloc(b2_chunk_bound(N));
+  uint8_t *full = malloc(N);
+  for (size_t k = 0; k < N; k++) src[k] = (uint8_t)((k / 4) * 7 + (k >> 9));
+  b2_cparams p;
+  b2_cparams_default(&p);
+  p.codec = B2_CODEC_LZ4;
+  p.typesize = 4;
+  p.blocksize = 8 << 10;
+  for (int delta = 0; delta < 2; delta++) {
+    if (delta) p.filters[4] = B2_FILTER_DELTA;
+    int cb = b2_chunk_encode(&p, src, N, c, b2_chunk_bound(N));
+    b2_chunk_info in;
+    CHECK(cb > 0 && b2_chunk_parse(c, (size_t)cb, &in) == 0);
+    if (cb <= 0) break;
+    CHECK_EQ(in.nblocks, 8);
+    CHECK_EQ(b2_chunk_decode(c, (size_t)cb, full, N), N);
+    /* reversed: block b's bytes moved to the place of block 7 - b */
+    int64_t start[8], end[8];
+    for (int b = 0; b < 8; b++) start[b] = le32(c + 32 + 4 * b);
+    for (int b = 0; b < 8; b++) end[b] = b < 7 ? start[b + 1] : cb;
+    memcpy(r, c, (size_t)start[0]);
+    int64_t at = start[0];
+    for (int b = 7; b >= 0; b--) {
+      memcpy(r + at, c + start[b], (size_t)(end[b] - start[b]));
+      put_le32(r + 32 + 4 * b, (uint32_t)at);
+      at += end[b] - start[b];
+    }
+    CHECK_EQ(at, cb);
+    uint8_t *out = malloc(N);
+    CHECK_EQ(b2_chunk_decode(r, (size_t)cb, out, N), N);
+    CHECK_MEM(out, full, N);
+    free(out);
+    int lean0 = spans_lean, fb0 = spans_fallback;
+    CHECK_EQ(check_ranges(r, (size_t)cb, full, N, in.blocksize, 20), 0);
+    CHECK(spans_lean - lean0 >= 20);
+    CHECK_EQ(spans_fallback, fb0);
+    /* block 5 said to start 8 bytes into block 4: blocks 4 and 5 cannot
+     * be read by blocks (block 4's plan ends where block 5 is said to
+     * start), the others still are */
+    memcpy(r, c, (size_t)cb);
+    put_le32(r + 32 + 4 * 5, (uint32_t)(start[4] + 8));
+    uint8_t four[16];
+    CHECK_EQ(b2_chunk_decode_range(r, (size_t)cb, 4 * 8192 + 100, 16, four), 16);
+    CHECK_MEM(four, full + 4 * 8192 + 100, 16);
+    fb0 = spans_fallback;
+    CHECK_EQ(spans_range(r, (size_t)cb, 4 * 8192 + 100, 16, full + 4 * 8192 + 100), 0);
+    CHECK_EQ(spans_fallback, fb0 + 1);
+    lean0 = spans_lean;
+    CHECK_EQ(spans_range(r, (size_t)cb, 2 * 8192 + 100, 16, full + 2 * 8192 + 100), 1);
+    CHECK_EQ(spans_lean, lean0 + 1);
+  }
+  free(src);
+  free(c);
+  free(r);
+  free(full);
+}
 
 /* ---- encode -> decode round trips ------------------------------------- */
 
@@ -878,6 +1009,7 @@ static void test_threads(void) {
 int main(void) {
   T_RUN(test_fixture_chunks);
   T_RUN(test_fixture_frames);
+  T_RUN(test_spans_layouts);
   T_RUN(test_blocksize_rules);
   T_RUN(test_encode_shapes);
   T_RUN(test_special_chunks);

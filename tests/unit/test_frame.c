@@ -390,9 +390,20 @@ static void test_range_decodes(void) {
                   (long long)i, off, n, rc, b2_last_detail());
         CHECK_EQ(rc, n);
         CHECK_MEM(part, full + off, n);
+        /* The same read fetching only the blocks it decodes; and short
+         * reads, which fetch one or two blocks. */
+        size_t m = n > 5000 ? 4096 + (seed >> 20) % 900 : n;
+        CHECK_EQ(b2_frame_read_range(f, i, off, n, part), n);
+        CHECK_MEM(part, full + off, n);
+        memset(part, 0xA5, (size_t)nb + 1);
+        CHECK_EQ(b2_frame_read_range(f, i, off, m, part), m);
+        CHECK_MEM(part, full + off, m);
+        CHECK_EQ(part[m], 0xA5);
       }
       /* Past the end: a range error, nothing written. */
       CHECK_EQ(b2_frame_decode_range(f, i, (size_t)nb, 1, part), B2_E_RANGE);
+      CHECK_EQ(b2_frame_read_range(f, i, (size_t)nb, 1, part), B2_E_RANGE);
+      CHECK_EQ(b2_frame_chunk_has_csum(f, i), 0); /* the reference writes none */
       free(full);
       free(part);
     }
