@@ -50,8 +50,15 @@ static void fuzz_frame_walk(b2_frame *f) {
       if (b2_frame_decode_range(f, i, off, len, part) != (int)len ||
           memcmp(part, buf + off, len) != 0)
         abort();
+      /* and read block by block (b2_frame_read_range), a short range too */
+      size_t m = len < 5000 ? len : 5000;
+      if (b2_frame_read_range(f, i, off, len, part) != (int)len ||
+          memcmp(part, buf + off, len) != 0 ||
+          b2_frame_read_range(f, i, off, m, part) != (int)m || memcmp(part, buf + off, m) != 0)
+        abort();
     } else if (buf) {
       b2_frame_decode_range(f, i, off, len, buf);
+      b2_frame_read_range(f, i, off, len < 5000 ? len : 5000, buf);
     }
     free(buf);
     free(part);
