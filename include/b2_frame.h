@@ -182,6 +182,7 @@ int b2_frame_read_range(b2_frame *f, int64_t i, size_t offset, size_t n, void *d
 /* 1 if reading chunk i verifies a stored checksum (over the whole chunk),
  * else 0. */
 int b2_frame_chunk_has_csum(const b2_frame *f, int64_t i);
+
 /* b2_frame_decode_chunk with the blocks shared among the idle workers of
  * `pool` (b2_chunk_decode_par); NULL: the calling thread alone. */
 int b2_frame_decode_chunk_par(b2_frame *f, int64_t i, void *dst,
