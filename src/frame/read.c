@@ -95,19 +95,30 @@ static int peek(const chunk_loc *l, uint8_t *hdr, size_t *hl, int32_t *nbytes,
   return 0;
 }
 
+/* The chunk at l's first bytes (its header, *have of them) into b, sized
+ * for the whole chunk (*cbytes), after peek's checks. */
+static int read_head(const chunk_loc *l, b2_chunkbuf *b, size_t *have, int32_t *nbytes,
+                     int32_t *cbytes) {
+  uint8_t hdr[B2_CHUNK_HEADER_EXT];
+  size_t hl;
+  int rc = peek(l, hdr, &hl, nbytes, cbytes);
+  if (rc < 0) return rc;
+  rc = reserve(b, (size_t)*cbytes);
+  if (rc < 0) return rc;
+  *have = B2_MIN(hl, (size_t)*cbytes); /* a chunk may be < 32 bytes */
+  memcpy(b->p, hdr, *have);
+  return 0;
+}
+
 int b2_frame_read_stored(const b2_frame *f, int fd, int64_t pos, int64_t limit,
                          b2_chunkbuf *b, size_t *len, int32_t *nbytes, int last) {
   chunk_loc l = {f, fd, 0, pos, limit};
-  uint8_t hdr[B2_CHUNK_HEADER_EXT];
-  size_t hl;
+  size_t have;
   int32_t cb;
-  int rc = peek(&l, hdr, &hl, nbytes, &cb);
+  int rc = read_head(&l, b, &have, nbytes, &cb);
   if (rc < 0) return rc;
-  rc = reserve(b, (size_t)cb);
-  if (rc < 0) return rc;
-  memcpy(b->p, hdr, B2_MIN(hl, (size_t)cb)); /* a chunk may be < 32 bytes */
-  if ((size_t)cb > hl) {
-    rc = b2_frame_fpread(f, fd, b->p + hl, (size_t)cb - hl, pos + (int64_t)hl, last);
+  if ((size_t)cb > have) {
+    rc = b2_frame_fpread(f, fd, b->p + have, (size_t)cb - have, pos + (int64_t)have, last);
     if (rc < 0) return rc;
   }
   *len = (size_t)cb;
@@ -204,8 +215,6 @@ int64_t b2_frame_chunk_cbytes(const b2_frame *f, int64_t i) {
   return r;
 }
 
-static void release_free(uint8_t *p) { free(p); }
-
 int b2_frame_read_chunk(b2_frame *f, int64_t i, uint8_t **chunk,
                         size_t *len) {
   return b2_frame_read_chunk_into(f, i, NULL, NULL, chunk, len);
@@ -229,7 +238,8 @@ int b2_frame_read_chunk_into(b2_frame *f, int64_t i, uint8_t *(*alloc)(size_t n)
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
   }
   if (rc < 0) {
-    if (b.p) (alloc ? give_back : release_free)(b.p);
+    if (b.p && alloc) give_back(b.p);
+    else free(b.p);
     return rc;
   }
   *chunk = b.p;
@@ -360,18 +370,12 @@ static int read_blocks(const b2_frame *f, int64_t i, int64_t entry, size_t offse
     b2_frame_lk_rd_end(f, locked);
     return b2_context(rc, "chunk %lld", (long long)i);
   }
-  uint8_t hdr[B2_CHUNK_HEADER_EXT];
-  size_t hl, have;
-  int32_t nb, cb;
-  rc = peek(&l, hdr, &hl, &nb, &cb);
+  size_t have = 0;
+  int32_t nb, cb = 0;
+  rc = read_head(&l, b, &have, &nb, &cb);
   if (rc == 0 && nb != b2_frame_nbytes_of(f, i))
     rc = b2_fail(B2_E_FORMAT, "holds %d bytes where the frame expects %d", nb,
                  b2_frame_nbytes_of(f, i));
-  if (rc == 0) rc = reserve(b, (size_t)cb);
-  if (rc == 0) {
-    have = B2_MIN(hl, (size_t)cb);
-    memcpy(b->p, hdr, have);
-  }
   for (int round = 0; rc == 0; round++) {
     size_t head;
     b2_chunk_span sp[B2_CHUNK_SPANS];
