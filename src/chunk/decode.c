@@ -162,22 +162,32 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
 
 /* Block 0 of a chunk (the delta reference) being decoded by another
  * thread while this one decodes a later block (b2_chunk_decode_par):
- * `ready` is 0 until it is there, 1 once it is, -1 if it failed. */
+ * `ready` is 0 until it is there, 1 once it is, 2 if it failed (set under
+ * mu, with ref0 and ref0_size written before it). */
 struct refwait {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int ready;
+  atomic_uint ready;
   const uint8_t *ref0;
   int32_t ref0_size;
 };
 
+/* How long a block waiting for block 0 polls before sleeping: block 0
+ * usually ends about when the other blocks' codec steps do, and waking a
+ * sleeping thread costs 30-60 us on a virtual machine. */
+#define REF_POLL_US 300
+
 static int ref_wait(struct refwait *w, const uint8_t **ref0, int32_t *size) {
-  pthread_mutex_lock(&w->mu);
-  while (w->ready == 0) pthread_cond_wait(&w->cv, &w->mu);
-  int ok = w->ready > 0;
+  b2_poll_change(&w->ready, 0, REF_POLL_US);
+  if (atomic_load_explicit(&w->ready, memory_order_acquire) == 0) {
+    pthread_mutex_lock(&w->mu);
+    while (atomic_load_explicit(&w->ready, memory_order_acquire) == 0)
+      pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+  }
+  int ok = atomic_load_explicit(&w->ready, memory_order_acquire) == 1;
   *ref0 = w->ref0;
   *size = w->ref0_size;
-  pthread_mutex_unlock(&w->mu);
   return ok ? 0 : b2_fail(B2_E_FORMAT, "block 0, the delta reference, failed");
 }
 
@@ -185,7 +195,7 @@ static void ref_set(struct refwait *w, const uint8_t *ref0, int32_t size, int ok
   pthread_mutex_lock(&w->mu);
   w->ref0 = ref0;
   w->ref0_size = size;
-  w->ready = ok ? 1 : -1;
+  atomic_store_explicit(&w->ready, ok ? 1u : 2u, memory_order_release);
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
 }
@@ -632,7 +642,7 @@ int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
   if (d.has_delta) {
     pthread_mutex_init(&rw.mu, NULL);
     pthread_cond_init(&rw.cv, NULL);
-    rw.ready = 0;
+    atomic_init(&rw.ready, 0);
     rw.ref0 = NULL;
     rw.ref0_size = 0;
     p.rw = &rw;

@@ -77,6 +77,10 @@ static void poll_change(atomic_uint *a, unsigned seen, uint64_t end) {
   }
 }
 
+void b2_poll_change(atomic_uint *a, unsigned seen, long usec) {
+  poll_change(a, seen, b2_now_ns() + (uint64_t)(usec > 0 ? usec : 0) * 1000);
+}
+
 static void *worker(void *arg) {
   b2_pool *p = arg;
   tl_pool = p;

@@ -22,6 +22,7 @@
 #ifndef B2_POOL_H
 #define B2_POOL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 typedef struct b2_pool b2_pool;
@@ -53,6 +54,12 @@ void b2_pool_wait(b2_pool *p, b2_pool_group *g);
  * wait expected to be short, where being woken would cost more than the
  * wait itself. */
 void b2_pool_wait_poll(b2_pool *p, b2_pool_group *g, long usec);
+
+/* Poll, without sleeping, until *a is no longer `seen` or `usec`
+ * microseconds have passed (yielding now and then): for a value another
+ * thread is about to change, where waiting on a condition variable would
+ * cost a wake-up. */
+void b2_poll_change(atomic_uint *a, unsigned seen, long usec);
 
 /* Number of worker threads. */
 int b2_pool_threads(const b2_pool *p);
