@@ -8,64 +8,25 @@
 
 #include "b2_chunk.h"
 #include "b2_error.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HAVE_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define HAVE_ASAN 1
-#endif
-#ifdef HAVE_ASAN
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#else
-#define POISON(p, n) ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+#include "../unit/spans_read.h"
 
 #define MAX_OUT (64u << 20)
 
-/* The range read as b2_frame_read_range does: a buffer as long as the
- * chunk where only the bytes b2_chunk_range_plan asks for are copied and
- * readable (the rest is poisoned: a read of them is a finding).  When the
- * whole chunk decodes (`whole` not NULL), the range must give the same
- * bytes or B2_E_FORMAT (blocks not laid out one after another). */
+/* The range read as b2_frame_read_range does (spans_read.h: only the
+ * planned bytes are readable).  A plan that does not move on or reaches
+ * outside the chunk is a finding; when the whole chunk decodes (`whole` not
+ * NULL), the range must give the same bytes or B2_E_FORMAT (blocks not laid
+ * out one after another). */
 static void check_spans(const uint8_t *data, size_t size, const b2_chunk_info *in,
                         const uint8_t *whole, size_t off, size_t len, uint8_t *tmp) {
   size_t cb = (size_t)in->cbytes;
   if (cb < 16 || cb > size) return;
-  uint8_t *buf = malloc(cb);
-  if (!buf) return;
-  size_t have = cb < 32 ? cb : 32;
-  memcpy(buf, data, have);
-  POISON(buf + have, cb - have);
-  for (int round = 0; round < 2; round++) {
-    size_t head;
-    b2_chunk_span sp[B2_CHUNK_SPANS];
-    int ns;
-    if (b2_chunk_range_plan(buf, have, off, len, &head, sp, &ns) < 0 || ns < 0) break;
-    if (ns == 0) {
-      if (head <= have || head > cb) abort(); /* a plan must move on */
-      UNPOISON(buf + have, head - have);
-      memcpy(buf + have, data + have, head - have);
-      have = head;
-      continue;
-    }
-    for (int k = 0; k < ns; k++) {
-      if (sp[k].lo < 0 || sp[k].lo >= sp[k].hi || (size_t)sp[k].hi > cb) abort();
-      UNPOISON(buf + sp[k].lo, (size_t)(sp[k].hi - sp[k].lo));
-      memcpy(buf + sp[k].lo, data + sp[k].lo, (size_t)(sp[k].hi - sp[k].lo));
-    }
-    int rc = b2_chunk_decode_range_spans(buf, cb, off, len, tmp);
-    if (whole && rc != B2_E_FORMAT && (rc != (int)len || memcmp(tmp, whole + off, len) != 0))
-      abort(); /* read by blocks, the range differs from the whole decode */
-    break;
-  }
-  UNPOISON(buf, cb);
-  free(buf);
+  int rc = 0;
+  enum spans_outcome o = spans_read(data, cb, off, len, tmp, &rc);
+  if (o == SPANS_BAD) abort();
+  if (o == SPANS_DECODED && whole && rc != B2_E_FORMAT &&
+      (rc != (int)len || memcmp(tmp, whole + off, len) != 0))
+    abort(); /* read by blocks, the range differs from the whole decode */
 }
 
 static void check_range(const uint8_t *data, size_t size, const uint8_t *whole,

@@ -7,6 +7,7 @@
 #include "b2_codec.h"
 #include "b2_error.h"
 #include "sha256.h"
+#include "spans_read.h"
 #include "t.h"
 
 #include <pthread.h>
@@ -40,46 +41,26 @@ static void put_le32(uint8_t *p, uint32_t v) {
 
 #define B2MIN(a, b) ((a) < (b) ? (a) : (b))
 
-/* The range [off, off+n) read as b2_frame_read_range does: only the bytes
- * b2_chunk_range_plan asks for are copied from the chunk, the rest of the
- * buffer holds 0xEE, so a decoder reading past its plan gives other bytes.
- * Returns 1 if decoded that way and equal to `want`, 0 if the plan says to
- * read the chunk whole, -1 on a mismatch or an error. */
+/* The range [off, off+n) read as b2_frame_read_range does (spans_read.h:
+ * only the bytes b2_chunk_range_plan asks for are in the buffer).  Returns
+ * 1 if decoded that way and equal to `want`, 0 if the plan says to read the
+ * chunk whole or the blocks are laid out otherwise (B2_E_FORMAT), -1 on a
+ * mismatch or an error. */
 static int spans_lean, spans_whole, spans_fallback;
 static int spans_range(const uint8_t *chunk, size_t len, size_t off, size_t n,
                        const uint8_t *want) {
   if (len < 16) return 0;
   size_t cb = le32(chunk + 12);
   if (cb > len || cb < 16) return -1;
-  uint8_t *buf = malloc(cb), *out = malloc(n + 1);
-  memset(buf, 0xEE, cb);
-  size_t have = B2MIN(cb, (size_t)32);
-  memcpy(buf, chunk, have);
-  int res = -1;
-  for (int round = 0; round < 3; round++) {
-    size_t head;
-    b2_chunk_span sp[B2_CHUNK_SPANS];
-    int ns;
-    if (b2_chunk_range_plan(buf, have, off, n, &head, sp, &ns) < 0) break;
-    if (ns < 0) {
-      res = 0;
-      spans_whole++;
-      break;
-    }
-    if (ns == 0) {
-      if (head <= have || head > cb) break;
-      memcpy(buf + have, chunk + have, head - have);
-      have = head;
-      continue;
-    }
-    int ok = 1;
-    for (int k = 0; k < ns; k++) {
-      if (sp[k].lo < 16 || sp[k].hi > (int64_t)cb || sp[k].lo >= sp[k].hi) ok = 0;
-      else memcpy(buf + sp[k].lo, chunk + sp[k].lo, (size_t)(sp[k].hi - sp[k].lo));
-    }
-    if (!ok) break;
-    out[n] = 0xA5;
-    int rc = b2_chunk_decode_range_spans(buf, cb, off, n, out);
+  uint8_t *out = malloc(n + 1);
+  out[n] = 0xA5;
+  int rc = 0, res = -1;
+  switch (spans_read(chunk, cb, off, n, out, &rc)) {
+  case SPANS_WHOLE:
+    res = 0;
+    spans_whole++;
+    break;
+  case SPANS_DECODED:
     if (rc == B2_E_FORMAT) {
       res = 0; /* laid out otherwise: its reader reads it whole */
       spans_fallback++;
@@ -88,8 +69,9 @@ static int spans_range(const uint8_t *chunk, size_t len, size_t off, size_t n,
       spans_lean++;
     }
     break;
+  default:
+    break;
   }
-  free(buf);
   free(out);
   return res;
 }
