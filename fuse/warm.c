@@ -7,8 +7,8 @@
  * A directory inode keeps the source names of its last listing read to
  * its end (ops_dir.c shares it: b2fs_listing).  An open of a frame for
  * reading that comes next after the frame opened before it in that order
- * (directories and plain files between do not count)
- * queues the next frames of the listing (-o warm=N entries ahead, 2 by
+ * (directories and plain files between do not count), or of the listing's
+ * first frame (a pass begins), queues the next frames of the listing (-o warm=N entries ahead, 2 by
  * default; 0: none); the thread opens
  * each as its inode's current read-only handle (kept when idle, handle.c)
  * and decodes its first B2FS_WARM_BYTES (b2_file_warm).  Frames the kernel
@@ -176,9 +176,13 @@ void b2fs_warm_opened(b2fs_inode *in) {
   const b2_ns_entry *e = l ? bsearch(name, l->e, l->n, sizeof *l->e, by_name) : NULL;
   if (e) {
     size_t i = (size_t)(e - l->e);
-    int in_order = w->next > 0 && i >= w->next;
-    for (size_t k = w->next; in_order && k < i; k++) /* only other entries between */
+    /* In order: the first frame of the listing (a pass begins), or a frame
+     * after the one opened before with only other entries between. */
+    int from_start = w->next == 0 || i < w->next;
+    int in_order = 1;
+    for (size_t k = from_start ? 0 : w->next; in_order && k < i; k++)
       in_order = l->e[k].kind != B2_NS_LOGICAL && l->e[k].kind != B2_NS_NPY;
+    if (in_order && from_start) w->queued = 0;
     w->next = i + 1;
     size_t k = w->queued > i + 1 ? w->queued : i + 1;
     size_t lim = i + 1 + (size_t)ahead; /* entries, not only frames */

@@ -118,9 +118,11 @@ void b2_file_unpin(b2_file_pin *p);
 int b2_file_warm(b2_file *f, int64_t nbytes);
 
 /* Whether the chunks holding the view's first nbytes bytes are all decoded
- * in the env's cache at this moment (1), so that reading them costs
- * copies only; else 0.  A hint: entries may be evicted at once.  Read-only
- * handles of the logical view and of arrays stored in C order only. */
+ * in the env's cache (1), so that reading them costs copies only; else 0.
+ * Chunks that b2_file_warm is decoding (or has queued) are waited for,
+ * decoded here if the warming thread has not begun them; no other chunk
+ * is decoded.  A hint: entries may be evicted at once.  Read-only handles
+ * of the logical view and of arrays stored in C order only. */
 int b2_file_resident(b2_file *f, int64_t nbytes);
 
 /* Frame and array under the handle (array NULL unless a b2nd view). */

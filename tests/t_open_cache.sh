@@ -8,7 +8,8 @@
 # decode the next two (large, small) ahead (-o warm).  fincore, which
 # opens a file and asks which of its pages are resident, must then find
 # small whole and none of large, though neither was read; both read back
-# right.  A frame changed behind the mount reads as it is now.
+# right.  A frame changed behind the mount reads as it is now.  On a fresh
+# mount, reading a1 alone (the listing's first frame) warms a2.
 #
 # Env: B2FS, B2F, PY (set by tests/run.sh).
 set -u
@@ -63,4 +64,17 @@ sleep 1.2 # the attribute timeout
 if cmp -s "$M/small" "$TMP/small2"; then ok open_cache_changed; else nok open_cache_changed "old or mixed bytes after the change"; fi
 
 unmount_fg "$M" main
+
+# A fresh mount: opening the listing's first frame begins a pass in order,
+# so the next (a2) is decoded ahead and handed over at its own open.
+if ! mount_bg first "$S" "$M" "warm=2"; then
+  nok open_cache_first_mount "did not mount: $(head -c 300 "${LOGS[$M]}")"; exit 0
+fi
+ls "$M" >/dev/null
+$T cat "$M/a1" >/dev/null
+sleep 1
+r2=$(resident "$M/a2")
+if [ "$r2" = 4096 ]; then ok open_cache_first_pass; else
+  nok open_cache_first_pass "a2 after reading only a1: $r2 bytes resident (want one page, 4096)"; fi
+unmount_fg "$M" first
 exit 0

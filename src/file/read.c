@@ -143,7 +143,11 @@ int b2_file_resident(b2_file *f, int64_t nbytes) {
   if (view_chunks(f, nbytes, &last) <= 0) return 0;
   for (int64_t i = 0; i <= last; i++) {
     b2_cache_entry *e;
-    if (b2_cache_peek(c, f->id, i, &e) != 0) return 0;
+    if (b2_cache_peek(c, f->id, i, &e) != 0) {
+      /* Warmed but not there yet: its reader would wait for it anyway. */
+      if (i >= atomic_load(&f->warm) || b2_cache_get(c, f->id, i, b2_file_load_chunk, f, &e) < 0)
+        return 0;
+    }
     b2_cache_release(c, e);
   }
   return 1;

@@ -700,7 +700,7 @@ static void test_park(void) {
 }
 
 /* b2_file_warm decodes the chunks of the first bytes into the cache (and
- * b2_file_resident then says so, without decoding anything): a
+ * b2_file_resident then says so, decoding only a warmed chunk gone): a
  * reader of them then loads nothing (whole-chunk reads included, which
  * otherwise decode straight into the caller's buffer), and a reader racing
  * the warm waits for it rather than decoding the chunk a second time. */
@@ -721,6 +721,18 @@ static void test_warm(void) {
   /* resident: those chunks decoded, asked without decoding anything */
   CHECK_EQ(b2_file_resident(f, 3 * CHUNK), 1);
   CHECK_EQ(b2_file_resident(f, 3 * CHUNK + 1), 0);
+  b2_cache_get_stats(env->cache, &a);
+  CHECK_EQ(a.misses, b.misses);
+  /* a chunk the warm has begun but that is not there (as when the open of
+   * its reader comes first): resident decodes it rather than say no */
+  CHECK_EQ(b2_cache_discard(env->cache, f->id, 1), 1);
+  CHECK(!cached(f, 1));
+  CHECK_EQ(b2_file_resident(f, 3 * CHUNK), 1);
+  CHECK(cached(f, 1));
+  b2_cache_get_stats(env->cache, &b);
+  CHECK_EQ(b.misses - a.misses, 1);
+  CHECK_EQ(b2_file_resident(f, 3 * CHUNK + 1), 0); /* chunk 3 not warmed */
+  CHECK(!cached(f, 3));
   b2_cache_get_stats(env->cache, &a);
   CHECK_EQ(a.misses, b.misses);
   CHECK_EQ(b2_file_warm(f, CHUNK), 0); /* there already: nothing more */
