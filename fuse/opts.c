@@ -207,8 +207,8 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
     return 0;
   }
   case KEY_WARM:
-    if (parse_int(val, 0, 8, &o->warm) < 0) {
-      fprintf(stderr, "b2fs: bad warm '%s' (0-8, 0 for none)\n", val);
+    if (parse_int(val, 0, 32, &o->warm) < 0) {
+      fprintf(stderr, "b2fs: bad warm '%s' (0-32, 0 for none)\n", val);
       return -1;
     }
     return 0;
@@ -246,7 +246,7 @@ int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o) {
   o->idle_frames = -1;
   o->env.idle_ms = 1000;
   o->compact_pct = 25;
-  o->warm = 2;
+  o->warm = 8;
   o->read_ahead_kb = 4096;
   o->compact_min = 16u << 20;
   parse_state ps;
@@ -288,7 +288,7 @@ void b2fs_opts_help(const char *prog) {
          "                           a 16th of the descriptor limit, <= 1024)\n"
          "    -o warm=N              files read in a directory's order: decode the\n"
          "                           first chunks of the next N entries ahead of the\n"
-         "                           reader (default 2; 0: off)\n"
+         "                           reader (default 8, at most 32; 0: off)\n"
          "    -o direct_io           frames read without the kernel's page cache:\n"
          "                           faster for large reads (128 KiB and up), slower\n"
          "                           for small ones (each one a request); shared\n"

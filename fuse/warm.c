@@ -8,9 +8,9 @@
  * its end (ops_dir.c shares it: b2fs_listing).  An open of a frame for
  * reading that comes next after the frame opened before it in that order
  * (directories and plain files between do not count), or of the listing's
- * first frame (a pass begins), queues the next frames of the listing (-o warm=N entries ahead, 2 by
- * default; 0: none); the thread opens
- * each as its inode's current read-only handle (kept when idle, handle.c)
+ * first frame (a pass begins), queues the next frames of the listing (-o
+ * warm=N entries ahead, 8 by default; 0: none); the thread opens each as
+ * its inode's current read-only handle (kept when idle, handle.c)
  * and decodes its first B2FS_WARM_BYTES (b2_file_warm).  Frames the kernel
  * holds no inode for, open for writing, or not read in order are left
  * alone; a full queue drops what does not fit.
@@ -22,9 +22,9 @@
 
 #include "b2fs.h"
 
-#define B2FS_WARM_AHEAD_MAX 8 /* largest -o warm= */
+#define B2FS_WARM_AHEAD_MAX 32 /* largest -o warm= */
 #define B2FS_WARM_BYTES ((int64_t)4 << 20) /* of each, from its start */
-#define QUEUE_MAX 8
+#define QUEUE_MAX 32
 #define LIST_MAX 100000                   /* longer listings are not kept */
 
 struct b2fs_warm_dir {

@@ -128,3 +128,15 @@ if session warm_idle "idle_frames=1048576" tar_idle; then
   if grep -q "idle_frames=1048576 lowered to" "$TMP/warm_idle.log"; then ok warm_idle_clamped
   else nok warm_idle_clamped "no word of the idle_frames lowered: $(head -c 300 "$TMP/warm_idle.log")"; fi
 fi
+
+# -o warm= takes 0 to 32 entries: 32 mounts (a tar reads right), 33 is
+# refused with a word naming the option, before anything is mounted.
+tar_32() { tar_compare warm_32_tar; }
+session warm_32 "cache_size=8M,warm=32" tar_32 && count warm_32_said -ge 1 "with warm=32"
+if "$B2FS" "$TMP/src" "$TMP/mnt" -o warm=33 >"$TMP/w33.out" 2>&1; then
+  nok warm_33_refused "b2fs -o warm=33 exited 0"; unmount_all
+elif grep -q "bad warm '33' (0-32" "$TMP/w33.out" && ! mountpoint -q "$TMP/mnt"; then
+  ok warm_33_refused
+else
+  nok warm_33_refused "$(head -c 300 "$TMP/w33.out")"
+fi
