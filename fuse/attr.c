@@ -18,29 +18,6 @@
 #include "b2_store.h"
 #include "b2fs.h"
 
-/* ---- per-thread read buffer --------------------------------------------- */
-static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
-typedef struct tls_buf {
-  size_t cap;
-  unsigned char data[];
-} tls_buf;
-
-static void buf_key_init(void) { pthread_key_create(&buf_key, free); }
-
-void *b2fs_tls_buf(size_t n) {
-  pthread_once(&buf_once, buf_key_init);
-  tls_buf *b = pthread_getspecific(buf_key);
-  if (b && b->cap >= n) return b->data;
-  size_t cap = n < B2FS_IO_MAX ? B2FS_IO_MAX : n;
-  tls_buf *nb = malloc(sizeof *nb + cap);
-  if (!nb) return NULL;
-  nb->cap = cap;
-  free(b);
-  pthread_setspecific(buf_key, nb);
-  return nb->data;
-}
-
 static int stat_known(b2fs_inode *in, struct stat *st);
 
 /* b2fs_entry, with the directory's device and inode numbers in dst when

@@ -97,6 +97,9 @@ typedef struct b2fs_handle {
   int warmed;                    /* read-only, idle since warm.c decoded
                                     its first chunks: kept outside the idle
                                     count until used (inode lock) */
+  _Atomic int stored;            /* read-only: its bytes were handed to the
+                                    kernel's page cache ahead of an open
+                                    (b2fs_handle_store_ahead) */
   int wclosing;                  /* a b2fs_wclose of it runs (inode lock):
                                     only one closer at a time */
   b2_ns_node *node;              /* writable: the namespace node owning
@@ -143,6 +146,10 @@ typedef struct b2fs_inode {
   b2fs_sig attr_sig;
   int64_t lsize;                 /* size of the view, 0 if unreadable */
   blkcnt_t blocks;               /* disk use of a sparse frame */
+  _Atomic int storing;           /* b2fs_handle_store_ahead at work */
+  int kopen;                     /* frames: files the kernel has open of
+                                    it (b2fs_frame_kopen), its reads the
+                                    only ones that may lock its pages */
   int open_valid;                /* open_sig holds the last open's sig */
   b2fs_sig open_sig;
   struct timespec wtime;         /* last change through the mount while
@@ -267,6 +274,29 @@ int b2fs_frame_peek(b2fs_inode *in, b2fs_handle **h);
  * next, not counted among the idle handles (which would close it when
  * there are too many). */
 void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h);
+/* A per-thread buffer of at least n bytes (kept for the thread's life). */
+void *b2fs_tls_buf(size_t n);
+/* Hand a small read-only frame whose chunks are all decoded in the cache
+ * to the kernel's page cache (fuse_lowlevel_notify_store), so that reading
+ * it needs no request: 1 when stored (the open must then keep the page
+ * cache).  Called without locks: the kernel may wait on a read that
+ * another thread serves. */
+int b2fs_handle_store(fuse_ino_t ino, b2fs_handle *h);
+/* The same ahead of the open (warm.c), for the inode's current handle h
+ * when the kernel's pages of the inode are of no other version; the open
+ * then keeps them (h->stored, the inode's open_sig).  1 when stored. */
+int b2fs_handle_store_ahead(b2fs_inode *in, b2fs_handle *h);
+/* Wait until no such hand-over of the inode is at work: called once a new
+ * handle is current (its open's reply may drop the kernel's pages, which
+ * must come after pages of the old version are stored), and by every open
+ * before its reply (its reads must not wait for a hand-over, nor one for
+ * them: the warming thread must finish at unmount). */
+void b2fs_handle_store_wait(b2fs_inode *in);
+/* Count a file of the frame the kernel opens (delta 1, before the open
+ * asks for a handle) or closes (-1: a failed open, a release).  Handing
+ * over ahead is only for frames the kernel has no file open of, whose
+ * pages no read can hold locked. */
+void b2fs_frame_kopen(b2fs_inode *in, int delta);
 /* The inode is going away: let go of its current handle (no user left). */
 void b2fs_frame_forget(b2fs_inode *in);
 
@@ -445,8 +475,6 @@ void b2fs_warm_free(struct b2fs_warm_dir *w);
 void b2fs_warm_opened(b2fs_inode *in);
 
 /* ---- replies (attr.c) ------------------------------------------------------ */
-/* A per-thread buffer of at least n bytes (kept for the thread's life). */
-void *b2fs_tls_buf(size_t n);
 /* Look up source entry `src` (of view `kind`) in the directory at pfd and
  * fill e (counting one lookup).  -errno; -ENOENT when absent. */
 int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "b2fs.h"
 
@@ -190,6 +191,92 @@ int b2fs_handle_keep(b2fs_inode *in, const b2fs_sig *sig) {
   return keep;
 }
 
+/* ---- per-thread read buffer --------------------------------------------- */
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+typedef struct tls_buf {
+  size_t cap;
+  unsigned char data[];
+} tls_buf;
+
+static void buf_key_init(void) { pthread_key_create(&buf_key, free); }
+
+void *b2fs_tls_buf(size_t n) {
+  pthread_once(&buf_once, buf_key_init);
+  tls_buf *b = pthread_getspecific(buf_key);
+  if (b && b->cap >= n) return b->data;
+  size_t cap = n < B2FS_IO_MAX ? B2FS_IO_MAX : n;
+  tls_buf *nb = malloc(sizeof *nb + cap);
+  if (!nb) return NULL;
+  nb->cap = cap;
+  free(b);
+  pthread_setspecific(buf_key, nb);
+  return nb->data;
+}
+
+/* Frames of at most this many bytes are handed to the page cache whole
+ * (b2fs_handle_store). */
+#define STORE_MAX ((int64_t)1 << 20)
+
+int b2fs_handle_store(fuse_ino_t ino, b2fs_handle *h) {
+  if (!b2fs_g.se || h->writable) return 0;
+  b2_file *f = h->file; /* read-only: never moved (no b2fs_use) */
+  if (!f) return 0;
+  int64_t size = b2_file_size(f);
+  int stored = 0;
+  if (size > 0 && size <= STORE_MAX && b2_file_resident(f, size)) {
+    /* Sent from the cache entry itself when the frame is one chunk. */
+    unsigned char *buf = b2fs_tls_buf((size_t)size);
+    b2_file_pin pin = {0};
+    if (buf && b2_file_pread_pin(f, buf, (size_t)size, 0, &pin) == size) {
+      struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
+      bv.buf[0].mem = (void *)pin.data;
+      stored = fuse_lowlevel_notify_store(b2fs_g.se, ino, 0, &bv, FUSE_BUF_NO_SPLICE) == 0;
+    }
+    b2_file_unpin(&pin);
+  }
+  return stored;
+}
+
+/* Whether the kernel's pages of the inode can only be of h's version:
+ * h is current and no open saw another signature (lock). */
+static int pages_of(b2fs_inode *in, const b2fs_handle *h) {
+  return in->cur == h && !h->writable &&
+         (!in->open_valid || b2fs_sig_eq(&in->open_sig, &h->sig));
+}
+
+int b2fs_handle_store_ahead(b2fs_inode *in, b2fs_handle *h) {
+  pthread_mutex_lock(&in->lock);
+  int ok = pages_of(in, h) && !atomic_load(&h->stored) && in->kopen == 0;
+  if (ok) atomic_fetch_add(&in->storing, 1); /* before another handle is current */
+  pthread_mutex_unlock(&in->lock);
+  if (!ok) return 0;
+  int stored = b2fs_handle_store(b2fs_inode_id(in), h);
+  pthread_mutex_lock(&in->lock);
+  ok = stored && pages_of(in, h);
+  atomic_fetch_sub(&in->storing, 1);
+  if (ok) {
+    /* The kernel holds these pages now: the next open of this version
+     * keeps them. */
+    in->open_sig = h->sig;
+    in->open_valid = 1;
+    atomic_store(&h->stored, 1);
+  }
+  pthread_mutex_unlock(&in->lock);
+  return ok;
+}
+
+void b2fs_handle_store_wait(b2fs_inode *in) {
+  /* Rare (an open racing the hand-over of its own frame) and short. */
+  while (atomic_load(&in->storing)) usleep(100);
+}
+
+void b2fs_frame_kopen(b2fs_inode *in, int delta) {
+  pthread_mutex_lock(&in->lock);
+  in->kopen += delta;
+  pthread_mutex_unlock(&in->lock);
+}
+
 /* The inode's current handle for the frame as it is now, with one more
  * user; with keep_cache, also the page-cache decision of an open. */
 static int get_handle(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
@@ -217,6 +304,7 @@ static int get_handle(b2fs_inode *in, b2fs_handle **h, int *keep_cache) {
     if (keep_cache) *keep_cache = in->cur->writable ? 1 : b2fs_handle_keep(in, &sig);
   }
   pthread_mutex_unlock(&in->lock);
+  if (keep_cache) b2fs_handle_store_wait(in); /* an open: before its reply */
   b2fs_handle_free(old);
   return rc;
 }

@@ -268,10 +268,12 @@ int main(int argc, char **argv) {
   ret = rc == 0 ? 0 : 1;
 
 out:
+  /* Before the device is closed: the warming thread writes to it (its
+   * hand-overs wait for no read: b2fs_frame_kopen). */
+  b2fs_warm_stop();
   if (mounted) fuse_session_unmount(se);
   if (handlers) fuse_remove_signal_handlers(se);
   if (se) fuse_session_destroy(se);
-  b2fs_warm_stop();
   b2fs_warm_free(b2fs_g.root.warm);
   if (b2fs_g.buckets) {
     b2fs_store_forget_all(); /* they hold their stores' inodes */

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,38 +162,6 @@ static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi
   if (fuse_reply_open(req, fi) != 0) close(fd);
 }
 
-/* Frames of at most this many bytes are handed to the page cache whole
- * at their open when already decoded (store_whole). */
-#define STORE_MAX ((int64_t)1 << 20)
-
-/* A small frame whose chunks are all decoded in the cache (warm.c decoded
- * it ahead of its reader): hand its bytes to the kernel's page cache with
- * the open, so that reading it needs no request, nor the attribute request
- * the kernel makes after reads on a read-write mount.  1 when stored: the
- * open must then keep the page cache. */
-static int store_whole(fuse_ino_t ino, b2fs_handle *h) {
-  if (!b2fs_g.se || h->writable) return 0;
-  b2_file *f = b2fs_use(h);
-  if (!f) return 0;
-  int64_t size = b2_file_size(f);
-  int stored = 0;
-  if (size > 0 && size <= STORE_MAX && b2_file_resident(f, size)) {
-    /* Sent from the cache entry itself when the frame is one chunk. */
-    unsigned char *buf = b2fs_tls_buf((size_t)size);
-    b2_file_pin pin = {0};
-    if (buf && b2_file_pread_pin(f, buf, (size_t)size, 0, &pin) == size) {
-      struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
-      bv.buf[0].mem = (void *)pin.data;
-      /* Written from memory: libfuse's splice path would first copy the
-       * bytes into a pipe, then the kernel from the pipe. */
-      stored = fuse_lowlevel_notify_store(b2fs_g.se, ino, 0, &bv, FUSE_BUF_NO_SPLICE) == 0;
-    }
-    b2_file_unpin(&pin);
-  }
-  b2fs_unuse(h);
-  return stored;
-}
-
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   if (in->kind == B2_NS_STORE) {
@@ -213,6 +182,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   int writes = (fi->flags & O_ACCMODE) != O_RDONLY;
   b2fs_handle *h;
   int keep = 0, rc;
+  b2fs_frame_kopen(in, 1);
   if (writes || (fi->flags & O_TRUNC)) {
     rc = b2fs_frame_open_rw(in, &h, &keep);
     b2_file *f = rc == 0 && (fi->flags & O_TRUNC) ? b2fs_use(h) : NULL;
@@ -234,6 +204,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     rc = b2fs_frame_open(in, &h, &keep);
   }
   if (rc < 0) {
+    b2fs_frame_kopen(in, -1);
     fuse_reply_err(req, -rc);
     return;
   }
@@ -241,12 +212,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)(writes != 0);
   fi->noflush = !writes;
   fi->direct_io = b2fs_write_only(fi->flags) || (!writes && b2fs_g.opts.direct_io);
-  if (!writes && !fi->direct_io && !(fi->flags & O_DIRECT) && store_whole(ino, h)) keep = 1;
+  /* Small frames decoded whole go to the page cache with the open, unless
+   * warm.c handed them over already (the pages are then of this version). */
+  if (!writes && !fi->direct_io && !(fi->flags & O_DIRECT) &&
+      (atomic_load(&h->stored) || b2fs_handle_store(ino, h)))
+    keep = 1;
   fi->keep_cache = keep;
   /* Before the reply: once the kernel has the open, a close and a forget
    * may free the inode. */
   if (!writes) b2fs_warm_opened(in);
-  if (fuse_reply_open(req, fi) != 0) b2fs_frame_release(in, h);
+  if (fuse_reply_open(req, fi) != 0) {
+    b2fs_frame_release(in, h);
+    b2fs_frame_kopen(in, -1);
+  }
 }
 
 /* Log a failed read of a frame (one line naming file, chunk and reason);
@@ -387,8 +365,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     b2fs_store_release(fi->fh);
   else if (in->kind == B2_NS_PLAIN)
     close((int)fi->fh);
-  else
+  else {
     b2fs_frame_release(in, b2fs_fh_handle(fi)); /* errors are logged */
+    b2fs_frame_kopen(in, -1);
+  }
   fuse_reply_err(req, 0);
 }
 

@@ -127,8 +127,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
   }
   b2fs_inode *in = b2fs_inode_get(e.ino);
   b2fs_handle *h;
+  b2fs_frame_kopen(in, 1);
   rc = b2fs_frame_install_rw(in, f, &h);
   if (rc < 0) {
+    b2fs_frame_kopen(in, -1);
     b2fs_inode_forget(in, 1);
     fuse_reply_err(req, -rc);
     return;
@@ -140,6 +142,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
   fi->direct_io = b2fs_write_only(fi->flags);
   if (fuse_reply_create(req, &e, fi) != 0) {
     b2fs_frame_release(in, h);
+    b2fs_frame_kopen(in, -1);
     b2fs_inode_forget(in, 1);
   }
 }

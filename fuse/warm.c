@@ -10,10 +10,15 @@
  * (directories and plain files between do not count), or of the listing's
  * first frame (a pass begins), queues the next frames of the listing (-o
  * warm=N entries ahead, 8 by default; 0: none); the thread opens each as
- * its inode's current read-only handle (kept when idle, handle.c)
- * and decodes its first B2FS_WARM_BYTES (b2_file_warm).  Frames the kernel
- * holds no inode for, open for writing, or not read in order are left
- * alone; a full queue drops what does not fit.
+ * its inode's current read-only handle (kept when idle, handle.c) and
+ * decodes its first B2FS_WARM_BYTES (b2_file_warm).  A frame of at most
+ * 1 MiB so decoded whole is then handed to the kernel's page cache
+ * (b2fs_handle_store_ahead) unless the kernel may hold pages of another
+ * version of it; its open keeps them, so that its reads make no request
+ * and the copy into the page cache (dear on a virtual machine whose fresh
+ * pages fault in the host) is made here, beside the reader, not in its
+ * open.  Frames the kernel holds no inode for, open for writing, or not
+ * read in order are left alone; a full queue drops what does not fit.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -48,6 +53,7 @@ static struct {
   int started, stop;
   pthread_t thread;
   unsigned long warmed; /* frames decoded ahead (logged at the end) */
+  unsigned long stored; /* of them, handed to the page cache */
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static void push(dev_t dev, ino_t ino, int kind) {
@@ -72,7 +78,10 @@ static void warm_one(const warm_item *it) {
     if (h->writable) {
       b2fs_frame_release(in, h);
     } else {
-      if (h->file && b2_file_warm(h->file, B2FS_WARM_BYTES) > 0) W.warmed++;
+      if (h->file && b2_file_warm(h->file, B2FS_WARM_BYTES) > 0) {
+        W.warmed++;
+        if (b2fs_handle_store_ahead(in, h)) W.stored++;
+      }
       b2fs_frame_release_warmed(in, h);
     }
   }
@@ -114,7 +123,9 @@ void b2fs_warm_stop(void) {
   pthread_mutex_unlock(&W.mu);
   if (started) pthread_join(W.thread, NULL);
   W.started = 0;
-  if (W.warmed) b2fs_log("%lu frames were decoded ahead of their readers", W.warmed);
+  if (W.warmed)
+    b2fs_log("%lu frames were decoded ahead of their readers, %lu of them handed to "
+             "the page cache", W.warmed, W.stored);
 }
 
 b2fs_listing *b2fs_listing_new(void) {

@@ -171,6 +171,7 @@ int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
     pthread_mutex_unlock(&in->lock);
   }
   pthread_mutex_unlock(&in->wlock);
+  if (rc == 0) b2fs_handle_store_wait(in);
   b2fs_handle_free(old);
   b2_ns_node_free(oldn);
   return rc;
@@ -190,6 +191,7 @@ int b2fs_frame_install_rw(b2fs_inode *in, b2_ns_node *node, b2fs_handle **out) {
   }
   pthread_mutex_unlock(&in->lock);
   pthread_mutex_unlock(&in->wlock);
+  if (!busy) b2fs_handle_store_wait(in);
   b2fs_handle_free(busy ? h : old);
   b2_ns_node_free(busy ? node : oldn);
   return busy ? -EBUSY : 0;

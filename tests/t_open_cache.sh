@@ -66,7 +66,7 @@ if cmp -s "$M/small" "$TMP/small2"; then ok open_cache_changed; else nok open_ca
 unmount_fg "$M" main
 
 # A fresh mount: opening the listing's first frame begins a pass in order,
-# so the next (a2) is decoded ahead and handed over at its own open.
+# so the next (a2) is decoded ahead and handed to the page cache.
 if ! mount_bg first "$S" "$M" "warm=2"; then
   nok open_cache_first_mount "did not mount: $(head -c 300 "${LOGS[$M]}")"; exit 0
 fi

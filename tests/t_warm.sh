@@ -2,8 +2,9 @@
 # t_warm.sh - files read one after another in a directory's order (tar):
 # the daemon decodes the next frames ahead of the reader (fuse/warm.c).
 # Checks that every byte read that way is right, also for a frame changed
-# behind the mount after it was warmed and for frames being written, that
-# the daemon says it warmed frames (with -o warm=0, none), and that a
+# behind the mount after it was warmed (and handed to the page cache) and
+# for frames being written, that the daemon says it warmed frames (with -o
+# warm=0, none) and handed the small ones to the page cache, and that a
 # reader out of order warms nothing.
 set -u
 cd "$(dirname "$0")/.."
@@ -54,8 +55,15 @@ warmed() { # LOG: frames the daemon says it warmed (0 if it says nothing)
   echo "${n:-0}"
 }
 
+handed() { # LOG: of them, frames handed to the page cache ahead of their open
+  local n
+  n=$(sed -n 's/.* \([0-9][0-9]*\) of them handed to the page cache.*/\1/p' "$1" | tail -1)
+  echo "${n:-0}"
+}
+
 # session NAME OPTS BODY: mount with OPTS, run the function BODY, unmount;
-# $n is then the number of frames the daemon says it warmed.
+# $n is then the number of frames the daemon says it warmed, $stored of
+# them handed to the page cache.
 session() {
   n=-1
   if ! mount_bg "$1" "$TMP/src" "$TMP/mnt" "$2"; then
@@ -64,6 +72,7 @@ session() {
   "$3"
   unmount_fg "$TMP/mnt" "$1"
   n=$(warmed "$TMP/$1.log")
+  stored=$(handed "$TMP/$1.log")
 }
 # count NAME TEST MIN-OR-EXACT WHAT: check $n.
 count() {
@@ -107,6 +116,31 @@ paced() {
   if [ -z "$bad" ]; then ok warm_paced_bytes; else nok warm_paced_bytes "bytes differ:$bad"; fi
 }
 session warm_paced "cache_size=8M" paced && count warm_counted -ge 23 "for 24 read in order"
+# All of them are of at most 1 MiB: each warmed whole is handed to the
+# page cache before its open (and read right above).
+if [ "$n" -ge 23 ] && [ "$stored" -eq "$n" ]; then ok warm_handed; else
+  nok warm_handed "of $n frames warmed, $stored were handed to the page cache"; fi
+
+# A frame the kernel has a file open of is warmed but not handed over
+# ahead (a read of it could hold its pages locked, and the hand-over must
+# never wait for a read): f03 held open, then f00..f05 read in order with
+# pauses warms f01..f07, all handed over but f03.
+held() {
+  ls "$TMP/mnt/d" >/dev/null
+  exec 8<"$TMP/mnt/d/f03"
+  local bad="" f
+  for f in f00 f01 f02 f03 f04 f05; do
+    cmp -s "$TMP/mnt/d/$f" "$TMP/plain/$f" || bad="$bad $f"
+    sleep 0.3
+  done
+  cmp -s - "$TMP/plain/f03" <&8 || bad="$bad f03(held)"
+  exec 8<&-
+  if [ -z "$bad" ]; then ok warm_held_bytes; else nok warm_held_bytes "bytes differ:$bad"; fi
+}
+if session warm_held "cache_size=8M,warm=2" held; then
+  if [ "$n" -ge 6 ] && [ "$stored" -eq $((n - 1)) ]; then ok warm_held_not_handed; else
+    nok warm_held_not_handed "of $n frames warmed, $stored handed to the page cache (want all but the one held open)"; fi
+fi
 
 # Out of order: nothing warmed.
 shuffled() {
