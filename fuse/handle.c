@@ -231,6 +231,8 @@ int b2fs_handle_store(fuse_ino_t ino, b2fs_handle *h) {
     if (buf && b2_file_pread_pin(f, buf, (size_t)size, 0, &pin) == size) {
       struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
       bv.buf[0].mem = (void *)pin.data;
+      /* Written from memory: libfuse's splice path would first copy the
+       * bytes into a pipe, then the kernel from the pipe. */
       stored = fuse_lowlevel_notify_store(b2fs_g.se, ino, 0, &bv, FUSE_BUF_NO_SPLICE) == 0;
     }
     b2_file_unpin(&pin);
