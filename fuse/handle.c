@@ -341,7 +341,15 @@ b2fs_handle *b2fs_handle_unref(b2fs_inode *in, b2fs_handle *h, int warmed, int *
 
 void b2fs_frame_forget(b2fs_inode *in) {
   pthread_mutex_lock(&in->lock);
+  b2fs_handle *cur = in->cur;
   b2fs_handle *dead = b2fs_handle_drop(in);
+  /* Files of it still open: the kernel forgets no inode it has files of,
+   * so the daemon is stopping (a signal) and their releases never come;
+   * the references of those opens go with it. */
+  if (!dead && cur && in->kopen > 0) {
+    cur->refs = 0;
+    dead = cur;
+  }
   pthread_mutex_unlock(&in->lock);
   if (dead && dead->writable && dead->file) {
     int rc = b2_file_flush(dead->file);

@@ -265,7 +265,11 @@ int main(int argc, char **argv) {
   }
   if (b2fs_warm_start() < 0) b2fs_log("no thread to warm frames ahead of readers");
   rc = run(se, &cmd);
-  ret = rc == 0 ? 0 : 1;
+  /* libfuse ends the loop with the number of a signal it caught (SIGTERM,
+   * SIGINT, SIGHUP): a stop asked for, which what follows completes as an
+   * unmount does (writers committed, the mount removed). */
+  if (rc > 0) b2fs_log("stopping on signal %d", rc);
+  ret = rc < 0 ? 1 : 0;
 
 out:
   /* Before the device is closed: the warming thread writes to it (its

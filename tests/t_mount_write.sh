@@ -527,6 +527,36 @@ if mount_bg leftovers_ro "$X" "$M" "ro"; then
   unmount_fg "$M" leftovers_ro
 fi
 
+# ---- 3d. stopped by a signal while a writer holds a frame open -------------------
+# SIGTERM ends the daemon as an unmount does: the frame being written is
+# committed (what was written is in SOURCE, and verifies), the mount is
+# removed, the exit status is 0, and the handles of files still open (one
+# written, one read) are freed (no leak reported).
+G=$TMP/sig
+mkdir -p "$G"
+if mount_bg sig "$G" "$M" "chunksize=64K"; then
+  head -c 300000 /dev/urandom >"$TMP/sig.bin"
+  echo "read only" >"$M/ro"
+  exec 8<"$M/ro" 9>"$M/held"
+  read -r _ <&8
+  cat "$TMP/sig.bin" >&9
+  pid=${PIDS[$M]}
+  kill -TERM "$pid"
+  for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  exec 8<&- 9>&-
+  rc=0
+  wait "$pid" || rc=$?
+  unset "PIDS[$M]"
+  CHECK_WHY="exit status $rc, log: $(tail -c 300 "${LOGS[$M]}")"
+  check signal_exit_0 test "$rc" = 0
+  CHECK_WHY="still mounted"
+  check signal_unmounted eval '! mountpoint -q "$M"'
+  CHECK_WHY="source holds $($B2F cat "$G/held.b2frame" 2>/dev/null | wc -c) bytes"
+  check signal_commits test "$($T "$B2F" cat "$G/held.b2frame" 2>/dev/null | sha256sum | cut -c1-64)" = "$(sha "$TMP/sig.bin")"
+  verify_source sig "$G"
+  sanitizer_clean sig_sanitizers "${LOGS[$M]}"
+fi
+
 # ---- 4. disk full ----------------------------------------------------------------
 SMALL=$TMP/small
 mkdir -p "$SMALL"
