@@ -74,3 +74,41 @@ unmount_all() {
   local m
   for m in "${!PIDS[@]}"; do unmount_fg "$m" "cleanup_$(basename "$m")"; done
 }
+
+# tsan_daemon NAME: the ThreadSanitizer daemon (B2FS_TSAN, or build/tsan/b2fs
+# made here) as the executable $TMP/b2fs-tsan, run without ASLR where the
+# kernel maps memory where TSan does not expect it; its path in TSAN_BIN.
+# Prints "skip NAME: why" and returns 1 when there is none.
+tsan_daemon() {
+  TSAN_BIN=${B2FS_TSAN:-}
+  if [ -z "$TSAN_BIN" ] && make -s build/tsan/b2fs >/dev/null 2>&1; then
+    TSAN_BIN=$PWD/build/tsan/b2fs
+  fi
+  if [ -z "$TSAN_BIN" ] || [ ! -x "$TSAN_BIN" ]; then
+    echo "skip $1: cannot build the ThreadSanitizer daemon (make build/tsan/b2fs)"; return 1
+  fi
+  local run=""
+  if ! "$TSAN_BIN" --version >/dev/null 2>&1; then
+    if setarch "$(uname -m)" -R "$TSAN_BIN" --version >/dev/null 2>&1; then
+      run="setarch $(uname -m) -R"
+    else
+      echo "skip $1: the ThreadSanitizer daemon does not start: $("$TSAN_BIN" --version 2>&1 | head -c 200)"
+      return 1
+    fi
+  fi
+  # exec: the daemon's pid is the wrapper's
+  printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$run" "$TSAN_BIN" >"$TMP/b2fs-tsan"
+  chmod +x "$TMP/b2fs-tsan"
+}
+
+# tsan_clean NAME FILE...: no ThreadSanitizer warning in the files (its
+# reports, the daemon's log); the first ones shown on stderr otherwise.
+tsan_clean() {
+  local name=$1 n; shift
+  n=$(cat "$@" 2>/dev/null | grep -c 'WARNING: ThreadSanitizer')
+  if [ "$n" -eq 0 ]; then ok "$name"; else
+    nok "$name" "$n ThreadSanitizer warnings"
+    cat "$@" 2>/dev/null | grep -A14 'WARNING: ThreadSanitizer' | grep -E 'WARNING|#[0-3] ' |
+      head -40 | sed 's/^/  | /' >&2
+  fi
+}

@@ -27,39 +27,17 @@ if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
 fi
 if [ ! -x "$B2F" ]; then echo "skip stress: $B2F is not built"; exit 0; fi
 
-TSAN_BIN=${B2FS_TSAN:-}
-if [ -z "$TSAN_BIN" ]; then
-  if make -s build/tsan/b2fs >/dev/null 2>&1; then TSAN_BIN=$PWD/build/tsan/b2fs; fi
-fi
-if [ -z "$TSAN_BIN" ] || [ ! -x "$TSAN_BIN" ]; then
-  echo "skip stress: cannot build the ThreadSanitizer daemon (make build/tsan/b2fs)"; exit 0
-fi
-# Some kernels map memory where TSan does not expect it: run without ASLR.
-TSAN_RUN=()
-if ! "$TSAN_BIN" --version >/dev/null 2>&1; then
-  if setarch "$(uname -m)" -R "$TSAN_BIN" --version >/dev/null 2>&1; then
-    TSAN_RUN=(setarch "$(uname -m)" -R)
-  else
-    echo "skip stress: the ThreadSanitizer daemon does not start: $("$TSAN_BIN" --version 2>&1 | head -c 200)"
-    exit 0
-  fi
-fi
-
 TMP=$(mktemp -d /tmp/b2fs-t_stress.XXXXXX)
 . tests/mount_lib.sh
 # B2FS_STRESS_KEEP=1 keeps the logs, SOURCEs and thread dumps.
 trap 'unmount_all; if [ -n "${B2FS_STRESS_KEEP:-}" ]; then echo "  kept $TMP"; else rm -rf "$TMP"; fi' EXIT
+# The daemon's wrapper for mount_bg ($TMP/b2fs-tsan).
+tsan_daemon stress || exit 0
 
 STRESS=$TMP/stress
 if ! ${CC:-cc} -O2 -g -std=c11 -Wall -Wextra -Werror -pthread -o "$STRESS" tests/stress.c 2>"$TMP/cc.log"; then
   nok stress_build "$(head -c 500 "$TMP/cc.log")"; exit 0
 fi
-# The daemon's wrapper for mount_bg: TSan options, maybe no ASLR.
-cat >"$TMP/b2fs-tsan" <<EOF
-#!/bin/sh
-exec ${TSAN_RUN[*]} "$TSAN_BIN" "\$@"
-EOF
-chmod +x "$TMP/b2fs-tsan"
 
 echo "  seed $SEED (B2FS_STRESS_SEED=$SEED replays the choices), $SECS s, daemon $TSAN_BIN"
 
@@ -87,14 +65,7 @@ run_stress() { # name seconds options
   esac
   unmount_fg "$mnt" "$name"
   # ThreadSanitizer: data races, lock-order inversions, ...
-  local tsan
-  tsan=$(cat "$TMP/$name".tsan* "${LOGS[$mnt]}" 2>/dev/null | grep -c 'WARNING: ThreadSanitizer')
-  if [ "$tsan" -eq 0 ]; then ok "${name}_tsan"
-  else
-    nok "${name}_tsan" "$tsan ThreadSanitizer warnings"
-    cat "$TMP/$name".tsan* "${LOGS[$mnt]}" 2>/dev/null |
-      grep -A14 'WARNING: ThreadSanitizer' | grep -E 'WARNING|#[0-3] ' | head -40 | sed 's/^/  | /' >&2
-  fi
+  tsan_clean "${name}_tsan" "$TMP/$name".tsan* "${LOGS[$mnt]}"
   [ "$rc" = 0 ] || return
   # SOURCE: every frame verifies and holds what the program expects.
   local bad="" f n=0 key rel
