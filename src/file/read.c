@@ -81,6 +81,16 @@ static void copy_entry(const b2_file *f, b2_cache_entry *e, size_t off, size_t l
   if (f->writable) b2_cache_read_unlock(e);
 }
 
+/* Chunk i's decoded entry pinned in *e when it is in the cache c, or when
+ * b2_file_warm has begun it (waited for, or loaded here if the warming
+ * thread has not reached it yet): 1; 0 when neither; < 0 on error. */
+static int pin_cached_or_warmed(b2_file *f, b2_cache *c, int64_t i, b2_cache_entry **e) {
+  if (b2_cache_peek(c, f->id, i, e) == 0) return 1;
+  if (i >= atomic_load(&f->warm)) return 0;
+  int rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
+  return rc < 0 ? rc : 1;
+}
+
 /* The decoded entry of chunk i pinned in *e: present, or loaded (by this
  * thread or the one already loading it).  1 when pinned, 0 when the read
  * is better served otherwise (not cached, and small and not sequential, or
@@ -89,16 +99,13 @@ static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, b2_stream *s
                      b2_cache_entry **e) {
   b2_cache *c = f->env ? f->env->cache : NULL;
   if (!c) return 0;
-  if (b2_cache_peek(c, f->id, i, e) == 0) return 1;
-  if (i < atomic_load(&f->warm)) { /* warmed, or being warmed: wait for it */
-    int rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
-    return rc < 0 ? rc : 1;
-  }
+  int rc = pin_cached_or_warmed(f, c, i, e);
+  if (rc != 0) return rc;
   if (!seq && len <= B2_FILE_PARTIAL_MAX && (size_t)nb / B2_FILE_WHOLE_RATIO > len) return 0;
   /* A whole chunk goes straight to the caller unless read-ahead has queued
    * it (then wait for that decode rather than repeat it). */
   if (len == (size_t)nb && !(seq && i < atomic_load(&seq->ahead))) return 0;
-  int rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
+  rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
   return rc < 0 ? rc : 1;
 }
 
@@ -143,11 +150,8 @@ int b2_file_resident(b2_file *f, int64_t nbytes) {
   if (view_chunks(f, nbytes, &last) <= 0) return 0;
   for (int64_t i = 0; i <= last; i++) {
     b2_cache_entry *e;
-    if (b2_cache_peek(c, f->id, i, &e) != 0) {
-      /* Warmed but not there yet: its reader would wait for it anyway. */
-      if (i >= atomic_load(&f->warm) || b2_cache_get(c, f->id, i, b2_file_load_chunk, f, &e) < 0)
-        return 0;
-    }
+    /* A warmed chunk not there yet is waited for: its reader would too. */
+    if (pin_cached_or_warmed(f, c, i, &e) <= 0) return 0;
     b2_cache_release(c, e);
   }
   return 1;
