@@ -49,7 +49,9 @@ enum b2_filter_id {
   B2_FILTER_BITSHUFFLE = 2,
   B2_FILTER_DELTA = 3,
   B2_FILTER_TRUNC_PREC = 4,
-  B2_FILTER_BYTEDELTA = 35
+  B2_FILTER_BYTEDELTA = 35,
+  B2_FILTER_INT_TRUNC = 36 /* kept where a frame has it (no name for new
+                              frames): lossy, its decode is a copy */
 };
 #define B2_MAX_FILTERS 6
 
@@ -134,6 +136,11 @@ void b2_delta_decode(const uint8_t *dref, size_t offset, size_t nbytes,
  * would be left. */
 int b2_truncprec(int prec_bits, size_t typesize, size_t nbytes,
                  const uint8_t *src, uint8_t *dst);
+/* int_trunc (id 36): zero the low bits of each item (typesize 1, 2, 4 or 8),
+ * read as a little-endian unsigned integer; prec_bits >= 0 is the number of
+ * bits kept, < 0 the number removed.  0 or a negative code. */
+int b2_inttrunc(int prec_bits, size_t typesize, size_t nbytes,
+                const uint8_t *src, uint8_t *dst);
 
 /* Byte-delta (filter id 35): per byte stream of `typesize` streams. */
 void b2_bytedelta_encode(size_t typesize, size_t nbytes, const uint8_t *src,

@@ -20,6 +20,23 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       each object passes through the mount (MNT shows DIR) raw under its own
       source name, its short name absent; `b2f info --json` and xattr
       user.b2.kind name its kind
+  pyb2_check.py cparams DIR
+      python-blosc2 writes arrays under every codec and filter it offers
+      (blosclz, lz4, lz4hc, zlib, zstd; no filter, shuffle, bitshuffle,
+      delta, trunc_prec, bytedelta, int_trunc, two in a row; dictionaries,
+      split modes, clevel 0) and through its constructors that store special
+      chunks (zeros, full, NaN, empty, arange, linspace), up to 8 dimensions:
+      DIR/arrays.txt lists them, for `npy`; the codecs and filters b2fs does
+      not decode (the ZFP codecs, the NDCELL and NDMEAN filters) go to
+      DIR/refused.txt, each with the id the error must name
+  pyb2_check.py refused DIR MNT B2F
+      each of DIR/refused.txt: `b2f cat --npy` fails naming the file and the
+      unsupported codec or filter; through the mount at MNT its .npy is
+      listed and reading it fails with EIO
+  pyb2_check.py intwrite MNT / intcheck DIR
+      items written with numpy through the mount into DIR's int_trunc array
+      (a copy of it kept as filter_int_trunc.b2nd.before) read back in
+      python-blosc2 truncated as its own write would store them
   pyb2_check.py schunk SRC MNT
       files written through the mount at MNT (plain, their SOURCE frames in
       SRC) open in blosc2.open as SChunks with the same bytes
@@ -206,6 +223,120 @@ def cmd_npy(d, root, b2f=None):
             ok(tag)
 
 
+INT_TRUNC_KEEP = 20  # bits of each int32 the int_trunc array keeps
+INT_WRITES = (((0, 0), 12345678), ((50, 3), 1023), ((119, 89), -2))
+
+
+def cmd_cparams(d):
+    """Arrays under every codec, filter and constructor python-blosc2 offers."""
+    rng = np.random.default_rng(12)
+    os.makedirs(d, exist_ok=True)
+    C, F = blosc2.Codec, blosc2.Filter
+    sig = np.cumsum(rng.normal(size=(120, 90)), axis=1)
+    ints = rng.integers(0, 1000, size=(120, 90)).astype(np.int32)
+    geo = dict(chunks=(40, 45), blocks=(8, 15))
+    made = {}   # name -> (data, cparams)
+    for codec in ("BLOSCLZ", "LZ4", "LZ4HC", "ZLIB", "ZSTD"):
+        made["codec_" + codec.lower()] = (sig, dict(codec=getattr(C, codec)))
+    big = rng.integers(0, 2 ** 31, size=(120, 90)).astype(np.int32)
+    for filt, meta, data in (("NOFILTER", 0, sig), ("SHUFFLE", 0, sig), ("BITSHUFFLE", 0, sig),
+                             ("DELTA", 0, ints), ("TRUNC_PREC", 23, sig),
+                             ("BYTEDELTA", 0, sig), ("INT_TRUNC", INT_TRUNC_KEEP, big)):
+        made["filter_" + filt.lower()] = (data, dict(codec=C.ZSTD, filters=[getattr(F, filt)],
+                                                     filters_meta=[meta]))
+    made["filters_two"] = (sig, dict(codec=C.LZ4, filters=[F.TRUNC_PREC, F.BITSHUFFLE],
+                                     filters_meta=[20, 0]))
+    made["dict_zstd"] = (ints, dict(codec=C.ZSTD, use_dict=True))
+    made["dict_lz4"] = (ints, dict(codec=C.LZ4, use_dict=True))
+    made["clevel0"] = (sig, dict(clevel=0))
+    made["split_always"] = (sig, dict(splitmode=blosc2.SplitMode.ALWAYS_SPLIT))
+    made["split_never"] = (sig, dict(splitmode=blosc2.SplitMode.NEVER_SPLIT))
+    names = []
+    for name, (a, cp) in made.items():
+        blosc2.asarray(a, urlpath=os.path.join(d, name + ".b2nd"), mode="w", cparams=cp, **geo)
+        names.append(name + ".b2nd")
+    p = lambda n: os.path.join(d, n + ".b2nd")  # noqa: E731
+    blosc2.zeros((300, 70), dtype=np.float64, urlpath=p("zeros"), mode="w")
+    blosc2.full((300, 70), 3.25, urlpath=p("full"), mode="w")
+    blosc2.full((50, 30), np.nan, urlpath=p("nans"), mode="w")
+    blosc2.empty((300, 70), dtype=np.float32, urlpath=p("empty"), mode="w")
+    blosc2.arange(0, 100000, 1, dtype=np.int64, urlpath=p("arange"), mode="w")
+    blosc2.linspace(0, 1, 70000, urlpath=p("linspace"), mode="w")
+    blosc2.asarray(rng.normal(size=(3, 4, 2, 5, 3, 2)), urlpath=p("dim6"), mode="w")
+    blosc2.asarray(rng.normal(size=(2,) * 8), urlpath=p("dim8"), mode="w")
+    names += [n + ".b2nd" for n in ("zeros", "full", "nans", "empty", "arange", "linspace",
+                                    "dim6", "dim8")]
+    with open(os.path.join(d, "arrays.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    # what b2fs does not decode: name, the id its error names
+    refused = []
+    for codec, cid in (("ZFP_ACC", 33), ("ZFP_PREC", 34), ("ZFP_RATE", 35)):
+        name = "refused_" + codec.lower()
+        blosc2.asarray(sig, urlpath=p(name), mode="w", cparams=dict(codec=getattr(C, codec)))
+        refused.append("%s.b2nd codec id %d" % (name, cid))
+    for filt, fid in (("NDCELL", 32), ("NDMEAN", 33)):
+        name = "refused_" + filt.lower()
+        blosc2.asarray(sig, urlpath=p(name), mode="w",
+                       cparams=dict(codec=C.ZSTD, filters=[getattr(F, filt)], filters_meta=[4]),
+                       chunks=(60, 90), blocks=(20, 20))
+        refused.append("%s.b2nd filter id %d" % (name, fid))
+    with open(os.path.join(d, "refused.txt"), "w") as f:
+        f.write("\n".join(refused) + "\n")
+    print("made %d arrays, %d refused" % (len(names), len(refused)), file=sys.stderr)
+
+
+def cmd_refused(d, mnt, b2f):
+    """What b2fs does not decode fails clearly, through b2f and the mount."""
+    listed = set(os.listdir(mnt))
+    for line in open(os.path.join(d, "refused.txt")).read().splitlines():
+        name, why = line.split(" ", 1)
+        src = os.path.join(d, name)
+        npy = name[: -len(".b2nd")] + ".npy"
+        r = subprocess.run([b2f, "cat", "--npy", src], capture_output=True)
+        err = r.stderr.decode(errors="replace")
+        if r.returncode == 0 or src not in err or ("unsupported " + why) not in err:
+            notok("refused_cat:" + name, "rc %d, stderr %r" % (r.returncode, err[:200]))
+        else:
+            ok("refused_cat:" + name)
+        try:
+            if npy not in listed:
+                raise ValueError("%s not listed" % npy)
+            with open(os.path.join(mnt, npy), "rb") as f:
+                f.read()
+            notok("refused_mount:" + name, "read succeeded")
+        except OSError as e:
+            if e.errno == 5:
+                ok("refused_mount:" + name)
+            else:
+                notok("refused_mount:" + name, "%s, want EIO" % e)
+        except ValueError as e:
+            notok("refused_mount:" + name, str(e))
+
+
+def cmd_intwrite(mnt):
+    """Items written through the mount into the int_trunc array (numpy only)."""
+    a = np.load(os.path.join(mnt, "filter_int_trunc.npy"), mmap_mode="r+")
+    for (i, j), v in INT_WRITES:
+        a[i, j] = v
+    a.flush()
+    del a
+
+
+def cmd_intcheck(d):
+    """python-blosc2 reads them truncated as its own write would have left
+    them, every other item unchanged."""
+    p = os.path.join(d, "filter_int_trunc.b2nd")
+    got = blosc2.open(p)[...]
+    want = blosc2.open(p + ".before")[...]
+    mask = np.int32(-(1 << (32 - INT_TRUNC_KEEP)))
+    for (i, j), v in INT_WRITES:
+        want[i, j] = np.int32(v) & mask
+    same = got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    ok("int_trunc_write") if same else notok(
+        "int_trunc_write", "items %r, want %r" % ([int(got[i, j]) for (i, j), _ in INT_WRITES],
+                                                  [int(want[i, j]) for (i, j), _ in INT_WRITES]))
+
+
 def cmd_schunk(src, mnt):
     rng = np.random.default_rng(11)
     cases = {"plain_small": rng.bytes(1000), "plain_multi": rng.bytes(3 * 1024 * 1024 + 17),
@@ -345,6 +476,14 @@ def main():
         cmd_objects(sys.argv[2])
     elif cmd == "objcheck":
         cmd_objcheck(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "cparams":
+        cmd_cparams(sys.argv[2])
+    elif cmd == "intwrite":
+        cmd_intwrite(sys.argv[2])
+    elif cmd == "intcheck":
+        cmd_intcheck(sys.argv[2])
+    elif cmd == "refused":
+        cmd_refused(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "schunk":
         cmd_schunk(sys.argv[2], sys.argv[3])
     else:

@@ -14,7 +14,12 @@
 # open in blosc2.open as SChunks with the same bytes.  Objects that are not
 # data (lazy expression and UDF, ObjectArray, BatchArray, ListArray, Proxy)
 # pass through raw under their source names, user.b2.kind and `b2f info`
-# naming the kind.
+# naming the kind.  Arrays under every codec and filter python-blosc2 offers,
+# and from its constructors that store special chunks, read the same way;
+# those b2fs does not decode (ZFP codecs, NDCELL and NDMEAN filters) fail
+# with an error naming the file and the codec or filter id, EIO in a mount.
+# Items written into an int_trunc array through the mount are stored
+# truncated, as python-blosc2 stores them.
 #
 # Env: B2FS, B2F, PYB2 (set by tests/run.sh and tests/lib.sh).
 set -u
@@ -64,6 +69,31 @@ ok pyb2_mount
 timeout 300 "$PYB2" "$CHECK" npy "$SRC" "$MNT" "$B2F"
 timeout 300 "$PYB2" "$CHECK" schunk "$SRC" "$MNT"
 unmount_fg "$MNT" pyb2
+
+# every codec, filter and special-chunk constructor python-blosc2 offers
+CP=$TMP/cparams CPCAT=$TMP/cpcat
+mkdir -p "$CPCAT"
+if ! timeout 300 "$PYB2" "$CHECK" cparams "$CP" 2>"$TMP/cparams.log"; then
+  notok pyb2_cparams "$(tail -3 "$TMP/cparams.log")"
+  exit 0
+fi
+bad=""
+while read -r n; do
+  "$B2F" cat --npy "$CP/$n" >"$CPCAT/${n%.b2nd}.npy" 2>>"$TMP/cat.log" || bad="$bad $n"
+done <"$CP/arrays.txt"
+[ -z "$bad" ] && ok pyb2_cparams_cat_runs || notok pyb2_cparams_cat_runs "b2f cat --npy failed:$bad"
+timeout 300 "$PYB2" "$CHECK" npy "$CP" "$CPCAT"
+if ! mount_bg pyb2cp "$CP" "$MNT" "timeout=0"; then
+  notok pyb2_cparams_mount "the daemon did not mount: $(tail -3 "${LOGS[$MNT]}")"
+  exit 0
+fi
+timeout 300 "$PYB2" "$CHECK" npy "$CP" "$MNT"
+timeout 300 "$PYB2" "$CHECK" refused "$CP" "$MNT" "$B2F"
+# a write into the int_trunc array is truncated as python-blosc2's would be
+cp "$CP/filter_int_trunc.b2nd" "$CP/filter_int_trunc.b2nd.before"
+timeout 60 "$PYB2" "$CHECK" intwrite "$MNT" || notok int_trunc_write "the write failed"
+unmount_fg "$MNT" pyb2cp
+timeout 60 "$PYB2" "$CHECK" intcheck "$CP"
 
 # objects that are not data pass through raw
 OBJ=$TMP/objects

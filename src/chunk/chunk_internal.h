@@ -81,6 +81,7 @@ extern _Atomic long b2_chunk_par_helped;
  * are the slot's id and meta byte, `version` the chunk's format version.
  * Decode: src and dst distinct, except delta which works in place on dst
  * (src ignored) against `ref` (block 0 decoded, or NULL for block 0). */
+int b2_filter_supported(int fid); /* decoded and encoded, as the slot's id */
 int b2_filter_is_decode_noop(int fid);
 int b2_filter_backward(int fid, int meta, int typesize, int version,
                        size_t offset, size_t bsize, const uint8_t *ref,

@@ -41,9 +41,7 @@ static int check_cparams(const b2_cparams *p) {
     return b2_fail(B2_E_INVAL, "chunk encode: split mode %d", p->splitmode);
   for (int i = 0; i < B2_MAX_FILTERS; i++) {
     int f = p->filters[i];
-    if (f != B2_FILTER_NONE && f != B2_FILTER_SHUFFLE &&
-        f != B2_FILTER_BITSHUFFLE && f != B2_FILTER_DELTA &&
-        f != B2_FILTER_TRUNC_PREC && f != B2_FILTER_BYTEDELTA)
+    if (!b2_filter_supported(f))
       return b2_fail(B2_E_UNSUPPORTED, "chunk encode: filter id %d in slot "
                      "%d cannot be encoded", f, i);
   }

@@ -10,7 +10,11 @@
 
 #include <string.h>
 
-#define B2_FILTER_INT_TRUNC 36 /* lossy integer truncation: decode is a copy */
+int b2_filter_supported(int fid) {
+  return fid == B2_FILTER_NONE || fid == B2_FILTER_SHUFFLE || fid == B2_FILTER_BITSHUFFLE ||
+         fid == B2_FILTER_DELTA || fid == B2_FILTER_TRUNC_PREC || fid == B2_FILTER_BYTEDELTA ||
+         fid == B2_FILTER_INT_TRUNC;
+}
 
 int b2_filter_is_decode_noop(int fid) {
   return fid == B2_FILTER_NONE || fid == B2_FILTER_TRUNC_PREC ||
@@ -104,6 +108,9 @@ int b2_filter_forward(int fid, int meta, int typesize, size_t offset,
     break;
   case B2_FILTER_BYTEDELTA:
     b2_bytedelta_encode(elem_size(meta, typesize), bsize, src, dst);
+    break;
+  case B2_FILTER_INT_TRUNC:
+    rc = b2_inttrunc((int)(int8_t)meta, (size_t)typesize, bsize, src, dst);
     break;
   default:
     return b2_fail(B2_E_UNSUPPORTED, "filter id %d cannot be encoded", fid);

@@ -34,13 +34,6 @@ static int format_codec(int format, int extended, const uint8_t *c) {
   }
 }
 
-static int filter_supported(int fid) {
-  return fid == B2_FILTER_NONE || fid == B2_FILTER_SHUFFLE ||
-         fid == B2_FILTER_BITSHUFFLE || fid == B2_FILTER_DELTA ||
-         fid == B2_FILTER_TRUNC_PREC || fid == B2_FILTER_BYTEDELTA ||
-         b2_filter_is_decode_noop(fid);
-}
-
 static int parse_special(const uint8_t *c, b2_chunk_info *in) {
   int32_t nb = in->nbytes;
   switch (in->special) {
@@ -196,7 +189,7 @@ static int parse(const void *chunk, size_t avail, size_t have, b2_chunk_info *in
       return b2_fail(B2_E_UNSUPPORTED, "chunk header: unsupported codec "
                      "format %d", in->format);
     for (int i = 0; i < B2_MAX_FILTERS; i++)
-      if (!filter_supported(in->filters[i]))
+      if (!b2_filter_supported(in->filters[i]))
         return b2_fail(B2_E_UNSUPPORTED, "chunk header: unsupported filter "
                        "id %d in slot %d", in->filters[i], i);
   }

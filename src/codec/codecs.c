@@ -73,6 +73,8 @@ static const struct {
 const char *b2_filter_name(int filter) {
   for (size_t i = 0; i < NFILTER_NAMES; i++)
     if (filter_names[i].id == filter) return filter_names[i].name;
+  /* kept where a frame has it, never chosen for a new one: no name to parse */
+  if (filter == B2_FILTER_INT_TRUNC) return "int_trunc";
   return NULL;
 }
 

@@ -578,6 +578,42 @@ static void test_truncprec(void) {
   CHECK_EQ(b2_truncprec(-52, 8, 8, in, out), B2_E_INVAL);
 }
 
+/* int_trunc masks whole items, read as little-endian unsigned integers, as
+ * the reference's filter does (values worked out by hand). */
+static void test_inttrunc(void) {
+  uint32_t w[3] = {0x12345678u, 0xFFFFFFFFu, 0x00000FFFu}, v[3];
+  CHECK_EQ(b2_inttrunc(20, 4, sizeof w, (uint8_t *)w, (uint8_t *)v), 0);
+  CHECK_EQ(v[0], 0x12345000u); /* 32 - 20 = 12 low bits cleared */
+  CHECK_EQ(v[1], 0xFFFFF000u);
+  CHECK_EQ(v[2], 0u);
+  CHECK_EQ(b2_inttrunc(-4, 4, sizeof w, (uint8_t *)w, (uint8_t *)v), 0);
+  CHECK_EQ(v[0], 0x12345670u);
+  uint8_t b[3] = {0xFF, 0x81, 0x7F}, c[3];
+  CHECK_EQ(b2_inttrunc(3, 1, 3, b, c), 0); /* 5 low bits cleared */
+  CHECK_EQ(c[0], 0xE0);
+  CHECK_EQ(c[1], 0x80);
+  CHECK_EQ(c[2], 0x60);
+  uint16_t h = 0xABCD, k;
+  CHECK_EQ(b2_inttrunc(-8, 2, 2, (uint8_t *)&h, (uint8_t *)&k), 0);
+  CHECK_EQ(k, 0xAB00);
+  uint64_t q = UINT64_C(0x0123456789ABCDEF), r;
+  CHECK_EQ(b2_inttrunc(4, 8, 8, (uint8_t *)&q, (uint8_t *)&r), 0);
+  CHECK(r == 0); /* 60 low bits cleared, 0x0 in the top nibble */
+  CHECK_EQ(b2_inttrunc(-63, 8, 8, (uint8_t *)&q, (uint8_t *)&r), 0);
+  CHECK(r == 0);
+  /* Trailing bytes are copied. */
+  uint8_t in[6] = {0xff, 0xff, 0xff, 0xff, 0xab, 0xcd}, out[6];
+  CHECK_EQ(b2_inttrunc(-9, 4, 6, in, out), 0);
+  CHECK_EQ(out[0], 0x00);
+  CHECK_EQ(out[1], 0xfe);
+  CHECK_EQ(out[4], 0xab);
+  CHECK_EQ(out[5], 0xcd);
+  CHECK_EQ(b2_inttrunc(3, 3, 6, in, out), B2_E_UNSUPPORTED);
+  CHECK_EQ(b2_inttrunc(0, 4, 4, in, out), B2_E_INVAL);   /* nothing kept */
+  CHECK_EQ(b2_inttrunc(-32, 4, 4, in, out), B2_E_INVAL);
+  CHECK_EQ(b2_inttrunc(33, 4, 4, in, out), B2_E_INVAL);
+}
+
 /* Codec contexts live per thread and are freed at thread exit or by
  * b2_codec_thread_cleanup (ASan's leak check watches both). */
 static void *thread_main(void *arg) {
@@ -630,6 +666,7 @@ int main(void) {
   T_RUN(test_delta);
   T_RUN(test_bytedelta);
   T_RUN(test_truncprec);
+  T_RUN(test_inttrunc);
   T_RUN(test_threads);
   T_END();
 }
