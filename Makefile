@@ -15,6 +15,14 @@ ARCH    := $(shell uname -m)
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+# libzfp (Debian: libzfp-dev, no pkg-config file) for python-blosc2's ZFP
+# codecs; without it (ZFP=0, or not installed) their chunks fail to decode
+# with an error that says so.
+ZFP ?= $(shell printf '\043include <zfp.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+ifeq ($(ZFP),1)
+PKG_CFLAGS += -DB2_HAVE_ZFP
+PKG_LIBS   += -lzfp -lm
+endif
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 BASE    := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(PKG_CFLAGS) -pthread
@@ -36,8 +44,12 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # $(call objs,builddir,sources)
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all san tsan fault venv test test-crash fuzz fuzz-long clean install demo bench
+.PHONY: all san tsan fault venv test print-libs test-crash fuzz fuzz-long clean install demo bench
 all: build/b2f build/b2fs
+
+# The libraries a program linked with libb2fs.a needs (tests/t_fuzz_regress.sh).
+print-libs:
+	@echo $(PKG_LIBS)
 
 # ---- one rule set per build flavour -------------------------------------
 define flavour

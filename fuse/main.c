@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (cmd.show_version) {
-    printf("b2fs version %s\n", B2FS_VERSION);
+    printf("b2fs version %s\nzfp codecs: %s\n", B2FS_VERSION, b2_zfp_available() ? "yes (libzfp)" : "no");
     fflush(stdout);
     fuse_lowlevel_version();
     ret = 0;

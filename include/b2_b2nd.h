@@ -56,6 +56,13 @@ int b2_b2nd_parse(const uint8_t *meta, size_t len, int32_t itemsize,
                   b2_b2nd *out);
 void b2_b2nd_free(b2_b2nd *a);
 
+/* The block geometry of the array (b2_chunk_geom), and giving it to an open
+ * frame: b2_b2nd_attach reads f's b2nd metalayer, if it has one that
+ * parses, and sets the frame's geometry (b2_frame_set_geom) so that its
+ * ZFP chunks decode.  Returns 1 when set, 0 when f is not an array. */
+void b2_b2nd_geom(const b2_b2nd *a, b2_chunk_geom *g);
+int b2_b2nd_attach(b2_frame *f);
+
 /* Check a frame's geometry against the array's: `nchunks` chunks, each of
  * `chunksize` decoded bytes (0: variable-length chunks, not checked here).
  * Returns 0 or B2_E_FORMAT naming the mismatch. */

@@ -55,6 +55,7 @@ typedef struct b2_chunk_info {
   int codec;          /* B2_CODEC_* (lz4hc reported as lz4 if unknowable);
                          -1 for a format we cannot decode */
   int clevel;         /* -1 when the chunk does not record it */
+  int codec_meta;     /* header byte 23: the ZFP codecs' parameter */
   uint8_t filters[B2_MAX_FILTERS]; /* 1.x chunks: from flags bits 0/2/3 */
   uint8_t filters_meta[B2_MAX_FILTERS];
   int blosc2_flags;   /* header byte 31 (0 for 1.x chunks) */
@@ -81,6 +82,16 @@ int b2_chunk_parse(const void *chunk, size_t avail, b2_chunk_info *info);
 int b2_chunk_sizes(const void *chunk, size_t avail, int32_t *nbytes,
                    int32_t *cbytes, int32_t *blocksize);
 
+/* Block geometry of an array (its b2nd block shape, C order), which the
+ * ZFP codecs need to decode or encode a block; other codecs ignore it.
+ * Decoders take it as `geom`: NULL (or ndim 0) when the chunk's frame is
+ * not an array, and then a ZFP chunk fails with an error saying so. */
+#define B2_CHUNK_GEOM_MAXDIM 16
+typedef struct b2_chunk_geom {
+  int ndim;
+  int32_t blockshape[B2_CHUNK_GEOM_MAXDIM];
+} b2_chunk_geom;
+
 /* Decode the whole chunk into dst (dstcap >= nbytes).  Returns nbytes. */
 int b2_chunk_decode(const void *chunk, size_t len, void *dst, size_t dstcap);
 
@@ -91,7 +102,7 @@ int b2_chunk_decode(const void *chunk, size_t len, void *dst, size_t dstcap);
  * Same result, same errors. */
 struct b2_pool;
 int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
-                        size_t dstcap, struct b2_pool *pool);
+                        size_t dstcap, struct b2_pool *pool, const b2_chunk_geom *geom);
 
 /* Called before reading a chunk of `nbytes` decoded bytes that this thread
  * will then decode with b2_chunk_decode_par: when it is large enough to be
@@ -105,7 +116,7 @@ void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes);
  * chunk, decoding only the blocks that cover that range (plus the first
  * block when the delta filter needs it).  Returns n. */
 int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
-                          size_t n, void *dst);
+                          size_t n, void *dst, const b2_chunk_geom *geom);
 
 /* Partial decode of a chunk stored in a file, reading only the blocks it
  * decodes.  With the chunk's first `have` bytes (at least the 32-byte
@@ -131,7 +142,7 @@ typedef struct b2_chunk_span {
 int b2_chunk_range_plan(const void *chunk, size_t have, size_t offset, size_t n,
                         size_t *head, b2_chunk_span *spans, int *nspans);
 int b2_chunk_decode_range_spans(const void *chunk, size_t len, size_t offset, size_t n,
-                                void *dst);
+                                void *dst, const b2_chunk_geom *geom);
 
 /* ---- encode ---------------------------------------------------------- */
 typedef struct b2_cparams {

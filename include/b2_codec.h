@@ -29,7 +29,13 @@ enum b2_codec_id {
   B2_CODEC_LZ4HC = 2,
   B2_CODEC_SNAPPY = 3, /* recognised, not supported */
   B2_CODEC_ZLIB = 4,
-  B2_CODEC_ZSTD = 5
+  B2_CODEC_ZSTD = 5,
+  /* python-blosc2's lossy codecs for float arrays (user-defined codec ids
+   * of the chunk header, with its meta byte): read, and kept where a frame
+   * has them, when built with libzfp; no name for new frames. */
+  B2_CODEC_ZFP_ACC = 33,
+  B2_CODEC_ZFP_PREC = 34,
+  B2_CODEC_ZFP_RATE = 35
 };
 
 /* Stream format ids as stored in bits 5-7 of a chunk's flags byte.
@@ -39,7 +45,8 @@ enum b2_format_id {
   B2_FORMAT_LZ4 = 1,
   B2_FORMAT_SNAPPY = 2,
   B2_FORMAT_ZLIB = 3,
-  B2_FORMAT_ZSTD = 4
+  B2_FORMAT_ZSTD = 4,
+  B2_FORMAT_USER = 6 /* a codec id 32 and up, in the extended header */
 };
 
 /* Filter ids as stored in the Blosc2 filter pipeline slots. */
@@ -92,6 +99,27 @@ int b2_stream_decompress_prefix(int format, const void *src, size_t srclen,
 int b2_stream_compress(int codec, int clevel, const void *src, size_t srclen,
                        void *dst, size_t dstcap, const void *dict,
                        size_t dictlen);
+
+/* ---- ZFP (codecs 33-35) --------------------------------------------------
+ * One stream per block of an array, no header: the field is the block of
+ * `ndim` (1 to B2_ZFP_MAXDIM) dimensions `shape` (C order, the array's b2nd
+ * block shape) of floats (typesize 4) or doubles (8), in the mode of the
+ * codec with the chunk's codec meta byte (zfp_acc: tolerance 10^meta;
+ * zfp_prec: meta + 3 + 2 * ndim bits; zfp_rate: meta / 100 of the item's
+ * bits), as the reference library's plugin stores it.
+ * b2_zfp_decompress: exactly dstlen bytes (the block, shape * typesize) or
+ * a negative code (a damaged stream, a shape that is not the block's).
+ * b2_zfp_compress: the stream's size, 0 when it would not be smaller than
+ * the block or the input is not a whole block (the caller stores it raw),
+ * or a negative code.  Without libzfp both fail with B2_E_UNSUPPORTED and
+ * b2_zfp_available() is 0. */
+#define B2_ZFP_MAXDIM 4
+int b2_codec_is_zfp(int codec);
+int b2_zfp_available(void);
+int b2_zfp_decompress(int codec, int meta, int typesize, int ndim, const int32_t *shape,
+                      const void *src, size_t srclen, void *dst, size_t dstlen);
+int b2_zfp_compress(int codec, int meta, int typesize, int ndim, const int32_t *shape,
+                    const void *src, size_t srclen, void *dst, size_t dstcap);
 
 /* Release this thread's codec contexts (optional; for clean leak checks). */
 void b2_codec_thread_cleanup(void);

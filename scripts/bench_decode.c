@@ -287,7 +287,7 @@ static int run_share(struct job *j, int me, int n) {
       if (rc >= 0 && (size_t)rc != nb) rc = B2_E_FORMAT;
       break;
     case JOB_DECODE_PAR:
-      rc = b2_chunk_decode_par(chunk_at(e, i), e->len[i], out, nb, par_pool);
+      rc = b2_chunk_decode_par(chunk_at(e, i), e->len[i], out, nb, par_pool, NULL);
       if (rc >= 0 && (size_t)rc != nb) rc = B2_E_FORMAT;
       break;
     case JOB_CODEC:
@@ -424,7 +424,7 @@ static double time_reads(const struct encoded *e, int nreads, int runs,
       size_t nb = chunk_nbytes(e, ci);
       size_t len = READ_SIZE < nb - off ? READ_SIZE : nb - off;
       int rc = b2_chunk_decode_range(chunk_at(e, ci), e->len[ci], off, len,
-                                     buf);
+                                     buf, NULL);
       if (rc < 0) die_rc(rc, "b2_chunk_decode_range");
       if (pass < 0) {
         if (memcmp(buf, e->ds->src + pos, len) != 0)
@@ -527,7 +527,7 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
         long h0 = atomic_load(&b2_chunk_par_helped);
         double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = now();
         int rc = cold  ? b2_frame_decode_chunk_par(fr, (int64_t)i, dst, nb, par ? par_pool : NULL)
-                 : par ? b2_chunk_decode_par(chunk_at(&e, i), e.len[i], dst, nb, par_pool)
+                 : par ? b2_chunk_decode_par(chunk_at(&e, i), e.len[i], dst, nb, par_pool, NULL)
                        : b2_chunk_decode(chunk_at(&e, i), e.len[i], dst, nb);
         double w1 = now(), c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
         if (rc < 0 || (size_t)rc != nb)

@@ -20,15 +20,16 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       each object passes through the mount (MNT shows DIR) raw under its own
       source name, its short name absent; `b2f info --json` and xattr
       user.b2.kind name its kind
-  pyb2_check.py cparams DIR
+  pyb2_check.py cparams DIR zfp|nozfp
       python-blosc2 writes arrays under every codec and filter it offers
-      (blosclz, lz4, lz4hc, zlib, zstd; no filter, shuffle, bitshuffle,
+      (blosclz, lz4, lz4hc, zlib, zstd, the three ZFP modes on 1-4
+      dimensions of float32 and float64; no filter, shuffle, bitshuffle,
       delta, trunc_prec, bytedelta, int_trunc, two in a row; dictionaries,
       split modes, clevel 0) and through its constructors that store special
       chunks (zeros, full, NaN, empty, arange, linspace), up to 8 dimensions:
-      DIR/arrays.txt lists them, for `npy`; the codecs and filters b2fs does
-      not decode (the ZFP codecs, the NDCELL and NDMEAN filters) go to
-      DIR/refused.txt, each with the id the error must name
+      DIR/arrays.txt lists them, for `npy`; what b2fs does not decode (the
+      NDCELL and NDMEAN filters, the NDLZ codec; ZFP with nozfp, a b2fs built without
+      libzfp) goes to DIR/refused.txt, each with what its error must say
   pyb2_check.py refused DIR MNT B2F
       each of DIR/refused.txt: `b2f cat --npy` fails naming the file and the
       unsupported codec or filter; through the mount at MNT its .npy is
@@ -227,7 +228,7 @@ INT_TRUNC_KEEP = 20  # bits of each int32 the int_trunc array keeps
 INT_WRITES = (((0, 0), 12345678), ((50, 3), 1023), ((119, 89), -2))
 
 
-def cmd_cparams(d):
+def cmd_cparams(d, zfp):
     """Arrays under every codec, filter and constructor python-blosc2 offers."""
     rng = np.random.default_rng(12)
     os.makedirs(d, exist_ok=True)
@@ -266,20 +267,41 @@ def cmd_cparams(d):
     blosc2.asarray(rng.normal(size=(2,) * 8), urlpath=p("dim8"), mode="w")
     names += [n + ".b2nd" for n in ("zeros", "full", "nans", "empty", "arange", "linspace",
                                     "dim6", "dim8")]
+    # ZFP (lossy, float arrays of 1-4 dimensions), decoded as python-blosc2
+    # decodes them when b2fs has libzfp (zfp), refused saying so when not
+    zfp_names, refused = [], []
+    geos = (("1d", np.float32, (200,), (100,), (20,)),
+            ("2d", np.float64, (60, 50), (30, 25), (8, 12)),
+            ("3d", np.float32, (16, 12, 10), (8, 12, 10), (4, 4, 8)),
+            ("4d", np.float64, (8, 8, 8, 9), (4, 8, 8, 9), (4, 4, 4, 4)))
+    for codec, meta in (("ZFP_ACC", 253), ("ZFP_PREC", 12), ("ZFP_RATE", 40)):
+        cp = dict(codec=getattr(C, codec), codec_meta=meta, filters=[F.NOFILTER],
+                  splitmode=blosc2.SplitMode.NEVER_SPLIT)
+        for g, dt, shape, ch, bl in geos:
+            name = "%s_%s" % (codec.lower(), g)
+            a = np.cumsum(rng.normal(size=shape), axis=-1).astype(dt)
+            blosc2.asarray(a, urlpath=p(name), mode="w", chunks=ch, blocks=bl, cparams=cp)
+            zfp_names.append((name, codec.lower()))
+        name = codec.lower() + "_defaults"  # python-blosc2's other parameters
+        blosc2.asarray(sig, urlpath=p(name), mode="w", cparams=dict(codec=getattr(C, codec)))
+        zfp_names.append((name, codec.lower()))
+    if zfp:
+        names += [n + ".b2nd" for n, _ in zfp_names]
+    else:
+        refused += ["%s.b2nd\t%s: b2fs was built without libzfp" % (n, c) for n, c in zfp_names]
     with open(os.path.join(d, "arrays.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
-    # what b2fs does not decode: name, the id its error names
-    refused = []
-    for codec, cid in (("ZFP_ACC", 33), ("ZFP_PREC", 34), ("ZFP_RATE", 35)):
-        name = "refused_" + codec.lower()
-        blosc2.asarray(sig, urlpath=p(name), mode="w", cparams=dict(codec=getattr(C, codec)))
-        refused.append("%s.b2nd codec id %d" % (name, cid))
+    # what b2fs does not decode: name, what its error says
     for filt, fid in (("NDCELL", 32), ("NDMEAN", 33)):
         name = "refused_" + filt.lower()
         blosc2.asarray(sig, urlpath=p(name), mode="w",
                        cparams=dict(codec=C.ZSTD, filters=[getattr(F, filt)], filters_meta=[4]),
                        chunks=(60, 90), blocks=(20, 20))
-        refused.append("%s.b2nd filter id %d" % (name, fid))
+        refused.append("%s.b2nd\tunsupported filter id %d" % (name, fid))
+    u8 = (np.arange(256 * 256) % 251).astype(np.uint8).reshape(256, 256)
+    blosc2.asarray(u8, urlpath=p("refused_ndlz"), mode="w", chunks=(128, 128), blocks=(32, 32),
+                   cparams=dict(codec=C.NDLZ, codec_meta=4, filters=[F.NOFILTER]))
+    refused.append("refused_ndlz.b2nd\tunsupported codec id 32")
     with open(os.path.join(d, "refused.txt"), "w") as f:
         f.write("\n".join(refused) + "\n")
     print("made %d arrays, %d refused" % (len(names), len(refused)), file=sys.stderr)
@@ -289,12 +311,12 @@ def cmd_refused(d, mnt, b2f):
     """What b2fs does not decode fails clearly, through b2f and the mount."""
     listed = set(os.listdir(mnt))
     for line in open(os.path.join(d, "refused.txt")).read().splitlines():
-        name, why = line.split(" ", 1)
+        name, why = line.split("\t", 1)
         src = os.path.join(d, name)
         npy = name[: -len(".b2nd")] + ".npy"
         r = subprocess.run([b2f, "cat", "--npy", src], capture_output=True)
         err = r.stderr.decode(errors="replace")
-        if r.returncode == 0 or src not in err or ("unsupported " + why) not in err:
+        if r.returncode == 0 or src not in err or why not in err:
             notok("refused_cat:" + name, "rc %d, stderr %r" % (r.returncode, err[:200]))
         else:
             ok("refused_cat:" + name)
@@ -477,7 +499,7 @@ def main():
     elif cmd == "objcheck":
         cmd_objcheck(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "cparams":
-        cmd_cparams(sys.argv[2])
+        cmd_cparams(sys.argv[2], sys.argv[3] == "zfp")
     elif cmd == "intwrite":
         cmd_intwrite(sys.argv[2])
     elif cmd == "intcheck":

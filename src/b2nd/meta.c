@@ -191,3 +191,25 @@ int b2_b2nd_check(const b2_b2nd *a, int64_t nchunks, int32_t chunksize) {
                    chunksize, (long long)a->chunk_nbytes);
   return 0;
 }
+
+_Static_assert(B2_B2ND_MAXDIM <= B2_CHUNK_GEOM_MAXDIM, "a block shape fits a chunk geometry");
+
+void b2_b2nd_geom(const b2_b2nd *a, b2_chunk_geom *g) {
+  memset(g, 0, sizeof *g);
+  g->ndim = a->ndim;
+  for (int i = 0; i < a->ndim; i++) g->blockshape[i] = a->blockshape[i];
+}
+
+int b2_b2nd_attach(b2_frame *f) {
+  const uint8_t *meta;
+  size_t len;
+  if (!f || b2_frame_meta_get(f, "b2nd", &meta, &len) < 0) return 0;
+  b2_b2nd a;
+  memset(&a, 0, sizeof a);
+  if (b2_b2nd_parse(meta, len, b2_frame_get_info(f)->typesize, &a) < 0) return 0;
+  b2_chunk_geom g;
+  b2_b2nd_geom(&a, &g);
+  b2_b2nd_free(&a);
+  b2_frame_set_geom(f, &g);
+  return g.ndim > 0;
+}

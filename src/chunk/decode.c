@@ -29,6 +29,7 @@ struct dctx {
   int has_delta;
   int bounded;         /* a block's stored bytes end at the next block start
                           (b2_chunk_decode_range_spans), not the chunk's end */
+  const b2_chunk_geom *geom; /* the array's block shape (ZFP), or NULL */
 };
 
 /* Whether pipeline slot i leaves a block unchanged on decode: a no-op
@@ -69,10 +70,38 @@ static void dctx_setup(struct dctx *d, const void *chunk) {
   }
 }
 
-static int dctx_init(struct dctx *d, const void *chunk, size_t len) {
+static int dctx_init(struct dctx *d, const void *chunk, size_t len, const b2_chunk_geom *geom) {
   int rc = b2_chunk_parse(chunk, len, &d->in);
   if (rc < 0) return rc;
   dctx_setup(d, chunk);
+  d->geom = geom && geom->ndim > 0 ? geom : NULL;
+  return 0;
+}
+
+/* One stream of `cs` stored bytes decoded into exactly `n` bytes; with
+ * `want` < n only the first `want` need be right (the codec may stop
+ * early).  Returns 0 or a negative code naming block nb. */
+static int stream_decode(const struct dctx *d, int32_t nb, const uint8_t *src, int32_t cs,
+                         uint8_t *out, int32_t n, size_t want) {
+  const b2_chunk_info *in = &d->in;
+  int rc;
+  if (b2_codec_is_zfp(in->codec)) {
+    if (!d->geom)
+      return b2_fail(B2_E_FORMAT, "block %d: %s needs the array's block shape (no b2nd "
+                     "metalayer)", nb, b2_codec_name(in->codec));
+    rc = b2_zfp_decompress(in->codec, in->codec_meta, in->typesize, d->geom->ndim,
+                           d->geom->blockshape, src, (size_t)cs, out, (size_t)n);
+  } else if (want < (size_t)n) {
+    rc = b2_stream_decompress_prefix(in->format, src, (size_t)cs, out, (size_t)n, want,
+                                     d->dict, d->dictlen);
+    return rc < 0 ? b2_context(rc, "block %d", nb) : 0;
+  } else {
+    rc = b2_stream_decompress(in->format, src, (size_t)cs, out, (size_t)n, d->dict,
+                              d->dictlen);
+  }
+  if (rc < 0) return b2_context(rc, "block %d", nb);
+  if (rc != n)
+    return b2_fail(B2_E_CODEC, "block %d: stream decodes to %d bytes, expected %d", nb, rc, n);
   return 0;
 }
 
@@ -97,13 +126,7 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
       memcpy(out, c + p, (size_t)bsize);
       return 0;
     }
-    int rc = b2_stream_decompress(in->format, c + p, (size_t)cs, out,
-                                  (size_t)bsize, d->dict, d->dictlen);
-    if (rc < 0) return b2_context(rc, "block %d", nb);
-    if (rc != bsize)
-      return b2_fail(B2_E_CODEC, "block %d: stream decodes to %d bytes, "
-                     "expected %d", nb, rc, bsize);
-    return 0;
+    return stream_decode(d, nb, c + p, (int32_t)cs, out, bsize, (size_t)bsize);
   }
   int32_t nstreams = block_streams(d, leftoverblock);
   int32_t neb = bsize / nstreams;
@@ -136,19 +159,11 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
                        "the chunk", nb, j, cs);
       if (cs == neb) {
         memcpy(o, c + p, fill);
-      } else if (fill < (size_t)neb) {
-        /* Only the start of the stream is wanted: the codec may stop
-         * there. */
-        int rc = b2_stream_decompress_prefix(in->format, c + p, (size_t)cs, o, (size_t)neb,
-                                             fill, d->dict, d->dictlen);
-        if (rc < 0) return b2_context(rc, "block %d", nb);
       } else {
-        int rc = b2_stream_decompress(in->format, c + p, (size_t)cs, o,
-                                      (size_t)neb, d->dict, d->dictlen);
-        if (rc < 0) return b2_context(rc, "block %d stream %d", nb, j);
-        if (rc != neb)
-          return b2_fail(B2_E_CODEC, "block %d stream %d: decodes to %d "
-                         "bytes, expected %d", nb, j, rc, neb);
+        /* Only the start of the stream may be wanted: the codec may stop
+         * there. */
+        int rc = stream_decode(d, nb, c + p, cs, o, neb, fill);
+        if (rc < 0) return nstreams > 1 ? b2_context(rc, "stream %d", j) : rc;
       }
       p += cs;
     }
@@ -457,25 +472,29 @@ static int decode_range_ctx(const struct dctx *d, size_t offset, size_t n,
                       : decode_fixed(d, offset, n, dst);
 }
 
+/* The whole chunk into dst, on this thread.  Returns nbytes. */
+static int decode_whole(const struct dctx *d, void *dst, size_t dstcap) {
+  if (dstcap < (size_t)d->in.nbytes)
+    return b2_fail(B2_E_INVAL, "chunk decode: %zu-byte buffer for %d bytes",
+                   dstcap, d->in.nbytes);
+  if (d->in.nbytes > 0 && !dst)
+    return b2_fail(B2_E_INVAL, "chunk decode: no output buffer");
+  int rc = decode_range_ctx(d, 0, (size_t)d->in.nbytes, dst);
+  return rc < 0 ? rc : d->in.nbytes;
+}
+
 int b2_chunk_decode(const void *chunk, size_t len, void *dst, size_t dstcap) {
   struct dctx d;
-  int rc = dctx_init(&d, chunk, len);
-  if (rc < 0) return rc;
-  if (dstcap < (size_t)d.in.nbytes)
-    return b2_fail(B2_E_INVAL, "chunk decode: %zu-byte buffer for %d bytes",
-                   dstcap, d.in.nbytes);
-  if (d.in.nbytes > 0 && !dst)
-    return b2_fail(B2_E_INVAL, "chunk decode: no output buffer");
-  rc = decode_range_ctx(&d, 0, (size_t)d.in.nbytes, dst);
-  return rc < 0 ? rc : d.in.nbytes;
+  int rc = dctx_init(&d, chunk, len, NULL);
+  return rc < 0 ? rc : decode_whole(&d, dst, dstcap);
 }
 
 /* b2_chunk_decode_range, its blocks' bytes bounded as b2_chunk_decode_range_spans
  * needs when `bounded`. */
 static int decode_range(const void *chunk, size_t len, size_t offset, size_t n, void *dst,
-                        int bounded) {
+                        int bounded, const b2_chunk_geom *geom) {
   struct dctx d;
-  int rc = dctx_init(&d, chunk, len);
+  int rc = dctx_init(&d, chunk, len, geom);
   if (rc < 0) return rc;
   if (offset > (size_t)d.in.nbytes || n > (size_t)d.in.nbytes - offset)
     return b2_fail(B2_E_RANGE, "chunk range [%zu, +%zu) beyond nbytes %d",
@@ -488,8 +507,8 @@ static int decode_range(const void *chunk, size_t len, size_t offset, size_t n, 
 }
 
 int b2_chunk_decode_range(const void *chunk, size_t len, size_t offset,
-                          size_t n, void *dst) {
-  return decode_range(chunk, len, offset, n, dst, 0);
+                          size_t n, void *dst, const b2_chunk_geom *geom) {
+  return decode_range(chunk, len, offset, n, dst, 0, geom);
 }
 
 /* ---- ranges read block by block -------------------------------------------
@@ -546,8 +565,8 @@ int b2_chunk_range_plan(const void *chunk, size_t have, size_t offset, size_t n,
 }
 
 int b2_chunk_decode_range_spans(const void *chunk, size_t len, size_t offset, size_t n,
-                                void *dst) {
-  return decode_range(chunk, len, offset, n, dst, 1);
+                                void *dst, const b2_chunk_geom *geom) {
+  return decode_range(chunk, len, offset, n, dst, 1, geom);
 }
 
 /* ---- whole chunk, blocks shared among threads ---------------------------
@@ -617,9 +636,9 @@ static void par_job(void *arg) {
 }
 
 int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
-                        size_t dstcap, struct b2_pool *pool) {
+                        size_t dstcap, struct b2_pool *pool, const b2_chunk_geom *geom) {
   struct dctx d;
-  int rc = dctx_init(&d, chunk, len);
+  int rc = dctx_init(&d, chunk, len, geom);
   int helpers = 0;
   if (rc == 0 && pool && !d.in.special && !d.in.memcpyed && !d.in.vlblocks &&
       d.in.nblocks >= 2 && d.in.nbytes >= b2_chunk_par_min && dst &&
@@ -630,7 +649,7 @@ int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
                                      or for a chunk that does not parse */
   tl_prewoke = 0;
   if (rc < 0) return rc;
-  if (helpers <= 0) return b2_chunk_decode(chunk, len, dst, dstcap);
+  if (helpers <= 0) return decode_whole(&d, dst, dstcap);
   struct par p = {.d = &d, .dst = dst, .end = d.in.nblocks};
   atomic_init(&p.next, 0);
   atomic_init(&p.rc, 0);

@@ -30,6 +30,8 @@ static int format_codec(int format, int extended, const uint8_t *c) {
                                                         : B2_CODEC_LZ4;
   case B2_FORMAT_ZLIB: return B2_CODEC_ZLIB;
   case B2_FORMAT_ZSTD: return B2_CODEC_ZSTD;
+  case B2_FORMAT_USER: /* the codec id is in the extended header */
+    return extended && b2_codec_is_zfp(c[B2H_UDCODEC]) ? c[B2H_UDCODEC] : -1;
   default: return -1;
   }
 }
@@ -147,6 +149,7 @@ static int parse(const void *chunk, size_t avail, size_t have, b2_chunk_info *in
       in->filters_meta[5] = 0;
     }
     in->blosc2_flags = c[B2H_B2FLAGS];
+    in->codec_meta = c[B2H_CODEC_META];
     flags2 = c[B2H_FLAGS2];
   } else {
     if (in->flags & B2F_SHUFFLE) in->filters[5] = B2_FILTER_SHUFFLE;
@@ -182,7 +185,7 @@ static int parse(const void *chunk, size_t avail, size_t have, b2_chunk_info *in
       return b2_fail(B2_E_FORMAT, "chunk header: memcpy'd chunk with cbytes "
                      "%d for nbytes %d", in->cbytes, in->nbytes);
   } else {
-    if (in->codec < 0 && in->format == 6 && extended)
+    if (in->codec < 0 && in->format == B2_FORMAT_USER && extended)
       return b2_fail(B2_E_UNSUPPORTED, "chunk header: unsupported codec id %d",
                      c[B2H_UDCODEC]);
     if (in->codec < 0)

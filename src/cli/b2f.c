@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "b2_codec.h"
 #include "b2_error.h"
 #include "cli/cli.h"
 
@@ -89,7 +90,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(argv[1], "--version")) {
-    printf("b2f %s\n", B2FS_VERSION);
+    printf("b2f %s\nzfp codecs: %s\n", B2FS_VERSION, b2_zfp_available() ? "yes (libzfp)" : "no");
     return 0;
   }
   for (size_t i = 0; i < NCOMMANDS; i++)

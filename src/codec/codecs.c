@@ -30,6 +30,9 @@ static const char *const format_names[] = {"blosclz", "lz4", "snappy", "zlib",
                                            "zstd"};
 
 const char *b2_codec_name(int codec) {
+  if (codec == B2_CODEC_ZFP_ACC) return "zfp_acc";
+  if (codec == B2_CODEC_ZFP_PREC) return "zfp_prec";
+  if (codec == B2_CODEC_ZFP_RATE) return "zfp_rate";
   if (codec < 0 || codec > B2_CODEC_ZSTD) return NULL;
   return codec_names[codec];
 }

@@ -107,6 +107,7 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
   f->env = env;
   f->frame = fr;
   b2_frame_set_verify(fr, env ? env->opts.verify : 1);
+  b2_b2nd_attach(fr); /* an array's ZFP chunks need its block shape */
   f->view = view;
   f->flags = flags;
   if (env && env->cache) {

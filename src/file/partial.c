@@ -85,7 +85,8 @@ int b2_file_read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *ds
     b2_cache_release(c, e);
     return rc < 0 ? rc : 0;
   }
-  rc = b2_chunk_decode_range(b2_cache_data(se), b2_cache_len(se), off, len, dst);
+  rc = b2_chunk_decode_range(b2_cache_data(se), b2_cache_len(se), off, len, dst,
+                             b2_frame_geom(f->frame));
   b2_cache_release(c, se);
   if (rc >= 0 && (size_t)rc != len)
     rc = b2_fail(B2_E_FORMAT, "range decode gave %d bytes, expected %zu", rc, len);

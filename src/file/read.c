@@ -37,7 +37,8 @@ static int load_chunk(b2_file *f, int64_t chunk, uint8_t **data, size_t *len,
   if (zeros) {
     rc = nb;
   } else if (f->cid && c && b2_cache_peek(c, f->cid, chunk, &se) == 0) {
-    rc = b2_chunk_decode_par(b2_cache_data(se), b2_cache_len(se), buf, (size_t)nb, pool);
+    rc = b2_chunk_decode_par(b2_cache_data(se), b2_cache_len(se), buf, (size_t)nb, pool,
+                             b2_frame_geom(f->frame));
     b2_cache_release(c, se);
     if (rc >= 0 && rc != nb)
       rc = b2_fail(B2_E_FORMAT, "decoded %d bytes, expected %d", rc, nb);

@@ -374,6 +374,7 @@ int b2_file_recreate(b2_file *f, const b2_frame_params *p, int64_t nbytes) {
     }
     b2_fail(rc, "%s: cannot recreate the frame", f->path);
   }
+  if (f->frame) b2_b2nd_attach(f->frame);
   if (home >= 0) close(home);
   atomic_fetch_add(&f->epoch, 1);
   atomic_fetch_add(&f->recreations, 1);

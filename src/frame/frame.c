@@ -485,3 +485,13 @@ int64_t b2_frame_chunk_at(const b2_frame *f, int64_t offset) {
   b2_frame_rdunlock(f);
   return r;
 }
+
+void b2_frame_set_geom(b2_frame *f, const b2_chunk_geom *g) {
+  if (!f) return;
+  memset(&f->geom, 0, sizeof f->geom);
+  if (g && g->ndim > 0 && g->ndim <= B2_CHUNK_GEOM_MAXDIM) f->geom = *g;
+}
+
+const b2_chunk_geom *b2_frame_geom(const b2_frame *f) {
+  return f && f->geom.ndim > 0 ? &f->geom : NULL;
+}

@@ -144,6 +144,8 @@ struct b2_frame {
   int64_t *starts;
 
   b2_frame_csum csum;
+  b2_chunk_geom geom;   /* an array's block shape (b2_frame_set_geom); ndim 0
+                           when not given */
 
   /* The `.b2lock` sidecar when this frame takes part in locking, else
    * NULL (lock.c). */

@@ -52,7 +52,7 @@ static int uniform_entry(const uint8_t *chunk, size_t len,
                    "(typesize %d) cannot hold offsets", ci->special,
                    ci->typesize);
   uint8_t v[8];
-  int rc = b2_chunk_decode_range(chunk, len, 0, sizeof v, v);
+  int rc = b2_chunk_decode_range(chunk, len, 0, sizeof v, v, NULL);
   if (rc < 0) return b2_context(rc, "index chunk");
   *e = (int64_t)b2_le64(v);
   return 0;

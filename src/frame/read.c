@@ -306,7 +306,7 @@ int b2_frame_decode_chunk_par(b2_frame *f, int64_t i, void *dst,
   if (rc == 0) rc = b2_frame_load_chunk(f, i, b, &n);
   b2_frame_rdunlock(f);
   if (rc == 0) {
-    rc = b2_chunk_decode_par(b->p, n, dst, dstcap, pool);
+    rc = b2_chunk_decode_par(b->p, n, dst, dstcap, pool, b2_frame_geom(f));
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
     else if (rc != expect)
       rc = b2_fail(B2_E_FORMAT, "chunk %lld: decoded %d bytes, expected %d",
@@ -344,7 +344,7 @@ int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
   if (rc == 0 && n > 0) rc = b2_frame_load_chunk(f, i, b, &len);
   b2_frame_rdunlock(f);
   if (rc == 0 && n > 0) {
-    rc = b2_chunk_decode_range(b->p, len, offset, n, dst);
+    rc = b2_chunk_decode_range(b->p, len, offset, n, dst, b2_frame_geom(f));
     if (rc < 0) rc = b2_context(rc, "chunk %lld", (long long)i);
     else if ((size_t)rc != n)
       rc = b2_fail(B2_E_FORMAT, "chunk %lld: range decode gave %d bytes, "
@@ -426,7 +426,7 @@ int b2_frame_read_range(b2_frame *f, int64_t i, size_t offset, size_t n, void *d
   }
   b2_frame_rdunlock(f);
   if (rc == 0 && !whole) {
-    rc = b2_chunk_decode_range_spans(b->p, len, offset, n, dst);
+    rc = b2_chunk_decode_range_spans(b->p, len, offset, n, dst, b2_frame_geom(f));
     if (rc == B2_E_FORMAT) {
       whole = 1; /* blocks not one after another: the whole chunk says */
       rc = 0;

@@ -55,7 +55,7 @@ if [ -d "$fix" ]; then
   if make -s build/san/libb2fs.a >build/fuzz/seeds-build.log 2>&1 &&
      ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -Iinclude -Isrc \
        -o build/fuzz/seeds tests/fuzz/seeds.c build/san/libb2fs.a \
-       $(pkg-config --libs liblz4 libzstd zlib) -pthread >>build/fuzz/seeds-build.log 2>&1; then
+       $(make -s print-libs) -pthread >>build/fuzz/seeds-build.log 2>&1; then
     ./build/fuzz/seeds "$fix" "$seeds" || echo "# seeds: the seed writer failed"
   else
     echo "# seeds: cannot build the seed writer (build/fuzz/seeds-build.log)"

@@ -80,7 +80,7 @@ static enum spans_outcome spans_read(const uint8_t *chunk, size_t cb, size_t off
       }
     }
     if (res == SPANS_BAD) break;
-    *rc = b2_chunk_decode_range_spans(buf, cb, off, n, out);
+    *rc = b2_chunk_decode_range_spans(buf, cb, off, n, out, NULL);
     res = SPANS_DECODED;
     break;
   }

@@ -103,7 +103,7 @@ static int check_ranges(const uint8_t *chunk, size_t len, const uint8_t *full,
     /* big chunks: only short ranges (each costs whole-block decodes) */
     if (nbytes > (1u << 20) && n > 2 * bs + 9000) continue;
     memset(out, 0xA5, n + 1);
-    int rc = b2_chunk_decode_range(chunk, len, off, n, out);
+    int rc = b2_chunk_decode_range(chunk, len, off, n, out, NULL);
     if (rc != (int)n || memcmp(out, full + off, n) != 0 || out[n] != 0xA5) {
       if (bad++ < 3)
         fprintf(stderr, "  range [%zu,+%zu) of %zu: rc %d (%s)\n", off, n,
@@ -351,7 +351,7 @@ static void test_spans_layouts(void) {
     memcpy(r, c, (size_t)cb);
     put_le32(r + 32 + 4 * 5, (uint32_t)(start[4] + 8));
     uint8_t four[16];
-    CHECK_EQ(b2_chunk_decode_range(r, (size_t)cb, 4 * 8192 + 100, 16, four), 16);
+    CHECK_EQ(b2_chunk_decode_range(r, (size_t)cb, 4 * 8192 + 100, 16, four, NULL), 16);
     CHECK_MEM(four, full + 4 * 8192 + 100, 16);
     fb0 = spans_fallback;
     CHECK_EQ(spans_range(r, (size_t)cb, 4 * 8192 + 100, 16, full + 4 * 8192 + 100), 0);
@@ -675,7 +675,7 @@ static void test_special_chunks(void) {
   CHECK_EQ(in.special, B2_SPECIAL_VALUE);
   CHECK_EQ(b2_chunk_decode(c, (size_t)cb, out, sizeof out), 4096);
   for (int i = 0; i < 512; i++) CHECK(memcmp(out + 8 * i, &v, 8) == 0);
-  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, 13, 100, out), 100);
+  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, 13, 100, out, NULL), 100);
   CHECK(memcmp(out, (uint8_t *)&v + 5, 3) == 0);
   cb = b2_chunk_make_special(B2_SPECIAL_NAN, 4096, 4, NULL, c, sizeof c);
   CHECK_EQ(cb, 32);
@@ -726,7 +726,7 @@ static int try_decode(const uint8_t *c, size_t len, uint8_t *out, size_t cap) {
     size_t offs[3] = {0, nb / 2, nb - 1};
     for (int k = 0; k < 3; k++) {
       size_t n = B2MIN(nb - offs[k], cap < 5000 ? cap : 5000);
-      rc = b2_chunk_decode_range(c, len, offs[k], n, out);
+      rc = b2_chunk_decode_range(c, len, offs[k], n, out, NULL);
       CHECK(rc < 0 || rc == (int)n);
       any |= rc >= 0;
     }
@@ -922,9 +922,9 @@ static void test_unsupported_ids(void) {
   c[31] = 0;
   CHECK_EQ(b2_chunk_decode(c, (size_t)cb, src, n), (int)n);
   CHECK_EQ(b2_chunk_decode(c, (size_t)cb, src, n - 1), B2_E_INVAL);
-  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n - 10, 11, src), B2_E_RANGE);
-  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n + 1, 0, src), B2_E_RANGE);
-  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n, 0, src), 0);
+  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n - 10, 11, src, NULL), B2_E_RANGE);
+  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n + 1, 0, src, NULL), B2_E_RANGE);
+  CHECK_EQ(b2_chunk_decode_range(c, (size_t)cb, n, 0, src, NULL), 0);
   free(src);
   free(c);
 }
@@ -949,7 +949,7 @@ static void *thr_main(void *p) {
     size_t off = (a->seed >> 3) % a->n;
     size_t len = 1 + (a->seed >> 7) % 9000;
     if (len > a->n - off) len = a->n - off;
-    int rc = b2_chunk_decode_range(a->chunk, a->len, off, len, out);
+    int rc = b2_chunk_decode_range(a->chunk, a->len, off, len, out, NULL);
     if (rc != (int)len || memcmp(out, a->expect + off, len) != 0) a->bad++;
   }
   free(out);

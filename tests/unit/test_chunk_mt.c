@@ -57,7 +57,7 @@ static int compare(const uint8_t *chunk, size_t len, const char *what,
   memset(b, 0xA5, nb + 16);
   int ra = b2_chunk_decode(chunk, len, a, nb);
   settle();
-  int rb = b2_chunk_decode_par(chunk, len, b, nb, pool);
+  int rb = b2_chunk_decode_par(chunk, len, b, nb, pool, NULL);
   int bad = 0;
   if ((ra < 0) != (rb < 0) || (ra >= 0 && ra != rb)) {
     fprintf(stderr, "  %s: one thread %d, shared %d (%s)\n", what, ra, rb,
@@ -162,7 +162,7 @@ static void test_par_prepare_bad_chunk(void) {
   b2_chunk_par_prepare_us = was;
   uint8_t junk[64], out[64];
   memset(junk, 0, sizeof junk);
-  CHECK(b2_chunk_decode_par(junk, sizeof junk, out, sizeof out, pool) < 0);
+  CHECK(b2_chunk_decode_par(junk, sizeof junk, out, sizeof out, pool, NULL) < 0);
   int again = 0;
   for (int k = 0; k < 5000 && !again; k++) {
     again = b2_pool_prewake(pool, 1000);
@@ -321,7 +321,7 @@ static void *caller_run(void *arg) {
   caller *k = arg;
   uint8_t *out = malloc(k->nb);
   for (int r = 0; r < 40; r++) {
-    int rc = b2_chunk_decode_par(k->chunk, k->len, out, k->nb, pool);
+    int rc = b2_chunk_decode_par(k->chunk, k->len, out, k->nb, pool, NULL);
     if (rc != (int)k->nb || memcmp(out, k->want, k->nb) != 0) k->bad++;
   }
   free(out);
