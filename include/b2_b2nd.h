@@ -211,7 +211,8 @@ typedef struct b2_b2nd_write_opts {
 void b2_b2nd_write_opts_default(b2_b2nd_write_opts *o);
 
 /* The chunk parameters for `a` (typesize the item size, or 1 above 255 as
- * the reference does; blocksize one block's bytes). */
+ * the reference does; blocksize one block's bytes; geom its block shape,
+ * which the ZFP codecs need). */
 void b2_b2nd_cparams(const b2_b2nd *a, b2_cparams *cp);
 
 /* Encode the whole array: read its items from `src` a slab at a time (a

@@ -153,6 +153,8 @@ typedef struct b2_cparams {
   uint8_t filters_meta[B2_MAX_FILTERS];
   int32_t blocksize; /* 0: choose as the reference library does */
   int splitmode;     /* B2_SPLIT_*; 0 means FORWARD_COMPAT */
+  int codec_meta;    /* the ZFP codecs' parameter (header byte 23) */
+  b2_chunk_geom geom; /* the ZFP codecs: the array's block shape */
 } b2_cparams;
 
 /* Fill `p` with defaults: zstd, clevel 1, shuffle, typesize 8. */

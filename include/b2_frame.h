@@ -54,6 +54,7 @@ typedef struct b2_frame_info {
   int32_t blocksize;
   int32_t typesize;
   int codec;            /* B2_CODEC_* default of the frame */
+  int codec_meta;       /* its parameter (the ZFP codecs), 0 if none */
   int clevel;
   int splitmode;        /* B2_SPLIT_* (0 when not recorded) */
   uint8_t filters[B2_MAX_FILTERS];

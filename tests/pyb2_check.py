@@ -38,6 +38,10 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       items written with numpy through the mount into DIR's int_trunc array
       (a copy of it kept as filter_int_trunc.b2nd.before) read back in
       python-blosc2 truncated as its own write would store them
+  pyb2_check.py zfpwrite MNT / zfpcheck DIR
+      two items written with numpy through the mount into each ZFP array
+      (copies kept as NAME.b2nd.before): python-blosc2 opens the result and
+      finds its own edit of the copy, within the codec's loss
   pyb2_check.py schunk SRC MNT
       files written through the mount at MNT (plain, their SOURCE frames in
       SRC) open in blosc2.open as SChunks with the same bytes
@@ -359,6 +363,58 @@ def cmd_intcheck(d):
                                                   [int(want[i, j]) for (i, j), _ in INT_WRITES]))
 
 
+ZFP_WRITES = ((0, 42.5), ("mid", -7.25))  # item (first / middle), value
+
+
+def zfp_written(shape):
+    return [((0,) * len(shape) if at == 0 else tuple(n // 2 for n in shape), v)
+            for at, v in ZFP_WRITES]
+
+
+def cmd_zfpwrite(mnt):
+    """Two items written with numpy through the mount into each ZFP array."""
+    for name in sorted(os.listdir(mnt)):
+        if name.startswith("zfp_") and name.endswith("d.npy"):
+            a = np.load(os.path.join(mnt, name), mmap_mode="r+")
+            for at, v in zfp_written(a.shape):
+                a[at] = v
+            a.flush()
+            del a
+
+
+def cmd_zfpcheck(d):
+    """python-blosc2 opens each edited ZFP array; it holds what python-blosc2's
+    own edit of the array before gives, within the codec's loss (a chunk
+    written is encoded again from its decoded values: libzfp versions may
+    differ in a last bit), the written items near their values."""
+    for name in sorted(os.listdir(d)):
+        if not (name.startswith("zfp_") and name.endswith("d.b2nd")):
+            continue
+        tag = "zfp_write:" + name
+        try:
+            p = os.path.join(d, name)
+            ref = p + ".py.b2nd"
+            with open(p + ".before", "rb") as f, open(ref, "wb") as g:
+                g.write(f.read())
+            r = blosc2.open(ref, mode="a")
+            for at, v in zfp_written(r.shape):
+                r[at] = v
+            del r
+            want = blosc2.open(ref)[...]
+            got = blosc2.open(p)[...]
+            scale = float(np.abs(want).max())
+            worst = float(np.abs(got.astype(np.float64) - want).max())
+            near = all(abs(float(got[at]) - v) <= 0.01 * scale for at, v in zfp_written(got.shape))
+            if got.dtype != want.dtype or got.shape != want.shape or worst > 0.01 * scale or not near:
+                notok(tag, "dtype %s shape %s, off by %g of %g, written items %r" % (
+                    got.dtype, got.shape, worst, scale,
+                    [float(got[at]) for at, _ in zfp_written(got.shape)]))
+            else:
+                ok(tag)
+        except Exception as e:  # noqa: BLE001
+            notok(tag, "%s: %s" % (type(e).__name__, e))
+
+
 def cmd_schunk(src, mnt):
     rng = np.random.default_rng(11)
     cases = {"plain_small": rng.bytes(1000), "plain_multi": rng.bytes(3 * 1024 * 1024 + 17),
@@ -504,6 +560,10 @@ def main():
         cmd_intwrite(sys.argv[2])
     elif cmd == "intcheck":
         cmd_intcheck(sys.argv[2])
+    elif cmd == "zfpwrite":
+        cmd_zfpwrite(sys.argv[2])
+    elif cmd == "zfpcheck":
+        cmd_zfpcheck(sys.argv[2])
     elif cmd == "refused":
         cmd_refused(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "schunk":

@@ -21,7 +21,8 @@
 # the NDLZ codec; ZFP in a build without libzfp) fail with an error naming
 # the file and the filter, codec or why, EIO in a mount.
 # Items written into an int_trunc array through the mount are stored
-# truncated, as python-blosc2 stores them.
+# truncated, as python-blosc2 stores them; into a ZFP array, as python-blosc2's
+# own edit within the codec's loss.
 #
 # Env: B2FS, B2F, PYB2 (set by tests/run.sh and tests/lib.sh).
 set -u
@@ -96,8 +97,14 @@ timeout 300 "$PYB2" "$CHECK" refused "$CP" "$MNT" "$B2F"
 # a write into the int_trunc array is truncated as python-blosc2's would be
 cp "$CP/filter_int_trunc.b2nd" "$CP/filter_int_trunc.b2nd.before"
 timeout 60 "$PYB2" "$CHECK" intwrite "$MNT" || notok int_trunc_write "the write failed"
+# and into ZFP arrays, as python-blosc2's own edit (within the codec's loss)
+if [ "$ZFP" = zfp ]; then
+  for f in "$CP"/zfp_*d.b2nd; do cp "$f" "$f.before"; done
+  timeout 60 "$PYB2" "$CHECK" zfpwrite "$MNT" || notok zfp_write "the write failed"
+fi
 unmount_fg "$MNT" pyb2cp
 timeout 60 "$PYB2" "$CHECK" intcheck "$CP"
+[ "$ZFP" = zfp ] && timeout 120 "$PYB2" "$CHECK" zfpcheck "$CP"
 
 # objects that are not data pass through raw
 OBJ=$TMP/objects

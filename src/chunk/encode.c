@@ -119,8 +119,12 @@ static int encode_block(const struct ectx *e, int32_t j, int64_t *pos) {
       maxout = e->destsize - p;
       if (maxout <= 0) return 0;
     }
-    int c = b2_stream_compress(e->p->codec, e->p->clevel, sp, (size_t)neb,
-                               e->dst + p, (size_t)maxout, NULL, 0);
+    int c = b2_codec_is_zfp(e->p->codec)
+                ? b2_zfp_compress(e->p->codec, e->p->codec_meta, e->p->typesize, e->p->geom.ndim,
+                                  e->p->geom.blockshape, sp, (size_t)neb, e->dst + p,
+                                  (size_t)maxout)
+                : b2_stream_compress(e->p->codec, e->p->clevel, sp, (size_t)neb, e->dst + p,
+                                     (size_t)maxout, NULL, 0);
     if (c < 0) return b2_context(c, "block %d stream %d", j, s);
     if (c == 0 || c >= neb) { /* did not compress: store raw */
       if (p + neb > e->destsize) return 0;
@@ -173,6 +177,7 @@ int b2_chunk_encode(const b2_cparams *p, const void *src, size_t n, void *dst,
   memcpy(h + B2H_FILTERS, p->filters, B2_MAX_FILTERS);
   memcpy(h + B2H_FMETA, p->filters_meta, B2_MAX_FILTERS);
   h[B2H_UDCODEC] = (uint8_t)p->codec;
+  h[B2H_CODEC_META] = (uint8_t)p->codec_meta;
   int flags = B2F_SHUFFLE | B2F_BITSHUFFLE; /* extended header */
 
   int memcpyed = p->clevel == 0 || n < B2_MIN_BUFFERSIZE;

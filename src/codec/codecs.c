@@ -51,6 +51,9 @@ int b2_codec_format(int codec) {
   case B2_CODEC_LZ4HC: return B2_FORMAT_LZ4;
   case B2_CODEC_ZLIB: return B2_FORMAT_ZLIB;
   case B2_CODEC_ZSTD: return B2_FORMAT_ZSTD;
+  case B2_CODEC_ZFP_ACC:
+  case B2_CODEC_ZFP_PREC:
+  case B2_CODEC_ZFP_RATE: return B2_FORMAT_USER; /* id in the extended header */
   default: return B2_E_UNSUPPORTED;
   }
 }

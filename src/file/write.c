@@ -303,6 +303,7 @@ void b2_file_params_of(const b2_frame *fr, b2_frame_params *p) {
   p->layout = in.layout;
   p->chunksize = in.chunksize;
   p->cparams.codec = in.codec;
+  p->cparams.codec_meta = in.codec_meta;
   p->cparams.clevel = in.clevel;
   p->cparams.typesize = in.typesize;
   p->cparams.blocksize = in.blocksize;

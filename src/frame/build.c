@@ -90,6 +90,7 @@ int b2_frame_build_fixed(const b2_frame_params *p,
   uint8_t pipe[16] = {0};
   memcpy(pipe, cp->filters, B2_MAX_FILTERS);
   pipe[6] = (uint8_t)cp->codec;
+  pipe[7] = (uint8_t)cp->codec_meta;
   memcpy(pipe + 8, cp->filters_meta, B2_MAX_FILTERS);
   b2_mp_put_ext(&w, B2_MAX_FILTERS, pipe, sizeof pipe);
   if (w.err || w.len != B2_FH_FIXED)

@@ -143,6 +143,7 @@ static void fill_info(b2_frame *f, const b2_frame_header *h) {
   in->blocksize = (int32_t)h->blocksize;
   in->typesize = (int32_t)h->typesize;
   in->codec = h->codec;
+  in->codec_meta = h->codec_meta;
   in->clevel = h->clevel;
   in->splitmode = h->splitmode;
   memcpy(in->filters, h->filters, sizeof in->filters);

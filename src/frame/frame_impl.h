@@ -70,7 +70,7 @@ typedef struct b2_frame_header {
   int64_t typesize;
   int64_t blocksize;
   int64_t chunksize;
-  int codec, clevel, splitmode;
+  int codec, codec_meta, clevel, splitmode;
   int has_vlmeta;       /* current: has_vlmetalayers; legacy: has_usermeta */
   uint8_t filters[B2_MAX_FILTERS];
   uint8_t filters_meta[B2_MAX_FILTERS];

@@ -96,6 +96,7 @@ static int parse_current_tail(b2_mp_reader *r, b2_frame_header *h) {
   }
   /* d[6]: user-defined codec id, d[7]: its meta, d[14]: use_dict flag. */
   if (h->codec == B2_FRAME_CODEC_UDCODEC) h->codec = d[6];
+  h->codec_meta = d[7];
   return 0;
 }
 

@@ -298,6 +298,7 @@ int b2_frame_w_fix_tail(b2_frame *f) {
   b2_cparams p;
   b2_cparams_default(&p);
   p.codec = f->info.codec;
+  p.codec_meta = f->info.codec_meta;
   p.clevel = f->info.clevel;
   p.typesize = ts;
   p.blocksize = f->info.blocksize > 0 ? f->info.blocksize : 0;
