@@ -157,6 +157,11 @@ typedef struct b2_cparams {
   b2_chunk_geom geom; /* the ZFP codecs: the array's block shape */
 } b2_cparams;
 
+/* Whether blocks encoded with `p` are lossy as wholes (the ZFP codecs, the
+ * NDMEAN filter): a block's encoding depends on all its bytes, padding
+ * included, and encoding decoded bytes again may change them. */
+int b2_cparams_lossy_blocks(const b2_cparams *p);
+
 /* Fill `p` with defaults: zstd, clevel 1, shuffle, typesize 8. */
 void b2_cparams_default(b2_cparams *p);
 

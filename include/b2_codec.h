@@ -57,8 +57,11 @@ enum b2_filter_id {
   B2_FILTER_DELTA = 3,
   B2_FILTER_TRUNC_PREC = 4,
   B2_FILTER_BYTEDELTA = 35,
-  B2_FILTER_INT_TRUNC = 36 /* kept where a frame has it (no name for new
-                              frames): lossy, its decode is a copy */
+  B2_FILTER_NDCELL = 32,   /* arrays' blocks stored cell by cell */
+  B2_FILTER_NDMEAN = 33,   /* the same, each cell's items its mean (lossy) */
+  B2_FILTER_INT_TRUNC = 36 /* lossy, its decode is a copy */
+  /* These three are kept where a frame has them, and have no name for
+   * new frames. */
 };
 #define B2_MAX_FILTERS 6
 
@@ -169,6 +172,21 @@ int b2_truncprec(int prec_bits, size_t typesize, size_t nbytes,
  * bits kept, < 0 the number removed.  0 or a negative code. */
 int b2_inttrunc(int prec_bits, size_t typesize, size_t nbytes,
                 const uint8_t *src, uint8_t *dst);
+
+/* NDCELL (filter 32, mean 0) and NDMEAN (33, mean 1) over one block of an
+ * array: `ndim` (1 to B2_NDCELL_MAXDIM) dimensions `shape` (C order, the
+ * block shape) of typesize-byte items, nbytes in all; cells of `meta` items
+ * along each dimension (NDMEAN: meta a signed byte, cut to the block's
+ * sides), stored cell after cell, each as its rows along the last
+ * dimension.  Encode gathers the block into that order (NDMEAN: each
+ * cell's mean over the cell, float or double items); decode puts it back.
+ * src and dst distinct.  Returns 0, or a negative code for a shape that is
+ * not the block's or cells the block cannot hold. */
+#define B2_NDCELL_MAXDIM 8
+int b2_ndcell_encode(int mean, int meta, size_t typesize, int ndim, const int32_t *shape,
+                     size_t nbytes, const uint8_t *src, uint8_t *dst);
+int b2_ndcell_decode(int mean, int meta, size_t typesize, int ndim, const int32_t *shape,
+                     size_t nbytes, const uint8_t *src, uint8_t *dst);
 
 /* Byte-delta (filter id 35): per byte stream of `typesize` streams. */
 void b2_bytedelta_encode(size_t typesize, size_t nbytes, const uint8_t *src,

@@ -24,12 +24,14 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       python-blosc2 writes arrays under every codec and filter it offers
       (blosclz, lz4, lz4hc, zlib, zstd, the three ZFP modes on 1-4
       dimensions of float32 and float64; no filter, shuffle, bitshuffle,
-      delta, trunc_prec, bytedelta, int_trunc, two in a row; dictionaries,
-      split modes, clevel 0) and through its constructors that store special
-      chunks (zeros, full, NaN, empty, arange, linspace), up to 8 dimensions:
-      DIR/arrays.txt lists them, for `npy`; what b2fs does not decode (the
-      NDCELL and NDMEAN filters, the NDLZ codec; ZFP with nozfp, a b2fs built without
-      libzfp) goes to DIR/refused.txt, each with what its error must say
+      delta, trunc_prec, bytedelta, int_trunc, NDCELL and NDMEAN on 1-4
+      dimensions with cells that do not divide the blocks, two filters in a
+      row; dictionaries, split modes, clevel 0) and through its
+      constructors that store special chunks (zeros, full, NaN, empty,
+      arange, linspace), up to 8 dimensions: DIR/arrays.txt lists them, for
+      `npy`, DIR/lossy.txt those for `lossywrite`; what b2fs does not
+      decode (the NDLZ codec; ZFP with nozfp, a b2fs built without libzfp)
+      goes to DIR/refused.txt, each with what its error must say
   pyb2_check.py refused DIR MNT B2F
       each of DIR/refused.txt: `b2f cat --npy` fails naming the file and the
       unsupported codec or filter; through the mount at MNT its .npy is
@@ -38,10 +40,11 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       items written with numpy through the mount into DIR's int_trunc array
       (a copy of it kept as filter_int_trunc.b2nd.before) read back in
       python-blosc2 truncated as its own write would store them
-  pyb2_check.py zfpwrite MNT / zfpcheck DIR
-      two items written with numpy through the mount into each ZFP array
-      (copies kept as NAME.b2nd.before): python-blosc2 opens the result and
-      finds its own edit of the copy, within the codec's loss
+  pyb2_check.py lossywrite DIR MNT / lossycheck DIR
+      the middle item of each array DIR/lossy.txt lists (ZFP, NDCELL,
+      NDMEAN; copies kept as NAME.b2nd.before) written with numpy through
+      the mount: python-blosc2 opens the result and finds, item for item,
+      its own edit of the copy
   pyb2_check.py schunk SRC MNT
       files written through the mount at MNT (plain, their SOURCE frames in
       SRC) open in blosc2.open as SChunks with the same bytes
@@ -293,15 +296,33 @@ def cmd_cparams(d, zfp):
         names += [n + ".b2nd" for n, _ in zfp_names]
     else:
         refused += ["%s.b2nd\t%s: b2fs was built without libzfp" % (n, c) for n, c in zfp_names]
+    # NDCELL and NDMEAN (cells of meta items per side over each block; NDMEAN
+    # lossy), blocks not multiples of the cells, cells wider than a block
+    lossy = [n for n, _ in zfp_names if zfp and not n.endswith("_defaults")]
+    nd = (("1d", np.float64, (300,), (100,), (30,), 4),
+          ("2d", np.float32, (60, 50), (30, 25), (10, 12), 4),
+          ("3d", np.float64, (16, 12, 10), (8, 12, 10), (4, 6, 10), 3),
+          ("2dclip", np.float32, (40, 8), (20, 8), (10, 2), 4),
+          ("3dodd", np.float32, (9, 9, 9), (9, 9, 9), (5, 7, 9), 4),
+          ("4d", np.float64, (6, 6, 6, 6), (6, 6, 6, 6), (3, 6, 6, 6), 2),
+          ("i32", np.int32, (40, 40), (20, 20), (10, 10), 4))
+    for filt in ("NDCELL", "NDMEAN"):
+        for g, dt, shape, ch, bl, meta in nd:
+            if filt == "NDMEAN" and dt == np.int32:
+                continue  # float items only
+            name = "%s_%s" % (filt.lower(), g)
+            a = (rng.integers(0, 100, shape).astype(dt) if dt == np.int32
+                 else np.cumsum(rng.normal(size=shape), axis=-1).astype(dt))
+            blosc2.asarray(a, urlpath=p(name), mode="w", chunks=ch, blocks=bl,
+                           cparams=dict(codec=C.ZSTD, filters=[getattr(F, filt)],
+                                        filters_meta=[meta]))
+            names.append(name + ".b2nd")
+            lossy.append(name)
     with open(os.path.join(d, "arrays.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
+    with open(os.path.join(d, "lossy.txt"), "w") as f:
+        f.write("\n".join(lossy) + "\n")
     # what b2fs does not decode: name, what its error says
-    for filt, fid in (("NDCELL", 32), ("NDMEAN", 33)):
-        name = "refused_" + filt.lower()
-        blosc2.asarray(sig, urlpath=p(name), mode="w",
-                       cparams=dict(codec=C.ZSTD, filters=[getattr(F, filt)], filters_meta=[4]),
-                       chunks=(60, 90), blocks=(20, 20))
-        refused.append("%s.b2nd\tunsupported filter id %d" % (name, fid))
     u8 = (np.arange(256 * 256) % 251).astype(np.uint8).reshape(256, 256)
     blosc2.asarray(u8, urlpath=p("refused_ndlz"), mode="w", chunks=(128, 128), blocks=(32, 32),
                    cparams=dict(codec=C.NDLZ, codec_meta=4, filters=[F.NOFILTER]))
@@ -363,52 +384,44 @@ def cmd_intcheck(d):
                                                   [int(want[i, j]) for (i, j), _ in INT_WRITES]))
 
 
-ZFP_WRITES = ((0, 42.5), ("mid", -7.25))  # item (first / middle), value
+def mid(shape):
+    return tuple(n // 2 for n in shape)
 
 
-def zfp_written(shape):
-    return [((0,) * len(shape) if at == 0 else tuple(n // 2 for n in shape), v)
-            for at, v in ZFP_WRITES]
+def cmd_lossywrite(d, mnt):
+    """The middle item of each array of DIR/lossy.txt written with numpy
+    through the mount (a mapped file: its pages go back whole)."""
+    for name in open(os.path.join(d, "lossy.txt")).read().split():
+        a = np.load(os.path.join(mnt, name + ".npy"), mmap_mode="r+")
+        a[mid(a.shape)] = 42 if a.dtype.kind == "i" else 42.5
+        a.flush()
+        del a
 
 
-def cmd_zfpwrite(mnt):
-    """Two items written with numpy through the mount into each ZFP array."""
-    for name in sorted(os.listdir(mnt)):
-        if name.startswith("zfp_") and name.endswith("d.npy"):
-            a = np.load(os.path.join(mnt, name), mmap_mode="r+")
-            for at, v in zfp_written(a.shape):
-                a[at] = v
-            a.flush()
-            del a
-
-
-def cmd_zfpcheck(d):
-    """python-blosc2 opens each edited ZFP array; it holds what python-blosc2's
-    own edit of the array before gives, within the codec's loss (a chunk
-    written is encoded again from its decoded values: libzfp versions may
-    differ in a last bit), the written items near their values."""
-    for name in sorted(os.listdir(d)):
-        if not (name.startswith("zfp_") and name.endswith("d.b2nd")):
-            continue
-        tag = "zfp_write:" + name
+def cmd_lossycheck(d):
+    """python-blosc2 opens each array written and finds, item for item, its
+    own edit of the copy kept before: the chunk written encoded again from
+    its decoded values and the item (padding kept as decoded), the chunks
+    whose bytes came back unchanged left as they were."""
+    for name in open(os.path.join(d, "lossy.txt")).read().split():
+        tag = "lossy_write:" + name
         try:
-            p = os.path.join(d, name)
+            p = os.path.join(d, name + ".b2nd")
             ref = p + ".py.b2nd"
             with open(p + ".before", "rb") as f, open(ref, "wb") as g:
                 g.write(f.read())
             r = blosc2.open(ref, mode="a")
-            for at, v in zfp_written(r.shape):
-                r[at] = v
+            r[mid(r.shape)] = 42 if r.dtype.kind == "i" else 42.5
             del r
             want = blosc2.open(ref)[...]
             got = blosc2.open(p)[...]
-            scale = float(np.abs(want).max())
-            worst = float(np.abs(got.astype(np.float64) - want).max())
-            near = all(abs(float(got[at]) - v) <= 0.01 * scale for at, v in zfp_written(got.shape))
-            if got.dtype != want.dtype or got.shape != want.shape or worst > 0.01 * scale or not near:
-                notok(tag, "dtype %s shape %s, off by %g of %g, written items %r" % (
-                    got.dtype, got.shape, worst, scale,
-                    [float(got[at]) for at, _ in zfp_written(got.shape)]))
+            if got.dtype != want.dtype or got.shape != want.shape or \
+                    got.tobytes() != want.tobytes():
+                bad = np.argwhere(got != want)
+                notok(tag, "%d items differ from python-blosc2's edit, first %r: %r, want %r" % (
+                    len(bad), bad[0].tolist() if len(bad) else None,
+                    got[tuple(bad[0])] if len(bad) else None,
+                    want[tuple(bad[0])] if len(bad) else None))
             else:
                 ok(tag)
         except Exception as e:  # noqa: BLE001
@@ -560,10 +573,10 @@ def main():
         cmd_intwrite(sys.argv[2])
     elif cmd == "intcheck":
         cmd_intcheck(sys.argv[2])
-    elif cmd == "zfpwrite":
-        cmd_zfpwrite(sys.argv[2])
-    elif cmd == "zfpcheck":
-        cmd_zfpcheck(sys.argv[2])
+    elif cmd == "lossywrite":
+        cmd_lossywrite(sys.argv[2], sys.argv[3])
+    elif cmd == "lossycheck":
+        cmd_lossycheck(sys.argv[2])
     elif cmd == "refused":
         cmd_refused(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "schunk":

@@ -85,7 +85,7 @@ int b2_filter_supported(int fid); /* decoded and encoded, as the slot's id */
 int b2_filter_is_decode_noop(int fid);
 int b2_filter_backward(int fid, int meta, int typesize, int version,
                        size_t offset, size_t bsize, const uint8_t *ref,
-                       const uint8_t *src, uint8_t *dst);
+                       const uint8_t *src, uint8_t *dst, const b2_chunk_geom *geom);
 /* Bytes [lo, hi) of un-shuffling a whole block of `bsize` bytes into
  * dst[0, hi - lo): a cheap gather when only a small window is wanted. */
 void b2_unshuffle_window(size_t typesize, size_t bsize, const uint8_t *src,
@@ -94,7 +94,7 @@ void b2_unshuffle_window(size_t typesize, size_t bsize, const uint8_t *src,
  * input of block 0, or the raw chunk start for later blocks). */
 int b2_filter_forward(int fid, int meta, int typesize, size_t offset,
                       size_t bsize, const uint8_t *ref, const uint8_t *src,
-                      uint8_t *dst);
+                      uint8_t *dst, const b2_chunk_geom *geom);
 
 /* ---- tuning (tune.c) ---------------------------------------------------- */
 /* Whether blocks of `blocksize` bytes are split into typesize streams for

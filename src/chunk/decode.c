@@ -267,7 +267,7 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
                        "its reference block", nb);
       rc = b2_filter_backward(f, meta, d->in.typesize, d->in.version,
                               (size_t)boff, (size_t)bsize,
-                              boff == 0 ? NULL : ref0, cur, cur);
+                              boff == 0 ? NULL : ref0, cur, cur, NULL);
     } else if (i == d->last_active && !whole && f == B2_FILTER_SHUFFLE) {
       /* Last step and only a window wanted: gather just those bytes. */
       b2_unshuffle_window((size_t)(meta ? meta : d->in.typesize),
@@ -284,7 +284,7 @@ static int decode_block(const struct dctx *d, int32_t nb, int64_t boff,
         dst = a;
       }
       rc = b2_filter_backward(f, meta, d->in.typesize, d->in.version,
-                              (size_t)boff, (size_t)bsize, NULL, cur, dst);
+                              (size_t)boff, (size_t)bsize, NULL, cur, dst, d->geom);
       cur = dst;
     }
     if (rc < 0) return b2_context(rc, "block %d", nb);

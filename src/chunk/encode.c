@@ -22,6 +22,13 @@ void b2_cparams_default(b2_cparams *p) {
   p->splitmode = B2_SPLIT_FORWARD_COMPAT;
 }
 
+int b2_cparams_lossy_blocks(const b2_cparams *p) {
+  if (b2_codec_is_zfp(p->codec)) return 1;
+  for (int i = 0; i < B2_MAX_FILTERS; i++)
+    if (p->filters[i] == B2_FILTER_NDMEAN) return 1;
+  return 0;
+}
+
 size_t b2_chunk_bound(size_t nbytes) { return nbytes + B2_CHUNK_HEADER_EXT; }
 
 static int check_cparams(const b2_cparams *p) {
@@ -77,7 +84,8 @@ static const uint8_t *forward_block(const struct ectx *e, int64_t offset,
      * later blocks against the raw first block of the chunk. */
     const uint8_t *ref = offset == 0 ? cur : e->src;
     *rc = b2_filter_forward(f, e->p->filters_meta[i], e->p->typesize,
-                            (size_t)offset, (size_t)bsize, ref, cur, out);
+                            (size_t)offset, (size_t)bsize, ref, cur, out,
+                            e->p->geom.ndim > 0 ? &e->p->geom : NULL);
     if (*rc < 0) return NULL;
     cur = out;
   }

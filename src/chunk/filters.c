@@ -13,7 +13,13 @@
 int b2_filter_supported(int fid) {
   return fid == B2_FILTER_NONE || fid == B2_FILTER_SHUFFLE || fid == B2_FILTER_BITSHUFFLE ||
          fid == B2_FILTER_DELTA || fid == B2_FILTER_TRUNC_PREC || fid == B2_FILTER_BYTEDELTA ||
-         fid == B2_FILTER_INT_TRUNC;
+         fid == B2_FILTER_INT_TRUNC || fid == B2_FILTER_NDCELL || fid == B2_FILTER_NDMEAN;
+}
+
+/* The cell filters work on an array's blocks: without its shape, refused. */
+static int no_shape(int fid) {
+  return b2_fail(B2_E_FORMAT, "%s filter needs the array's block shape (no b2nd metalayer)",
+                 b2_filter_name(fid));
 }
 
 int b2_filter_is_decode_noop(int fid) {
@@ -27,7 +33,7 @@ static size_t elem_size(int meta, int typesize) {
 
 int b2_filter_backward(int fid, int meta, int typesize, int version,
                        size_t offset, size_t bsize, const uint8_t *ref,
-                       const uint8_t *src, uint8_t *dst) {
+                       const uint8_t *src, uint8_t *dst, const b2_chunk_geom *geom) {
   switch (fid) {
   case B2_FILTER_SHUFFLE:
     b2_unshuffle(elem_size(meta, typesize), bsize, src, dst);
@@ -53,6 +59,11 @@ int b2_filter_backward(int fid, int meta, int typesize, int version,
   case B2_FILTER_BYTEDELTA:
     b2_bytedelta_decode(elem_size(meta, typesize), bsize, src, dst);
     return 0;
+  case B2_FILTER_NDCELL:
+  case B2_FILTER_NDMEAN:
+    if (!geom) return no_shape(fid);
+    return b2_ndcell_decode(fid == B2_FILTER_NDMEAN, meta, (size_t)typesize, geom->ndim,
+                            geom->blockshape, bsize, src, dst);
   default:
     if (b2_filter_is_decode_noop(fid)) {
       if (dst != src) memcpy(dst, src, bsize);
@@ -91,7 +102,7 @@ void b2_unshuffle_window(size_t typesize, size_t bsize, const uint8_t *src,
 
 int b2_filter_forward(int fid, int meta, int typesize, size_t offset,
                       size_t bsize, const uint8_t *ref, const uint8_t *src,
-                      uint8_t *dst) {
+                      uint8_t *dst, const b2_chunk_geom *geom) {
   int rc = 0;
   switch (fid) {
   case B2_FILTER_SHUFFLE:
@@ -111,6 +122,12 @@ int b2_filter_forward(int fid, int meta, int typesize, size_t offset,
     break;
   case B2_FILTER_INT_TRUNC:
     rc = b2_inttrunc((int)(int8_t)meta, (size_t)typesize, bsize, src, dst);
+    break;
+  case B2_FILTER_NDCELL:
+  case B2_FILTER_NDMEAN:
+    rc = geom ? b2_ndcell_encode(fid == B2_FILTER_NDMEAN, meta, (size_t)typesize, geom->ndim,
+                                 geom->blockshape, bsize, src, dst)
+              : no_shape(fid);
     break;
   default:
     return b2_fail(B2_E_UNSUPPORTED, "filter id %d cannot be encoded", fid);

@@ -81,6 +81,8 @@ const char *b2_filter_name(int filter) {
     if (filter_names[i].id == filter) return filter_names[i].name;
   /* kept where a frame has it, never chosen for a new one: no name to parse */
   if (filter == B2_FILTER_INT_TRUNC) return "int_trunc";
+  if (filter == B2_FILTER_NDCELL) return "ndcell";
+  if (filter == B2_FILTER_NDMEAN) return "ndmean";
   return NULL;
 }
 

@@ -54,11 +54,19 @@ typedef struct upd {
   int64_t cur;
   int64_t *done;        /* chunks whose last item the write reached */
   size_t ndone, capdone;
+  int lossy;            /* the frame's blocks encode lossily as wholes (ZFP,
+                           NDMEAN): chunks are always decoded first, so
+                           their padding stays as decoded (as python-blosc2
+                           keeps it), and bytes written as they were do not
+                           make the chunk dirty: encoding it again would
+                           move its values (a mapped file writes back whole
+                           pages, most of them unchanged) */
+  int changed;          /* chunk `cur` got bytes it did not hold */
 } upd;
 
 static void upd_close(upd *u) {
   if (!u->e) return;
-  b2_cache_write_end(u->f->env->cache, u->e, 1);
+  b2_cache_write_end(u->f->env->cache, u->e, !u->lossy || u->changed);
   b2_cache_release(u->f->env->cache, u->e);
   u->e = NULL;
   u->cur = -1;
@@ -71,7 +79,7 @@ static int upd_open(upd *u, int64_t chunk) {
   int rc = b2_b2nd_chunk_span(&f->array, chunk, &lo, &hi);
   if (rc < 0) return rc;
   b2_cache_entry *e;
-  rc = b2_file_wpin(f, chunk, u->aoff <= lo && hi <= u->aend, &e);
+  rc = b2_file_wpin(f, chunk, u->aoff <= lo && hi <= u->aend && !u->lossy, &e);
   if (rc < 0) return rc;
   rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
   if (rc < 0) {
@@ -79,7 +87,8 @@ static int upd_open(upd *u, int64_t chunk) {
     return rc;
   }
   size_t want = (size_t)f->array.chunk_nbytes;
-  if (b2_cache_len(e) != want && (rc = b2_cache_resize(c, e, want)) < 0) {
+  u->changed = b2_cache_len(e) != want;
+  if (u->changed && (rc = b2_cache_resize(c, e, want)) < 0) {
     b2_cache_write_end(c, e, 0);
     b2_cache_release(c, e);
     return rc;
@@ -106,7 +115,10 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
     int rc = upd_open(u, chunk);
     if (rc < 0) return rc;
   }
-  memcpy(b2_cache_wdata(u->e) + off, src, len);
+  uint8_t *dst = b2_cache_wdata(u->e) + off;
+  if (u->lossy && !u->changed && memcmp(dst, src, len) == 0) return 0;
+  memcpy(dst, src, len);
+  u->changed = 1;
   return 0;
 }
 
@@ -114,7 +126,8 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
 static int items_write(b2_file *f, const uint8_t *src, size_t n, int64_t aoff) {
   while (n > 0) {
     size_t piece = B2_MIN(n, (size_t)1 << 30);
-    upd u = {f, aoff, aoff + (int64_t)piece, NULL, -1, NULL, 0, 0};
+    upd u = {f, aoff, aoff + (int64_t)piece, NULL, -1, NULL, 0, 0,
+             b2_cparams_lossy_blocks(&f->cp), 0};
     int rc = b2_b2nd_update(&f->array, (uint64_t)aoff, piece, src, upd_write, &u);
     upd_close(&u);
     for (size_t k = 0; rc >= 0 && k < u.ndone; k++) {

@@ -614,6 +614,71 @@ static void test_inttrunc(void) {
   CHECK_EQ(b2_inttrunc(33, 4, 4, in, out), B2_E_INVAL);
 }
 
+/* NDCELL / NDMEAN: the cell order worked out by hand on a 4x6 block of
+ * 2x2 cells and on a 5x5 one (cells cut at both edges), round trips over
+ * ragged shapes, NDMEAN's means, and refused shapes and cells. */
+static void test_ndcell(void) {
+  /* 4x6 items 0..23, cells 2x2: cell (0,0) holds 0 1 6 7, cell (0,1)
+   * 2 3 8 9, cell (0,2) 4 5 10 11, then the second row of cells. */
+  uint8_t a[24], c[24], back[24];
+  for (int i = 0; i < 24; i++) a[i] = (uint8_t)i;
+  int32_t s46[2] = {4, 6};
+  CHECK_EQ(b2_ndcell_encode(0, 2, 1, 2, s46, 24, a, c), 0);
+  static const uint8_t want[24] = {0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11,
+                                   12, 13, 18, 19, 14, 15, 20, 21, 16, 17, 22, 23};
+  CHECK_MEM(c, want, 24);
+  CHECK_EQ(b2_ndcell_decode(0, 2, 1, 2, s46, 24, c, back), 0);
+  CHECK_MEM(back, a, 24);
+  /* 5x5, cells 2x2: the third column and row of cells are 1 wide */
+  uint8_t b[25], d[25], e[25];
+  for (int i = 0; i < 25; i++) b[i] = (uint8_t)i;
+  int32_t s55[2] = {5, 5};
+  CHECK_EQ(b2_ndcell_encode(0, 2, 1, 2, s55, 25, b, d), 0);
+  static const uint8_t want5[25] = {0, 1, 5, 6, 2, 3, 7, 8, 4, 9, 10, 11, 15, 16,
+                                    12, 13, 17, 18, 14, 19, 20, 21, 22, 23, 24};
+  CHECK_MEM(d, want5, 25);
+  CHECK_EQ(b2_ndcell_decode(0, 2, 1, 2, s55, 25, d, e), 0);
+  CHECK_MEM(e, b, 25);
+  /* round trips of 4-byte items over ragged 1-4 dimensional blocks */
+  static const int32_t shapes[][4] = {{7, 0, 0, 0}, {5, 9, 0, 0}, {3, 7, 5, 0}, {3, 4, 5, 6}};
+  for (int nd = 1; nd <= 4; nd++) {
+    size_t items = 1;
+    for (int i = 0; i < nd; i++) items *= (size_t)shapes[nd - 1][i];
+    uint32_t *x = malloc(items * 4), *y = malloc(items * 4), *z = malloc(items * 4);
+    for (size_t i = 0; i < items; i++) x[i] = (uint32_t)(i * 2654435761u);
+    for (int cell = 1; cell <= 3; cell++) {
+      CHECK_EQ(b2_ndcell_encode(0, cell, 4, nd, shapes[nd - 1], items * 4, (uint8_t *)x,
+                                (uint8_t *)y), 0);
+      CHECK_EQ(b2_ndcell_decode(0, cell, 4, nd, shapes[nd - 1], items * 4, (uint8_t *)y,
+                                (uint8_t *)z), 0);
+      CHECK_MEM(z, x, items * 4);
+    }
+    free(x);
+    free(y);
+    free(z);
+  }
+  /* NDMEAN: each cell's items become its mean, cells cut at the edge */
+  double v[5] = {1, 2, 3, 4, 5}, m[5], w[5];
+  int32_t s5 = 5;
+  CHECK_EQ(b2_ndcell_encode(1, 2, 8, 1, &s5, 40, (uint8_t *)v, (uint8_t *)m), 0);
+  CHECK(m[0] == 1.5 && m[1] == 1.5 && m[2] == 3.5 && m[3] == 3.5 && m[4] == 5);
+  CHECK_EQ(b2_ndcell_decode(1, 2, 8, 1, &s5, 40, (uint8_t *)m, (uint8_t *)w), 0);
+  CHECK(w[0] == 1.5 && w[4] == 5);
+  float fv[4] = {1, 2, 4, 8}, fm[4];
+  int32_t s22[2] = {2, 2};
+  CHECK_EQ(b2_ndcell_encode(1, 7, 4, 2, s22, 16, (uint8_t *)fv, (uint8_t *)fm), 0);
+  CHECK(fm[0] == 3.75f && fm[3] == 3.75f); /* cells cut to the 2x2 block */
+  /* refused: shape not the block's, cells larger than it, bad cell sizes */
+  CHECK_EQ(b2_ndcell_decode(0, 2, 1, 2, s46, 25, c, back), B2_E_FORMAT);
+  CHECK_EQ(b2_ndcell_decode(0, 5, 1, 2, s22, 4, c, back), B2_E_FORMAT);
+  CHECK_EQ(b2_ndcell_decode(0, 0, 1, 2, s46, 24, c, back), B2_E_FORMAT);
+  CHECK_EQ(b2_ndcell_decode(1, 200, 1, 2, s46, 24, c, back), B2_E_FORMAT);
+  CHECK_EQ(b2_ndcell_encode(1, 2, 2, 2, s46, 48, c, back), B2_E_UNSUPPORTED);
+  int32_t neg[2] = {4, -6};
+  CHECK_EQ(b2_ndcell_decode(0, 2, 1, 2, neg, 24, c, back), B2_E_FORMAT);
+  CHECK_EQ(b2_ndcell_decode(0, 2, 1, 9, s46, 24, c, back), B2_E_UNSUPPORTED);
+}
+
 /* Codec contexts live per thread and are freed at thread exit or by
  * b2_codec_thread_cleanup (ASan's leak check watches both). */
 static void *thread_main(void *arg) {
@@ -667,6 +732,7 @@ int main(void) {
   T_RUN(test_bytedelta);
   T_RUN(test_truncprec);
   T_RUN(test_inttrunc);
+  T_RUN(test_ndcell);
   T_RUN(test_threads);
   T_END();
 }
