@@ -33,6 +33,7 @@ enum b2_codec_id {
   /* python-blosc2's lossy codecs for float arrays (user-defined codec ids
    * of the chunk header, with its meta byte): read, and kept where a frame
    * has them, when built with libzfp; no name for new frames. */
+  B2_CODEC_NDLZ = 32,     /* 2-D arrays of bytes: read; written raw */
   B2_CODEC_ZFP_ACC = 33,
   B2_CODEC_ZFP_PREC = 34,
   B2_CODEC_ZFP_RATE = 35
@@ -118,6 +119,11 @@ int b2_stream_compress(int codec, int clevel, const void *src, size_t srclen,
  * b2_zfp_available() is 0. */
 #define B2_ZFP_MAXDIM 4
 int b2_codec_is_zfp(int codec);
+
+/* NDLZ (codec 32, meta 4 or 8: the cell side): decode one stream, which
+ * carries its block's 2-D shape, into exactly dstlen bytes; dstlen or a
+ * negative code.  There is no encoder: written blocks are stored raw. */
+int b2_ndlz_decompress(int meta, const void *src, size_t srclen, void *dst, size_t dstlen);
 int b2_zfp_available(void);
 int b2_zfp_decompress(int codec, int meta, int typesize, int ndim, const int32_t *shape,
                       const void *src, size_t srclen, void *dst, size_t dstlen);

@@ -28,10 +28,10 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       dimensions with cells that do not divide the blocks, two filters in a
       row; dictionaries, split modes, clevel 0) and through its
       constructors that store special chunks (zeros, full, NaN, empty,
-      arange, linspace), up to 8 dimensions: DIR/arrays.txt lists them, for
-      `npy`, DIR/lossy.txt those for `lossywrite`; what b2fs does not
-      decode (the NDLZ codec; ZFP with nozfp, a b2fs built without libzfp)
-      goes to DIR/refused.txt, each with what its error must say
+      arange, linspace), up to 8 dimensions, and NDLZ on 2-D images:
+      DIR/arrays.txt lists them, for `npy`, DIR/edits.txt those for
+      `editwrite`; with nozfp (a b2fs built without libzfp) the ZFP arrays
+      go to DIR/refused.txt instead, each with what its error must say
   pyb2_check.py refused DIR MNT B2F
       each of DIR/refused.txt: `b2f cat --npy` fails naming the file and the
       unsupported codec or filter; through the mount at MNT its .npy is
@@ -40,9 +40,9 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       items written with numpy through the mount into DIR's int_trunc array
       (a copy of it kept as filter_int_trunc.b2nd.before) read back in
       python-blosc2 truncated as its own write would store them
-  pyb2_check.py lossywrite DIR MNT / lossycheck DIR
-      the middle item of each array DIR/lossy.txt lists (ZFP, NDCELL,
-      NDMEAN; copies kept as NAME.b2nd.before) written with numpy through
+  pyb2_check.py editwrite DIR MNT / editcheck DIR
+      the middle item of each array DIR/edits.txt lists (ZFP, NDCELL,
+      NDMEAN, NDLZ; copies kept as NAME.b2nd.before) written with numpy through
       the mount: python-blosc2 opens the result and finds, item for item,
       its own edit of the copy
   pyb2_check.py schunk SRC MNT
@@ -235,6 +235,22 @@ INT_TRUNC_KEEP = 20  # bits of each int32 the int_trunc array keeps
 INT_WRITES = (((0, 0), 12345678), ((50, 3), 1023), ((119, 89), -2))
 
 
+def image(rng, h, w, kind):
+    """A 2-D uint8 image: tiles of 8x8 repeated with patches of one value,
+    rows repeating every 5 with every 7th different, or random bytes."""
+    if kind == "tiles":
+        a = np.tile(rng.integers(0, 255, (8, 8), dtype=np.uint8), (h // 8 + 1, w // 8 + 1))[:h, :w]
+        for _ in range(20):
+            y, x = rng.integers(0, h), rng.integers(0, w)
+            a[y:y + rng.integers(1, 20), x:x + rng.integers(1, 20)] = rng.integers(0, 255)
+        return a
+    if kind == "rows":
+        a = rng.integers(0, 255, (5, w), dtype=np.uint8)[np.arange(h) % 5]
+        a[::7] = rng.integers(0, 255, (len(a[::7]), w))
+        return a
+    return rng.integers(0, 255, (h, w), dtype=np.uint8)
+
+
 def cmd_cparams(d, zfp):
     """Arrays under every codec, filter and constructor python-blosc2 offers."""
     rng = np.random.default_rng(12)
@@ -298,7 +314,7 @@ def cmd_cparams(d, zfp):
         refused += ["%s.b2nd\t%s: b2fs was built without libzfp" % (n, c) for n, c in zfp_names]
     # NDCELL and NDMEAN (cells of meta items per side over each block; NDMEAN
     # lossy), blocks not multiples of the cells, cells wider than a block
-    lossy = [n for n, _ in zfp_names if zfp and not n.endswith("_defaults")]
+    edits = [n for n, _ in zfp_names if zfp and not n.endswith("_defaults")]
     nd = (("1d", np.float64, (300,), (100,), (30,), 4),
           ("2d", np.float32, (60, 50), (30, 25), (10, 12), 4),
           ("3d", np.float64, (16, 12, 10), (8, 12, 10), (4, 6, 10), 3),
@@ -317,16 +333,23 @@ def cmd_cparams(d, zfp):
                            cparams=dict(codec=C.ZSTD, filters=[getattr(F, filt)],
                                         filters_meta=[meta]))
             names.append(name + ".b2nd")
-            lossy.append(name)
+            edits.append(name)
+    # NDLZ (2-D bytes, cells of 4 or 8): constant, tiled, repeated-row and
+    # random images, blocks that are not multiples of the cells
+    for kind in ("tiles", "rows", "random"):
+        for meta in (4, 8):
+            for h, w, ch, bl in ((96, 128, (48, 64), (48, 64)), (90, 75, (45, 75), (30, 37))):
+                name = "ndlz_%s_%d_%d" % (kind, meta, bl[1])
+                blosc2.asarray(image(rng, h, w, kind), urlpath=p(name), mode="w", chunks=ch,
+                               blocks=bl, cparams=dict(codec=C.NDLZ, codec_meta=meta,
+                                                       filters=[F.NOFILTER]))
+                names.append(name + ".b2nd")
+                edits.append(name)
     with open(os.path.join(d, "arrays.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
-    with open(os.path.join(d, "lossy.txt"), "w") as f:
-        f.write("\n".join(lossy) + "\n")
+    with open(os.path.join(d, "edits.txt"), "w") as f:
+        f.write("\n".join(edits) + "\n")
     # what b2fs does not decode: name, what its error says
-    u8 = (np.arange(256 * 256) % 251).astype(np.uint8).reshape(256, 256)
-    blosc2.asarray(u8, urlpath=p("refused_ndlz"), mode="w", chunks=(128, 128), blocks=(32, 32),
-                   cparams=dict(codec=C.NDLZ, codec_meta=4, filters=[F.NOFILTER]))
-    refused.append("refused_ndlz.b2nd\tunsupported codec id 32")
     with open(os.path.join(d, "refused.txt"), "w") as f:
         f.write("\n".join(refused) + "\n")
     print("made %d arrays, %d refused" % (len(names), len(refused)), file=sys.stderr)
@@ -335,7 +358,7 @@ def cmd_cparams(d, zfp):
 def cmd_refused(d, mnt, b2f):
     """What b2fs does not decode fails clearly, through b2f and the mount."""
     listed = set(os.listdir(mnt))
-    for line in open(os.path.join(d, "refused.txt")).read().splitlines():
+    for line in filter(None, open(os.path.join(d, "refused.txt")).read().splitlines()):
         name, why = line.split("\t", 1)
         src = os.path.join(d, name)
         npy = name[: -len(".b2nd")] + ".npy"
@@ -388,23 +411,24 @@ def mid(shape):
     return tuple(n // 2 for n in shape)
 
 
-def cmd_lossywrite(d, mnt):
-    """The middle item of each array of DIR/lossy.txt written with numpy
+def cmd_editwrite(d, mnt):
+    """The middle item of each array of DIR/edits.txt written with numpy
     through the mount (a mapped file: its pages go back whole)."""
-    for name in open(os.path.join(d, "lossy.txt")).read().split():
+    for name in open(os.path.join(d, "edits.txt")).read().split():
         a = np.load(os.path.join(mnt, name + ".npy"), mmap_mode="r+")
         a[mid(a.shape)] = 42 if a.dtype.kind == "i" else 42.5
         a.flush()
         del a
 
 
-def cmd_lossycheck(d):
+def cmd_editcheck(d):
     """python-blosc2 opens each array written and finds, item for item, its
     own edit of the copy kept before: the chunk written encoded again from
     its decoded values and the item (padding kept as decoded), the chunks
-    whose bytes came back unchanged left as they were."""
-    for name in open(os.path.join(d, "lossy.txt")).read().split():
-        tag = "lossy_write:" + name
+    whose bytes came back unchanged left as they were (NDLZ: its blocks
+    stored raw, the same items)."""
+    for name in open(os.path.join(d, "edits.txt")).read().split():
+        tag = "edit:" + name
         try:
             p = os.path.join(d, name + ".b2nd")
             ref = p + ".py.b2nd"
@@ -573,10 +597,10 @@ def main():
         cmd_intwrite(sys.argv[2])
     elif cmd == "intcheck":
         cmd_intcheck(sys.argv[2])
-    elif cmd == "lossywrite":
-        cmd_lossywrite(sys.argv[2], sys.argv[3])
-    elif cmd == "lossycheck":
-        cmd_lossycheck(sys.argv[2])
+    elif cmd == "editwrite":
+        cmd_editwrite(sys.argv[2], sys.argv[3])
+    elif cmd == "editcheck":
+        cmd_editcheck(sys.argv[2])
     elif cmd == "refused":
         cmd_refused(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "schunk":

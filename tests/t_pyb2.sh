@@ -17,12 +17,12 @@
 # naming the kind.  Arrays under every codec and filter python-blosc2 offers,
 # and from its constructors that store special chunks, read the same way:
 # the ZFP codecs (1-4 dimensions, float32 and float64, the three modes)
-# when b2fs has libzfp, NDCELL and NDMEAN on 1-4 dimensions.  What b2fs
-# does not decode (the NDLZ codec; ZFP in a build without libzfp) fails with
-# an error naming the file and the codec or why, EIO in a mount.  Items
-# written into an int_trunc array through the mount are stored truncated,
-# as python-blosc2 stores them; an item written with numpy into a ZFP,
-# NDCELL or NDMEAN array gives python-blosc2's own edit, item for item.
+# when b2fs has libzfp (in a build without it they fail, naming why, EIO in
+# a mount), NDCELL and NDMEAN on 1-4 dimensions, NDLZ on 2-D images.
+# Items written into an int_trunc array through the mount are stored
+# truncated, as python-blosc2 stores them; an item written with numpy into
+# a ZFP, NDCELL, NDMEAN or NDLZ array gives python-blosc2's own edit, item
+# for item.
 #
 # Env: B2FS, B2F, PYB2 (set by tests/run.sh and tests/lib.sh).
 set -u
@@ -97,12 +97,12 @@ timeout 300 "$PYB2" "$CHECK" refused "$CP" "$MNT" "$B2F"
 # a write into the int_trunc array is truncated as python-blosc2's would be
 cp "$CP/filter_int_trunc.b2nd" "$CP/filter_int_trunc.b2nd.before"
 timeout 60 "$PYB2" "$CHECK" intwrite "$MNT" || notok int_trunc_write "the write failed"
-# and into ZFP, NDCELL and NDMEAN arrays, as python-blosc2's own edit
-while read -r n; do cp "$CP/$n.b2nd" "$CP/$n.b2nd.before"; done <"$CP/lossy.txt"
-timeout 60 "$PYB2" "$CHECK" lossywrite "$CP" "$MNT" || notok lossy_write "the write failed"
+# and into ZFP, NDCELL, NDMEAN and NDLZ arrays, as python-blosc2's own edit
+while read -r n; do cp "$CP/$n.b2nd" "$CP/$n.b2nd.before"; done <"$CP/edits.txt"
+timeout 60 "$PYB2" "$CHECK" editwrite "$CP" "$MNT" || notok edit_write "the write failed"
 unmount_fg "$MNT" pyb2cp
 timeout 60 "$PYB2" "$CHECK" intcheck "$CP"
-timeout 120 "$PYB2" "$CHECK" lossycheck "$CP"
+timeout 120 "$PYB2" "$CHECK" editcheck "$CP"
 
 # objects that are not data pass through raw
 OBJ=$TMP/objects

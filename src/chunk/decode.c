@@ -91,6 +91,8 @@ static int stream_decode(const struct dctx *d, int32_t nb, const uint8_t *src, i
                      "metalayer)", nb, b2_codec_name(in->codec));
     rc = b2_zfp_decompress(in->codec, in->codec_meta, in->typesize, d->geom->ndim,
                            d->geom->blockshape, src, (size_t)cs, out, (size_t)n);
+  } else if (in->codec == B2_CODEC_NDLZ) {
+    rc = b2_ndlz_decompress(in->codec_meta, src, (size_t)cs, out, (size_t)n);
   } else if (want < (size_t)n) {
     rc = b2_stream_decompress_prefix(in->format, src, (size_t)cs, out, (size_t)n, want,
                                      d->dict, d->dictlen);

@@ -30,6 +30,7 @@ static const char *const format_names[] = {"blosclz", "lz4", "snappy", "zlib",
                                            "zstd"};
 
 const char *b2_codec_name(int codec) {
+  if (codec == B2_CODEC_NDLZ) return "ndlz";
   if (codec == B2_CODEC_ZFP_ACC) return "zfp_acc";
   if (codec == B2_CODEC_ZFP_PREC) return "zfp_prec";
   if (codec == B2_CODEC_ZFP_RATE) return "zfp_rate";
@@ -51,6 +52,7 @@ int b2_codec_format(int codec) {
   case B2_CODEC_LZ4HC: return B2_FORMAT_LZ4;
   case B2_CODEC_ZLIB: return B2_FORMAT_ZLIB;
   case B2_CODEC_ZSTD: return B2_FORMAT_ZSTD;
+  case B2_CODEC_NDLZ:
   case B2_CODEC_ZFP_ACC:
   case B2_CODEC_ZFP_PREC:
   case B2_CODEC_ZFP_RATE: return B2_FORMAT_USER; /* id in the extended header */

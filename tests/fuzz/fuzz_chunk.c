@@ -1,7 +1,10 @@
 /* fuzz_chunk.c - libFuzzer target: the chunk decoder on arbitrary bytes.
  * Parses the header and decodes the whole chunk and partial ranges.  When
  * the whole chunk decodes, every range must decode too and give the same
- * bytes as the whole decode (a mismatch aborts). */
+ * bytes as the whole decode (a mismatch aborts).  Then the whole chunk
+ * again with a block geometry (the ZFP codecs, the NDCELL and NDMEAN
+ * filters need one): the block as 1, 2 or 3 dimensions chosen from the
+ * chunk's own bytes, and a range of it the same way. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else if (n > 2) {
     b2_chunk_decode_range(data, size, n / 3, n / 3 + 1, out, NULL);
     check_spans(data, size, &in, NULL, n / 3, n / 3 + 1, tmp);
+  }
+  /* with a geometry: the block's items as one row, or split in 2-3 sides */
+  if (in.typesize > 0 && in.blocksize > 0 && in.blocksize % in.typesize == 0) {
+    int32_t items = in.blocksize / in.typesize;
+    b2_chunk_geom g;
+    memset(&g, 0, sizeof g);
+    int pick = size > 40 ? data[size - 1] % 3 : 0;
+    int32_t a = 1 + (size > 41 ? data[size - 2] % 8 : 0);
+    if (pick == 0 || items % a != 0) {
+      g.ndim = 1;
+      g.blockshape[0] = items;
+    } else if (pick == 1 || (items / a) % 2 != 0) {
+      g.ndim = 2;
+      g.blockshape[0] = a;
+      g.blockshape[1] = items / a;
+    } else {
+      g.ndim = 3;
+      g.blockshape[0] = a;
+      g.blockshape[1] = 2;
+      g.blockshape[2] = items / a / 2;
+    }
+    if (b2_chunk_decode_par(data, size, out, n, NULL, &g) == (int)n && n > 2 &&
+        (b2_chunk_decode_range(data, size, n / 3, n / 3 + 1, tmp, &g) != (int)(n / 3 + 1) ||
+         memcmp(tmp, out + n / 3, n / 3 + 1) != 0))
+      abort(); /* the range differs from the whole decode */
   }
 done:
   free(out);

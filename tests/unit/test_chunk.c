@@ -905,10 +905,14 @@ static void test_unsupported_ids(void) {
   c[16 + 2] = 0;
   c[2] = (uint8_t)((c[2] & 0x1f) | (2 << 5)); /* snappy */
   CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), B2_E_UNSUPPORTED);
-  c[2] = (uint8_t)((c[2] & 0x1f) | (6 << 5)); /* user codec 32 */
-  c[22] = 32;
+  c[2] = (uint8_t)((c[2] & 0x1f) | (6 << 5)); /* user codec 40 */
+  c[22] = 40;
   CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), B2_E_UNSUPPORTED);
-  CHECK(strstr(b2_last_detail(), "32") != NULL);
+  CHECK(strstr(b2_last_detail(), "40") != NULL);
+  c[22] = B2_CODEC_NDLZ; /* known: parses (its streams are not NDLZ's) */
+  CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), 0);
+  CHECK_EQ(in.codec, B2_CODEC_NDLZ);
+  CHECK(b2_chunk_decode(c, (size_t)cb, src, n) < 0);
   c[2] = (uint8_t)((c[2] & 0x1f) | (B2_FORMAT_ZSTD << 5));
   c[22] = B2_CODEC_ZSTD;
   CHECK_EQ(b2_chunk_parse(c, (size_t)cb, &in), 0);

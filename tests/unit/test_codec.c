@@ -679,6 +679,83 @@ static void test_ndcell(void) {
   CHECK_EQ(b2_ndcell_decode(0, 2, 1, 9, s46, 24, c, back), B2_E_UNSUPPORTED);
 }
 
+/* NDLZ streams made by hand: each kind of cell (literal, repeated byte,
+ * earlier cell, rows from earlier bytes with literal rows) on 4x4 and 8x8
+ * cells, cells cut at the block's edges, and damaged streams refused. */
+static size_t ndlz_head(uint8_t *b, int32_t h, int32_t w) {
+  b[0] = 2;
+  memcpy(b + 1, &h, 4);
+  memcpy(b + 5, &w, 4);
+  return 9;
+}
+
+static void test_ndlz(void) {
+  uint8_t s[256], out[256];
+  /* 4x8: a literal cell, then the same cell by reference */
+  size_t n = ndlz_head(s, 4, 8);
+  s[n++] = 0;
+  for (int i = 0; i < 16; i++) s[n++] = (uint8_t)i;
+  s[n++] = 0xc0; /* at 26: back to 10, offset 16 */
+  s[n++] = 16;
+  s[n++] = 0;
+  CHECK_EQ(b2_ndlz_decompress(4, s, n, out, 32), 32);
+  for (int r = 0; r < 4; r++)
+    for (int c = 0; c < 8; c++) CHECK_EQ(out[r * 8 + c], (uint8_t)(r * 4 + c % 4));
+  /* 5x5: a repeated byte, a 4x1 literal, a 1x4 cell whose pair of rows
+   * 2-3 comes from the first literal (token 128, offset + 3), then literal
+   * rows 0-1 of which row 0 lands; a 1x1 literal */
+  n = ndlz_head(s, 5, 5);
+  s[n++] = 0x40;
+  s[n++] = 7;
+  s[n++] = 0; /* at 11 */
+  for (int i = 1; i <= 4; i++) s[n++] = (uint8_t)i;
+  size_t cur = n; /* 16 */
+  s[n++] = 128;
+  uint16_t off = (uint16_t)(cur + 3 - 12 - 3); /* rows from bytes 12.. */
+  memcpy(s + n, &off, 2);
+  n += 2;
+  for (int i = 0; i < 8; i++) s[n++] = (uint8_t)(100 + i);
+  s[n++] = 0;
+  s[n++] = 9;
+  CHECK_EQ(b2_ndlz_decompress(4, s, n, out, 25), 25);
+  static const uint8_t want5[25] = {7, 7, 7, 7, 1, 7, 7, 7, 7, 2, 7, 7, 7, 7, 3,
+                                    7, 7, 7, 7, 4, 100, 101, 102, 103, 9};
+  CHECK_MEM(out, want5, 25);
+  /* 8x16: a literal 8x8 cell, then rows 2-4 of it (token 21 << 3 | 2,
+   * offset back from the token) and five literal rows */
+  n = ndlz_head(s, 8, 16);
+  s[n++] = 0;
+  for (int i = 0; i < 64; i++) s[n++] = (uint8_t)i;
+  cur = n; /* 74 */
+  s[n++] = (21 << 3) | 2;
+  off = (uint16_t)(cur - (10 + 16));
+  memcpy(s + n, &off, 2);
+  n += 2;
+  for (int i = 0; i < 40; i++) s[n++] = (uint8_t)(200 + i / 8);
+  CHECK_EQ(b2_ndlz_decompress(8, s, n, out, 128), 128);
+  static const int lit_row[8] = {200, 201, -1, -1, -1, 202, 203, 204};
+  for (int r = 0; r < 8; r++)
+    for (int c = 0; c < 8; c++) {
+      CHECK_EQ(out[r * 16 + c], (uint8_t)(r * 8 + c));
+      CHECK_EQ(out[r * 16 + 8 + c], (uint8_t)(lit_row[r] < 0 ? r * 8 + c : lit_row[r]));
+    }
+  /* damaged */
+  CHECK(b2_ndlz_decompress(8, s, n - 1, out, 128) < 0);  /* a literal row cut */
+  CHECK(b2_ndlz_decompress(8, s, n, out, 127) < 0);      /* not the block */
+  CHECK(b2_ndlz_decompress(4, s, n, out, 128) < 0);      /* 4x4 cells: token 170 */
+  CHECK(b2_ndlz_decompress(5, s, n, out, 128) < 0);      /* cell size */
+  off = 200; /* before the input's start */
+  memcpy(s + cur + 1, &off, 2);
+  CHECK(b2_ndlz_decompress(8, s, n, out, 128) < 0);
+  s[cur] = (21 << 3) | 6; /* rows 6-8: past the cell */
+  CHECK(b2_ndlz_decompress(8, s, n, out, 128) < 0);
+  s[cur] = 1; /* unknown token */
+  CHECK(b2_ndlz_decompress(8, s, n, out, 128) < 0);
+  s[0] = 3;
+  CHECK(b2_ndlz_decompress(8, s, n, out, 128) < 0);
+  CHECK(b2_ndlz_decompress(8, s, 8, out, 128) < 0);
+}
+
 /* Codec contexts live per thread and are freed at thread exit or by
  * b2_codec_thread_cleanup (ASan's leak check watches both). */
 static void *thread_main(void *arg) {
@@ -733,6 +810,7 @@ int main(void) {
   T_RUN(test_truncprec);
   T_RUN(test_inttrunc);
   T_RUN(test_ndcell);
+  T_RUN(test_ndlz);
   T_RUN(test_threads);
   T_END();
 }
