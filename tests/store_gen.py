@@ -4,7 +4,8 @@ for tests/t_store.sh are written beside them.
 usage: store_gen.py SRC EXP
   SRC gets x.b2e (EmbedStore), t.b2d / t.b2z (TreeStore), d.b2d / d.b2z
   (DictStore), o.b2d (objects), each with embedded and external values,
-  nested keys, group and leaf attributes and a deleted key.
+  nested keys, group and leaf attributes and a deleted key (the TreeStores
+  also an NDCELL array and an NDLZ one).
   EXP gets, per store NAME: NAME.keys (the keys python-blosc2 lists, sorted
   bytewise) and NAME.tsv (KEY, kind nd/sc/obj, expectation file, the path
   shown under the mount's store directory), with
@@ -40,6 +41,15 @@ def fill_tree(ts):
     rec = np.zeros(30, np.dtype([("a", "u1"), ("b", "<f8")], align=True))
     rec["a"], rec["b"] = np.arange(30), np.arange(30) / 7
     ts["/g/rec"] = rec  # an aligned struct: python-blosc2 stores a dict literal
+    # arrays whose chunks need the array's block shape (NDCELL) or carry
+    # their own (NDLZ): leaves read where they lie keep them
+    ts["/z/ndcell"] = blosc2.asarray(
+        np.cumsum(rng.normal(size=(60, 50)), axis=1), chunks=(30, 25), blocks=(10, 12),
+        cparams=dict(codec=blosc2.Codec.ZSTD, filters=[blosc2.Filter.NDCELL], filters_meta=[4]))
+    ts["/z/ndlz"] = blosc2.asarray(
+        (np.arange(64 * 48) % 13).astype(np.uint8).reshape(64, 48), chunks=(32, 48),
+        blocks=(32, 24), cparams=dict(codec=blosc2.Codec.NDLZ, codec_meta=4,
+                                      filters=[blosc2.Filter.NOFILTER]))
     ts["/dead"] = np.arange(3)
     del ts["/dead"]
     ts.vlmeta["k"] = (1, 2)
