@@ -32,6 +32,9 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
       DIR/arrays.txt lists them, for `npy`, DIR/edits.txt those for
       `editwrite`; with nozfp (a b2fs built without libzfp) the ZFP arrays
       go to DIR/refused.txt instead, each with what its error must say
+  pyb2_check.py infocheck DIR B2F
+      `b2f info --json` names each array's codec and codec meta as
+      python-blosc2's cparams do
   pyb2_check.py refused DIR MNT B2F
       each of DIR/refused.txt: `b2f cat --npy` fails naming the file and the
       unsupported codec or filter; through the mount at MNT its .npy is
@@ -355,6 +358,22 @@ def cmd_cparams(d, zfp):
     print("made %d arrays, %d refused" % (len(names), len(refused)), file=sys.stderr)
 
 
+def cmd_infocheck(d, b2f):
+    """`b2f info --json` gives each array's codec and codec meta as
+    python-blosc2's cparams do."""
+    for name in open(os.path.join(d, "arrays.txt")).read().split():
+        tag = "info_codec:" + name
+        try:
+            cp = blosc2.open(os.path.join(d, name)).schunk.cparams
+            info = json.loads(subprocess.run([b2f, "info", "--json", os.path.join(d, name)],
+                                             capture_output=True, check=True).stdout)
+            want = (cp.codec.name.lower(), int(cp.codec_meta))
+            got = (info.get("codec"), info.get("codec_meta"))
+            ok(tag) if got == want else notok(tag, "%r, python-blosc2 %r" % (got, want))
+        except Exception as e:  # noqa: BLE001
+            notok(tag, "%s: %s" % (type(e).__name__, e))
+
+
 def cmd_refused(d, mnt, b2f):
     """What b2fs does not decode fails clearly, through b2f and the mount."""
     listed = set(os.listdir(mnt))
@@ -601,6 +620,8 @@ def main():
         cmd_editwrite(sys.argv[2], sys.argv[3])
     elif cmd == "editcheck":
         cmd_editcheck(sys.argv[2])
+    elif cmd == "infocheck":
+        cmd_infocheck(sys.argv[2], sys.argv[3])
     elif cmd == "refused":
         cmd_refused(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "schunk":

@@ -88,6 +88,7 @@ while read -r n; do
 done <"$CP/arrays.txt"
 [ -z "$bad" ] && ok pyb2_cparams_cat_runs || notok pyb2_cparams_cat_runs "b2f cat --npy failed:$bad"
 timeout 300 "$PYB2" "$CHECK" npy "$CP" "$CPCAT"
+timeout 300 "$PYB2" "$CHECK" infocheck "$CP" "$B2F"
 if ! mount_bg pyb2cp "$CP" "$MNT" "timeout=0"; then
   notok pyb2_cparams_mount "the daemon did not mount: $(tail -3 "${LOGS[$MNT]}")"
   exit 0

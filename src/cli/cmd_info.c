@@ -160,6 +160,7 @@ int b2f_info(int argc, char **argv) {
   put_ratio(&o, "ratio", in->cbytes > 0 ? (double)in->nbytes / (double)in->cbytes : 0.0);
   put_int(&o, "nchunks", in->nchunks);
   put_str(&o, "codec", codec ? codec : "unknown");
+  put_int(&o, "codec_meta", in->codec_meta); /* ZFP's tolerance, precision or rate; NDLZ's cell */
   put_int(&o, "clevel", in->clevel);
   put_str(&o, "filters", filters);
   put_int(&o, "typesize", in->typesize);
