@@ -83,9 +83,10 @@ int b2_chunk_sizes(const void *chunk, size_t avail, int32_t *nbytes,
                    int32_t *cbytes, int32_t *blocksize);
 
 /* Block geometry of an array (its b2nd block shape, C order), which the
- * ZFP codecs need to decode or encode a block; other codecs ignore it.
- * Decoders take it as `geom`: NULL (or ndim 0) when the chunk's frame is
- * not an array, and then a ZFP chunk fails with an error saying so. */
+ * ZFP codecs and the NDCELL and NDMEAN filters need to decode or encode a
+ * block; the others ignore it.  Decoders take it as `geom`: NULL (or ndim
+ * 0) when the chunk's frame is not an array, and then such a chunk fails
+ * with an error saying so. */
 #define B2_CHUNK_GEOM_MAXDIM 16
 typedef struct b2_chunk_geom {
   int ndim;
@@ -154,7 +155,7 @@ typedef struct b2_cparams {
   int32_t blocksize; /* 0: choose as the reference library does */
   int splitmode;     /* B2_SPLIT_*; 0 means FORWARD_COMPAT */
   int codec_meta;    /* the ZFP codecs' parameter (header byte 23) */
-  b2_chunk_geom geom; /* the ZFP codecs: the array's block shape */
+  b2_chunk_geom geom; /* the array's block shape (ZFP, NDCELL, NDMEAN) */
 } b2_cparams;
 
 /* Whether blocks encoded with `p` are lossy as wholes (the ZFP codecs, the

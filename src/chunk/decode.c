@@ -29,7 +29,8 @@ struct dctx {
   int has_delta;
   int bounded;         /* a block's stored bytes end at the next block start
                           (b2_chunk_decode_range_spans), not the chunk's end */
-  const b2_chunk_geom *geom; /* the array's block shape (ZFP), or NULL */
+  const b2_chunk_geom *geom; /* the array's block shape (ZFP codecs, cell
+                                filters), or NULL */
 };
 
 /* Whether pipeline slot i leaves a block unchanged on decode: a no-op
@@ -78,17 +79,22 @@ static int dctx_init(struct dctx *d, const void *chunk, size_t len, const b2_chu
   return 0;
 }
 
-/* One stream of `cs` stored bytes decoded into exactly `n` bytes; with
- * `want` < n only the first `want` need be right (the codec may stop
- * early).  Returns 0 or a negative code naming block nb. */
-static int stream_decode(const struct dctx *d, int32_t nb, const uint8_t *src, int32_t cs,
-                         uint8_t *out, int32_t n, size_t want) {
+/* Stream j (-1: the block's only one) of block nb, `cs` stored bytes,
+ * decoded into exactly `n` bytes; with `want` < n only the first `want`
+ * need be right (the codec may stop early).  Returns 0 or a negative code
+ * naming the block and stream. */
+static int stream_fail(int rc, int32_t nb, int32_t j) {
+  return j < 0 ? b2_context(rc, "block %d", nb) : b2_context(rc, "block %d stream %d", nb, j);
+}
+
+static int stream_decode(const struct dctx *d, int32_t nb, int32_t j, const uint8_t *src,
+                         int32_t cs, uint8_t *out, int32_t n, size_t want) {
   const b2_chunk_info *in = &d->in;
   int rc;
   if (b2_codec_is_zfp(in->codec)) {
     if (!d->geom)
-      return b2_fail(B2_E_FORMAT, "block %d: %s needs the array's block shape (no b2nd "
-                     "metalayer)", nb, b2_codec_name(in->codec));
+      return stream_fail(b2_fail(B2_E_FORMAT, "%s needs the array's block shape (no b2nd "
+                                 "metalayer)", b2_codec_name(in->codec)), nb, j);
     rc = b2_zfp_decompress(in->codec, in->codec_meta, in->typesize, d->geom->ndim,
                            d->geom->blockshape, src, (size_t)cs, out, (size_t)n);
   } else if (in->codec == B2_CODEC_NDLZ) {
@@ -96,14 +102,14 @@ static int stream_decode(const struct dctx *d, int32_t nb, const uint8_t *src, i
   } else if (want < (size_t)n) {
     rc = b2_stream_decompress_prefix(in->format, src, (size_t)cs, out, (size_t)n, want,
                                      d->dict, d->dictlen);
-    return rc < 0 ? b2_context(rc, "block %d", nb) : 0;
+    return rc < 0 ? stream_fail(rc, nb, j) : 0;
   } else {
     rc = b2_stream_decompress(in->format, src, (size_t)cs, out, (size_t)n, d->dict,
                               d->dictlen);
   }
-  if (rc < 0) return b2_context(rc, "block %d", nb);
+  if (rc < 0) return stream_fail(rc, nb, j);
   if (rc != n)
-    return b2_fail(B2_E_CODEC, "block %d: stream decodes to %d bytes, expected %d", nb, rc, n);
+    return stream_fail(b2_fail(B2_E_CODEC, "decodes to %d bytes, expected %d", rc, n), nb, j);
   return 0;
 }
 
@@ -128,7 +134,7 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
       memcpy(out, c + p, (size_t)bsize);
       return 0;
     }
-    return stream_decode(d, nb, c + p, (int32_t)cs, out, bsize, (size_t)bsize);
+    return stream_decode(d, nb, -1, c + p, (int32_t)cs, out, bsize, (size_t)bsize);
   }
   int32_t nstreams = block_streams(d, leftoverblock);
   int32_t neb = bsize / nstreams;
@@ -164,8 +170,8 @@ static int decode_streams(const struct dctx *d, int32_t nb, int32_t bsize,
       } else {
         /* Only the start of the stream may be wanted: the codec may stop
          * there. */
-        int rc = stream_decode(d, nb, c + p, cs, o, neb, fill);
-        if (rc < 0) return nstreams > 1 ? b2_context(rc, "stream %d", j) : rc;
+        int rc = stream_decode(d, nb, nstreams > 1 ? j : -1, c + p, cs, o, neb, fill);
+        if (rc < 0) return rc;
       }
       p += cs;
     }
