@@ -33,7 +33,7 @@ enum b2_codec_id {
   /* python-blosc2's lossy codecs for float arrays (user-defined codec ids
    * of the chunk header, with its meta byte): read, and kept where a frame
    * has them, when built with libzfp; no name for new frames. */
-  B2_CODEC_NDLZ = 32,     /* 2-D arrays of bytes: read; written raw */
+  B2_CODEC_NDLZ = 32,     /* 2-D arrays of bytes */
   B2_CODEC_ZFP_ACC = 33,
   B2_CODEC_ZFP_PREC = 34,
   B2_CODEC_ZFP_RATE = 35
@@ -120,10 +120,14 @@ int b2_stream_compress(int codec, int clevel, const void *src, size_t srclen,
 #define B2_ZFP_MAXDIM 4
 int b2_codec_is_zfp(int codec);
 
-/* NDLZ (codec 32, meta 4 or 8: the cell side): decode one stream, which
- * carries its block's 2-D shape, into exactly dstlen bytes; dstlen or a
- * negative code.  There is no encoder: written blocks are stored raw. */
+/* NDLZ (codec 32, meta 4 or 8: the cell side).  Decode one stream, which
+ * carries its block's 2-D shape, into exactly dstlen bytes: dstlen or a
+ * negative code.  Encode a block of bytes of 2-D `shape` (ndim 2, srclen
+ * its size): the stream's size, or 0 when it would not be smaller than the
+ * block or fit dstcap, or the block is not such a block (stored raw). */
 int b2_ndlz_decompress(int meta, const void *src, size_t srclen, void *dst, size_t dstlen);
+int b2_ndlz_compress(int meta, int ndim, const int32_t *shape, const void *src, size_t srclen,
+                     void *dst, size_t dstcap);
 int b2_zfp_available(void);
 int b2_zfp_decompress(int codec, int meta, int typesize, int ndim, const int32_t *shape,
                       const void *src, size_t srclen, void *dst, size_t dstlen);

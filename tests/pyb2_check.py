@@ -444,8 +444,8 @@ def cmd_editcheck(d):
     """python-blosc2 opens each array written and finds, item for item, its
     own edit of the copy kept before: the chunk written encoded again from
     its decoded values and the item (padding kept as decoded), the chunks
-    whose bytes came back unchanged left as they were (NDLZ: its blocks
-    stored raw, the same items)."""
+    whose bytes came back unchanged left as they were (NDLZ: our own encoder's
+    stream, the same items)."""
     for name in open(os.path.join(d, "edits.txt")).read().split():
         tag = "edit:" + name
         try:

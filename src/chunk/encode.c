@@ -127,7 +127,9 @@ static int encode_block(const struct ectx *e, int32_t j, int64_t *pos) {
       maxout = e->destsize - p;
       if (maxout <= 0) return 0;
     }
-    int c = e->p->codec == B2_CODEC_NDLZ ? 0 /* no encoder: stored raw */
+    int c = e->p->codec == B2_CODEC_NDLZ
+                ? b2_ndlz_compress(e->p->codec_meta, e->p->geom.ndim, e->p->geom.blockshape, sp,
+                                   (size_t)neb, e->dst + p, (size_t)maxout)
             : b2_codec_is_zfp(e->p->codec)
                 ? b2_zfp_compress(e->p->codec, e->p->codec_meta, e->p->typesize, e->p->geom.ndim,
                                   e->p->geom.blockshape, sp, (size_t)neb, e->dst + p,

@@ -17,8 +17,11 @@
  * row matches too, as the reference reads them).  Every reference into
  * the input and every literal is checked to lie inside it.
  *
- * Writing: b2fs has no NDLZ encoder; a chunk written into such an array
- * stores its blocks raw, which every reader decodes as such.
+ * Writing (b2_ndlz_compress): a simpler encoder than the reference's, in
+ * the same format: a cell of one repeated byte as such, a cell whose bytes
+ * equal those of an earlier literal cell within 65,535 bytes by reference,
+ * any other cell as a literal; a block it does not make smaller is stored
+ * raw by the chunk layer.
  */
 #include "b2_codec.h"
 #include "b2_error.h"
@@ -178,4 +181,66 @@ int b2_ndlz_decompress(int meta, const void *src, size_t srclen, void *dst, size
     }
   }
   return (int)dstlen;
+}
+
+/* Hash of a cell's bytes, for finding an earlier literal cell like it. */
+static uint32_t cell_hash(const uint8_t *p, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+  return h ^ (uint32_t)n;
+}
+
+#define NDLZ_TAB 4096
+
+int b2_ndlz_compress(int meta, int ndim, const int32_t *shape, const void *src, size_t srclen,
+                     void *dst, size_t dstcap) {
+  if ((meta != 4 && meta != 8) || ndim != 2 || shape[0] <= 0 || shape[1] <= 0 ||
+      (int64_t)shape[0] * shape[1] != (int64_t)srclen || srclen > INT32_MAX)
+    return 0; /* not a whole 2-D block of bytes: stored raw */
+  const uint8_t *in = src;
+  uint8_t *out = dst, cell[64];
+  size_t limit = dstcap < srclen ? dstcap : srclen; /* not smaller: raw */
+  if (limit < 9) return 0;
+  out[0] = 2;
+  memcpy(out + 1, &shape[0], 4);
+  memcpy(out + 5, &shape[1], 4);
+  size_t pos = 9;
+  int32_t tab[NDLZ_TAB]; /* start of an earlier literal cell's bytes, or -1 */
+  for (int i = 0; i < NDLZ_TAB; i++) tab[i] = -1;
+  const int side = meta;
+  int64_t gy = (shape[0] + side - 1) / side, gx = (shape[1] + side - 1) / side;
+  for (int64_t cy = 0; cy < gy; cy++) {
+    for (int64_t cx = 0; cx < gx; cx++) {
+      int ph = cy == gy - 1 && shape[0] % side ? shape[0] % side : side;
+      int pw = cx == gx - 1 && shape[1] % side ? shape[1] % side : side;
+      const uint8_t *o = in + cy * side * shape[1] + cx * side;
+      size_t n = (size_t)ph * (size_t)pw;
+      for (int r = 0; r < ph; r++) memcpy(cell + r * pw, o + (int64_t)r * shape[1], (size_t)pw);
+      int same = 1;
+      for (size_t i = 1; i < n && same; i++) same = cell[i] == cell[0];
+      if (same) {
+        if (pos + 2 > limit) return 0;
+        out[pos++] = 0x40;
+        out[pos++] = cell[0];
+        continue;
+      }
+      uint32_t h = cell_hash(cell, n) % NDLZ_TAB;
+      int32_t at = tab[h];
+      if (at >= 0 && (size_t)at + n <= pos && pos - (size_t)at <= 65535 &&
+          memcmp(out + at, cell, n) == 0) {
+        if (pos + 3 > limit) return 0;
+        uint16_t off = (uint16_t)(pos - (size_t)at); /* the decoder reads at token - off */
+        out[pos++] = 0xc0;
+        memcpy(out + pos, &off, 2);
+        pos += 2;
+        continue;
+      }
+      if (pos + 1 + n > limit) return 0;
+      out[pos++] = 0;
+      tab[h] = (int32_t)pos;
+      memcpy(out + pos, cell, n);
+      pos += n;
+    }
+  }
+  return pos < srclen ? (int)pos : 0;
 }

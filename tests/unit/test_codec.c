@@ -682,6 +682,14 @@ static void test_ndcell(void) {
 /* NDLZ streams made by hand: each kind of cell (literal, repeated byte,
  * earlier cell, rows from earlier bytes with literal rows) on 4x4 and 8x8
  * cells, cells cut at the block's edges, and damaged streams refused. */
+static uint8_t rnd_byte(void) {
+  static uint32_t x = 2463534242u;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return (uint8_t)(x >> 24);
+}
+
 static size_t ndlz_head(uint8_t *b, int32_t h, int32_t w) {
   b[0] = 2;
   memcpy(b + 1, &h, 4);
@@ -739,6 +747,28 @@ static void test_ndlz(void) {
       CHECK_EQ(out[r * 16 + c], (uint8_t)(r * 8 + c));
       CHECK_EQ(out[r * 16 + 8 + c], (uint8_t)(lit_row[r] < 0 ? r * 8 + c : lit_row[r]));
     }
+  /* our encoder: repeated bytes, repeated cells, literals, cut edge cells;
+   * what it makes decodes to the block */
+  static const int32_t shapes[][2] = {{32, 48}, {30, 37}, {5, 5}, {64, 9}};
+  for (int k = 0; k < 4; k++)
+    for (int meta = 4; meta <= 8; meta += 4) {
+      size_t sz = (size_t)shapes[k][0] * (size_t)shapes[k][1];
+      uint8_t *blk = malloc(sz), *enc = malloc(sz), *dec = malloc(sz);
+      for (size_t i = 0; i < sz; i++) /* tiles of 8 columns, a flat band */
+        blk[i] = i / (size_t)shapes[k][1] < 8 ? 3 : (uint8_t)((i % (size_t)shapes[k][1]) % 8 * 7);
+      int c = b2_ndlz_compress(meta, 2, shapes[k], blk, sz, enc, sz);
+      if (sz > 25) CHECK(c > 0); /* these compress */
+      if (c > 0) {
+        CHECK_EQ(b2_ndlz_decompress(meta, enc, (size_t)c, dec, sz), (int)sz);
+        CHECK_MEM(dec, blk, sz);
+      }
+      for (size_t i = 0; i < sz; i++) blk[i] = (uint8_t)(rnd_byte());
+      CHECK_EQ(b2_ndlz_compress(meta, 2, shapes[k], blk, sz, enc, sz), 0); /* noise: raw */
+      free(blk);
+      free(enc);
+      free(dec);
+    }
+  CHECK_EQ(b2_ndlz_compress(4, 3, shapes[0], s, 10, out, 100), 0); /* not 2-D */
   /* damaged */
   CHECK(b2_ndlz_decompress(8, s, n - 1, out, 128) < 0);  /* a literal row cut */
   CHECK(b2_ndlz_decompress(8, s, n, out, 127) < 0);      /* not the block */
