@@ -4,12 +4,15 @@
  * bytes as the whole decode (a mismatch aborts).  Then the whole chunk
  * again with a block geometry (the ZFP codecs, the NDCELL and NDMEAN
  * filters need one): the block as 1, 2 or 3 dimensions chosen from the
- * chunk's own bytes, and a range of it the same way. */
+ * chunk's own bytes, and a range of it the same way.  Last, the input as a
+ * 2-D block of bytes for the NDLZ encoder: what it makes must decode to
+ * the input. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "b2_chunk.h"
+#include "b2_codec.h"
 #include "b2_error.h"
 #include "../unit/spans_read.h"
 
@@ -40,7 +43,23 @@ static void check_range(const uint8_t *data, size_t size, const uint8_t *whole,
     abort(); /* the range differs from the whole decode */
 }
 
+/* NDLZ round trip of the input as a block of (size / w) rows of w bytes. */
+static void ndlz_roundtrip(const uint8_t *data, size_t size) {
+  if (size < 16 || size > 65536) return;
+  int32_t w = 1 + data[0] % 40, shape[2] = {(int32_t)(size / (size_t)w), w};
+  size_t n = (size_t)shape[0] * (size_t)w;
+  int meta = data[1] & 1 ? 8 : 4;
+  uint8_t *enc = malloc(n), *dec = malloc(n);
+  int c = enc && dec ? b2_ndlz_compress(meta, 2, shape, data, n, enc, n) : 0;
+  if (c > 0 && (b2_ndlz_decompress(meta, enc, (size_t)c, dec, n) != (int)n ||
+                memcmp(dec, data, n) != 0))
+    abort(); /* our encoder made a stream that does not give the block back */
+  free(enc);
+  free(dec);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  ndlz_roundtrip(data, size);
   b2_chunk_info in;
   if (b2_chunk_parse(data, size, &in) < 0) return 0;
   if (in.nbytes < 0 || (uint32_t)in.nbytes > MAX_OUT) return 0;
