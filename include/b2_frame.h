@@ -491,8 +491,8 @@ int b2_frame_checksums(const b2_frame *f, b2_frame_csum_info *out);
  * any time.  Writers keep the table up to date either way. */
 void b2_frame_set_verify(b2_frame *f, int on);
 
-/* The block shape its chunks need to decode and encode (the ZFP codecs,
- * b2_chunk.h): an array's, given by the layer that reads its b2nd
+/* The block shape its chunks need to decode and encode (the ZFP codecs
+ * and the NDCELL and NDMEAN filters, b2_chunk.h): an array's, given by the layer that reads its b2nd
  * metalayer (b2_b2nd_attach), before the frame is shared between threads.
  * b2_frame_geom: NULL until given. */
 void b2_frame_set_geom(b2_frame *f, const b2_chunk_geom *g);

@@ -82,7 +82,7 @@ static void scrub_frame(scrub *s, const char *path) {
     s->frames_bad++;
     return;
   }
-  b2_b2nd_attach(f); /* an array's ZFP chunks need its block shape */
+  b2_b2nd_attach(f); /* an array's ZFP chunks and cell filters need its block shape */
   const b2_frame_info *in = b2_frame_get_info(f);
   long long bad = 0;
   int frame_bad = 0;

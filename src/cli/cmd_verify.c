@@ -14,7 +14,7 @@ static int verify_one(const char *path, int quiet) {
   b2_frame *f;
   int rc = b2_frame_open(path, &f);
   if (rc < 0) return b2f_report(path, rc);
-  b2_b2nd_attach(f); /* an array's ZFP chunks need its block shape */
+  b2_b2nd_attach(f); /* an array's ZFP chunks and cell filters need its block shape */
   const b2_frame_info *in = b2_frame_get_info(f);
   int status = 0;
 

@@ -7,6 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Items of a block of `ndim` sides `shape` (each > 0), when that many
+ * `typesize`-byte items fit in `nbytes`: 0 and *items; -1 when a side is not
+ * positive or the block would exceed nbytes (shared by the codec and the
+ * filters that work on an array's block shape: zfp.c, and ndcell.c, which
+ * holds it). */
+int b2_block_items(int ndim, const int32_t *shape, size_t typesize, size_t nbytes,
+                   int64_t *items);
+
 /* blosclz.c: decode exactly `dstlen` bytes; returns dstlen or B2_E_CODEC.
  * With `want` < dstlen, stop once at least `want` bytes are out and return
  * how many (the rest of the stream unchecked). */

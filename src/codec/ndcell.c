@@ -16,6 +16,7 @@
  */
 #include "b2_codec.h"
 #include "b2_error.h"
+#include "codec/codec_internal.h"
 
 #include <string.h>
 
@@ -39,14 +40,12 @@ static int setup(struct cells *c, int mean, int meta, size_t typesize, int ndim,
   if (side <= 0) return b2_fail(B2_E_FORMAT, "%s: cell size %d", name, side);
   if (typesize == 0) return b2_fail(B2_E_FORMAT, "%s: typesize 0", name);
   c->ndim = ndim;
-  c->nitems = 1;
   c->ncells = 1;
+  if (b2_block_items(ndim, shape, typesize, nbytes, &c->nitems) < 0)
+    return b2_fail(B2_E_FORMAT, "%s: block shape does not fit the block's %zu bytes", name,
+                   nbytes);
   for (int i = 0; i < ndim; i++) {
-    if (shape[i] <= 0 || c->nitems > (int64_t)(nbytes / typesize) / shape[i])
-      return b2_fail(B2_E_FORMAT, "%s: block shape does not fit the block's %zu bytes", name,
-                     nbytes);
     c->shape[i] = shape[i];
-    c->nitems *= shape[i];
     c->cell[i] = mean && side > shape[i] ? shape[i] : side;
     c->grid[i] = (shape[i] + c->cell[i] - 1) / c->cell[i];
     c->ncells *= c->grid[i];
@@ -199,4 +198,15 @@ int b2_ndcell_encode(int mean, int meta, size_t typesize, int ndim, const int32_
   rc = walk(&c, "ndmean", mean_row, &m);
   if (rc == 0 && m.count) put_mean(&m);
   return rc;
+}
+
+int b2_block_items(int ndim, const int32_t *shape, size_t typesize, size_t nbytes,
+                   int64_t *items) {
+  int64_t n = 1, cap = typesize ? (int64_t)(nbytes / typesize) : 0;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] <= 0 || n > cap / shape[i]) return -1;
+    n *= shape[i];
+  }
+  *items = n;
+  return 0;
 }

@@ -17,6 +17,7 @@
  */
 #include "b2_codec.h"
 #include "b2_error.h"
+#include "codec/codec_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,16 +35,13 @@ static int check_block(int codec, int typesize, int ndim, const int32_t *shape, 
   if (ndim < 1 || ndim > B2_ZFP_MAXDIM)
     return b2_fail(B2_E_UNSUPPORTED, "%s: %d dimensions, not 1 to %d", name, ndim,
                    B2_ZFP_MAXDIM);
-  uint64_t n = (uint64_t)typesize;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] <= 0 || n > (uint64_t)nbytes / (uint64_t)shape[i])
-      return b2_fail(B2_E_FORMAT, "%s: block shape does not fit the block's %zu bytes", name,
-                     nbytes);
-    n *= (uint64_t)shape[i];
-  }
-  if (n != nbytes)
+  int64_t items;
+  if (b2_block_items(ndim, shape, (size_t)typesize, nbytes, &items) < 0)
+    return b2_fail(B2_E_FORMAT, "%s: block shape does not fit the block's %zu bytes", name,
+                   nbytes);
+  if ((uint64_t)items * (uint64_t)typesize != nbytes)
     return b2_fail(B2_E_FORMAT, "%s: block shape holds %llu bytes, the block %zu", name,
-                   (unsigned long long)n, nbytes);
+                   (unsigned long long)items * (unsigned long long)typesize, nbytes);
   return 0;
 }
 

@@ -81,6 +81,9 @@ static int setup_array(b2_file *f) {
   rc = b2_b2nd_parse(meta, len, in->typesize, &f->array);
   if (rc < 0) return b2_context(rc, "b2nd metalayer");
   f->has_array = 1;
+  b2_chunk_geom g; /* its ZFP chunks and cell filters need the block shape */
+  b2_b2nd_geom(&f->array, &g);
+  b2_frame_set_geom(f->frame, &g);
   rc = b2_b2nd_check(&f->array, in->nchunks, in->chunksize);
   if (rc < 0) return b2_context(rc, "b2nd metalayer");
   f->size = b2_b2nd_nbytes(&f->array);
@@ -107,7 +110,6 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
   f->env = env;
   f->frame = fr;
   b2_frame_set_verify(fr, env ? env->opts.verify : 1);
-  b2_b2nd_attach(fr); /* an array's ZFP chunks need its block shape */
   f->view = view;
   f->flags = flags;
   if (env && env->cache) {
@@ -127,10 +129,13 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
   atomic_init(&f->warm, 0);
   atomic_init(&f->cached, 0);
   int rc = 0;
-  if (view == B2_VIEW_LOGICAL)
+  if (view == B2_VIEW_LOGICAL) {
     atomic_init(&f->size, b2_frame_get_info(fr)->nbytes);
-  else
+    b2_b2nd_attach(fr); /* an array's ZFP chunks and cell filters need its
+                           block shape (array views: setup_array) */
+  } else {
     rc = setup_array(f);
+  }
   if (rc == 0 && (flags & B2_OPEN_RDWR)) {
     f->path = strdup(path);
     rc = f->path ? b2_file_setup_writer(f) : b2_fail(B2_E_NOMEM, "no memory");
