@@ -37,7 +37,7 @@ void b2_b2nd_write_opts_default(b2_b2nd_write_opts *o) {
 void b2_b2nd_cparams(const b2_b2nd *a, b2_cparams *cp) {
   cp->typesize = a->itemsize <= 255 ? a->itemsize : 1;
   cp->blocksize = a->block_nbytes;
-  b2_b2nd_geom(a, &cp->geom); /* the ZFP codecs encode blocks of this shape */
+  b2_b2nd_geom(a, &cp->geom); /* ZFP and the cell filters encode blocks of this shape */
 }
 
 /* ---- one chunk: lay out, encode ------------------------------------------ */
