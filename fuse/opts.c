@@ -256,6 +256,10 @@ int b2fs_opts_parse(struct fuse_args *args, b2fs_opts *o) {
   ps.fp.cparams = o->env.cparams;
   ps.fp.chunksize = o->env.chunksize;
   if (fuse_opt_parse(args, &ps, spec, proc) == -1) return -1;
+  if (b2_cparams_check(&ps.fp.cparams) < 0) { /* they make plain frames too */
+    fprintf(stderr, "b2fs: %s\n", b2_last_detail());
+    return -1;
+  }
   o->env.layout = ps.fp.layout;
   o->env.cparams = ps.fp.cparams;
   o->env.chunksize = ps.fp.chunksize;

@@ -173,11 +173,12 @@ int b2_b2nd_meta_encode(const b2_b2nd *a, uint8_t **out, size_t *len);
  * blocks are chosen inside given chunks, chunks as multiples of given
  * blocks.  Both follow the trailing dimensions: a block (chunk) spans
  * whole trailing dimensions while they fit its target, then part of the
- * next one (a divisor of its length when one is near), then 1.  Empty
- * arrays get 1 everywhere.  Returns 0 or B2_E_INVAL (mixed zero and
+ * next one (a divisor of its length when one is near), then 1; a chosen
+ * block is then at least min_side (b2_cparams_min_side) along each
+ * dimension the array's length allows.  Empty arrays get 1 everywhere.  Returns 0 or B2_E_INVAL (mixed zero and
  * non-zero entries, negative values, ndim out of range). */
 int b2_b2nd_choose_shapes(int ndim, const int64_t *shape, int32_t itemsize,
-                          int32_t *chunkshape, int32_t *blockshape);
+                          int32_t min_side, int32_t *chunkshape, int32_t *blockshape);
 
 /* Lay out decoded chunk `chunk` (a->chunk_nbytes bytes at dst: its blocks
  * in C order, each block's items in C order, padding zeroed) from the
@@ -234,12 +235,13 @@ int b2_b2nd_write(const b2_b2nd *a, const b2_b2nd_write_opts *o,
  * and object dtypes, B2_E_FORMAT for a descr that is not a dtype. */
 int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
                      const int64_t *shape, const int32_t *chunkshape,
-                     const int32_t *blockshape);
+                     const int32_t *blockshape, int32_t min_side);
 
 /* Frame parameters for storing `a`: fp keeps its layout and codec
  * settings and gets the item size, block and chunk sizes and the `b2nd`
  * metalayer (described in *mi, its bytes in *meta: free them after the
- * frame is created). */
+ * frame is created).  Fails, naming why, when fp's codec or filters
+ * cannot encode the array's items or blocks (b2_cparams_check). */
 int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp,
                          b2_frame_meta_init *mi, uint8_t **meta);
 

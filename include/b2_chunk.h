@@ -163,6 +163,23 @@ typedef struct b2_cparams {
  * included, and encoding decoded bytes again may change them. */
 int b2_cparams_lossy_blocks(const b2_cparams *p);
 
+/* Whether a new frame can be encoded with `p`: every codec and filter
+ * takes its typesize and, for an array (geom.ndim > 0, blocksize its
+ * block's bytes), its block shape (b2_codec_check, b2_filter_check).
+ * 0, or a negative code naming what does not fit. */
+int b2_cparams_check(const b2_cparams *p);
+
+/* The name of the codec or filter of `p` that reads its items as IEEE
+ * floats or doubles in the machine's (little-endian) order: the zfp
+ * codecs, ndmean, trunc_prec; NULL when none does.  Only the typesize
+ * reaches the chunk layer: an array's layer checks its dtype with this. */
+const char *b2_cparams_float_only(const b2_cparams *p);
+
+/* The least block side along each dimension the codec of `p` encodes
+ * (B2_ZFP_MIN_SIDE for ZFP, else 1): what a new array's blocks are given
+ * where they are chosen for it. */
+int32_t b2_cparams_min_side(const b2_cparams *p);
+
 /* Fill `p` with defaults: zstd, clevel 1, shuffle, typesize 8. */
 void b2_cparams_default(b2_cparams *p);
 

@@ -30,9 +30,10 @@ enum b2_codec_id {
   B2_CODEC_SNAPPY = 3, /* recognised, not supported */
   B2_CODEC_ZLIB = 4,
   B2_CODEC_ZSTD = 5,
-  /* python-blosc2's lossy codecs for float arrays (user-defined codec ids
-   * of the chunk header, with its meta byte): read, and kept where a frame
-   * has them, when built with libzfp; no name for new frames. */
+  /* python-blosc2's codecs for arrays (user-defined codec ids of the chunk
+   * header, with its meta byte; the ZFP ones lossy, for floats, and only
+   * when built with libzfp): read, and chosen for new arrays by name
+   * ("zfp_rate", with the meta as b2_params_set takes it). */
   B2_CODEC_NDLZ = 32,     /* 2-D arrays of bytes */
   B2_CODEC_ZFP_ACC = 33,
   B2_CODEC_ZFP_PREC = 34,
@@ -61,8 +62,6 @@ enum b2_filter_id {
   B2_FILTER_NDCELL = 32,   /* arrays' blocks stored cell by cell */
   B2_FILTER_NDMEAN = 33,   /* the same, each cell's items its mean (lossy) */
   B2_FILTER_INT_TRUNC = 36 /* lossy, its decode is a copy */
-  /* These three are kept where a frame has them, and have no name for
-   * new frames. */
 };
 #define B2_MAX_FILTERS 6
 
@@ -73,6 +72,27 @@ int b2_codec_format(int codec);            /* B2_FORMAT_* or B2_E_UNSUPPORTED */
 const char *b2_format_name(int format);
 const char *b2_filter_name(int filter);    /* "shuffle" */
 int b2_filter_from_name(const char *name); /* B2_FILTER_* or B2_E_INVAL */
+/* The meta byte as the codec (filter) reads it, signed or not: 1 and
+ * *value for those that take one (ndlz, the zfp codecs; trunc_prec,
+ * int_trunc, ndcell, ndmean), 0 for the others.  Written "NAME:VALUE". */
+int b2_codec_meta(int codec, int meta, int *value);
+int b2_filter_meta(int filter, int meta, int *value);
+
+/* Whether `codec` (or `filter`) with its meta byte can encode the blocks
+ * of a new frame of typesize-byte items: for an array, blocks of `ndim`
+ * dimensions `shape` (C order) and nbytes bytes; ndim 0 for a frame that
+ * is not an array.  The general-purpose codecs and the byte filters take
+ * anything; ndlz, the zfp codecs, ndcell and ndmean need an array whose
+ * items and blocks they encode (as the reference library's plugins do),
+ * trunc_prec and int_trunc an item size and a meta that leave bits.
+ * Returns 0, or B2_E_INVAL / B2_E_UNSUPPORTED with a message naming why. */
+int b2_codec_check(int codec, int meta, int typesize, int ndim, const int32_t *shape,
+                   size_t nbytes);
+int b2_filter_check(int filter, int meta, int typesize, int ndim, const int32_t *shape,
+                    size_t nbytes);
+/* 1 for the filters whose output is not the items' values (shuffle,
+ * bitshuffle, delta, bytedelta): none may come before a ZFP codec. */
+int b2_filter_moves_bytes(int filter);
 
 /* Decompress one stream of `srclen` bytes into exactly `dstlen` bytes.
  * `dict` may be NULL.  Returns `dstlen` on success, a negative B2_E_* code
@@ -118,7 +138,13 @@ int b2_stream_compress(int codec, int clevel, const void *src, size_t srclen,
  * or a negative code.  Without libzfp both fail with B2_E_UNSUPPORTED and
  * b2_zfp_available() is 0. */
 #define B2_ZFP_MAXDIM 4
+#define B2_ZFP_MIN_SIDE 4 /* ZFP's cells: the reference encodes no narrower block */
 int b2_codec_is_zfp(int codec);
+/* Whether blocks of `shape` (nbytes in all) of typesize-byte items can be
+ * encoded with `codec`: libzfp present, floats or doubles, 1 to
+ * B2_ZFP_MAXDIM dimensions of at least B2_ZFP_MIN_SIDE.  0 or a negative
+ * code naming what fails. */
+int b2_zfp_check(int codec, int typesize, int ndim, const int32_t *shape, size_t nbytes);
 
 /* NDLZ (codec 32, meta 4 or 8: the cell side).  Decode one stream, which
  * carries its block's 2-D shape, into exactly dstlen bytes: dstlen or a
@@ -197,6 +223,9 @@ int b2_ndcell_encode(int mean, int meta, size_t typesize, int ndim, const int32_
                      size_t nbytes, const uint8_t *src, uint8_t *dst);
 int b2_ndcell_decode(int mean, int meta, size_t typesize, int ndim, const int32_t *shape,
                      size_t nbytes, const uint8_t *src, uint8_t *dst);
+/* 0 when b2_ndcell_encode can take such blocks, else its error. */
+int b2_ndcell_check(int mean, int meta, size_t typesize, int ndim, const int32_t *shape,
+                    size_t nbytes);
 
 /* Byte-delta (filter id 35): per byte stream of `typesize` streams. */
 void b2_bytedelta_encode(size_t typesize, size_t nbytes, const uint8_t *src,

@@ -22,7 +22,11 @@
 # Items written into an int_trunc array through the mount are stored
 # truncated, as python-blosc2 stores them; an item written with numpy into
 # a ZFP, NDCELL, NDMEAN or NDLZ array gives python-blosc2's own edit, item
-# for item.
+# for item.  New arrays made under those codecs and filters (user.b2.codec
+# "zfp_rate:30", user.b2.filters "ndcell:4" before numpy.save into the
+# mount; `b2f pack -c/-f`) are what python-blosc2 makes of the same data,
+# chunks and blocks, byte for byte; choices that cannot encode the data are
+# refused (tests/pyb2_new.py).
 #
 # Env: B2FS, B2F, PYB2 (set by tests/run.sh and tests/lib.sh).
 set -u
@@ -104,6 +108,17 @@ timeout 60 "$PYB2" "$CHECK" editwrite "$CP" "$MNT" || notok edit_write "the writ
 unmount_fg "$MNT" pyb2cp
 timeout 60 "$PYB2" "$CHECK" intcheck "$CP"
 timeout 120 "$PYB2" "$CHECK" editcheck "$CP"
+
+# new arrays under those codecs and filters, through the mount and b2f pack
+NEW=$TMP/new PACK=$TMP/pack
+mkdir -p "$NEW"
+if ! mount_bg pyb2new "$NEW" "$MNT" "timeout=0"; then
+  notok pyb2_new_mount "the daemon did not mount: $(tail -3 "${LOGS[$MNT]}")"
+  exit 0
+fi
+timeout 120 "$PYB2" tests/pyb2_new.py write "$MNT" "$PACK" "$B2F" "$ZFP"
+unmount_fg "$MNT" pyb2new
+timeout 120 "$PYB2" tests/pyb2_new.py check "$NEW" "$PACK" "$ZFP"
 
 # objects that are not data pass through raw
 OBJ=$TMP/objects

@@ -12,7 +12,7 @@
 
 int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
                      const int64_t *shape, const int32_t *chunkshape,
-                     const int32_t *blockshape) {
+                     const int32_t *blockshape, int32_t min_side) {
   memset(out, 0, sizeof *out);
   if (fortran)
     return b2_fail(B2_E_UNSUPPORTED, "Fortran-ordered arrays are not supported "
@@ -31,7 +31,7 @@ int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
     cs[d] = chunkshape ? chunkshape[d] : 0;
     bs[d] = blockshape ? blockshape[d] : 0;
   }
-  rc = b2_b2nd_choose_shapes(ndim, shape, (int32_t)isz, cs, bs);
+  rc = b2_b2nd_choose_shapes(ndim, shape, (int32_t)isz, min_side, cs, bs);
   if (rc == 0) rc = b2_b2nd_make(out, ndim, shape, cs, bs, (int32_t)isz, dtype);
   free(dtype);
   return rc;
@@ -40,12 +40,18 @@ int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
 int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp, b2_frame_meta_init *mi,
                          uint8_t **meta) {
   size_t len;
-  int rc = b2_b2nd_meta_encode(a, meta, &len);
+  b2_b2nd_cparams(a, &fp->cparams);
+  int rc = b2_cparams_check(&fp->cparams); /* the codec and filters take these items, blocks */
+  if (rc < 0) return rc;
+  const char *fl = b2_cparams_float_only(&fp->cparams);
+  if (fl && (!a->dtype || (strcmp(a->dtype, "<f4") != 0 && strcmp(a->dtype, "<f8") != 0)))
+    return b2_fail(B2_E_INVAL, "%s encodes float32 or float64 items (<f4, <f8), not %s", fl,
+                   a->dtype ? a->dtype : "no dtype");
+  rc = b2_b2nd_meta_encode(a, meta, &len);
   if (rc < 0) return rc;
   mi->name = "b2nd";
   mi->data = *meta;
   mi->len = len;
-  b2_b2nd_cparams(a, &fp->cparams);
   fp->cparams.typesize = a->itemsize; /* the frame records the whole item */
   fp->chunksize = (int32_t)a->chunk_nbytes;
   fp->nmeta = 1;

@@ -8,7 +8,8 @@
  * count, then the remaining factor of the first dimension that does not
  * fit (rounded down to a divisor of that dimension's length when one lies
  * within a factor of two, so edge pieces are not ragged), then 1 for the
- * leading dimensions.  Blocks are partitioned first, inside the chunk shape
+ * leading dimensions; blocks are then widened to a least side where a
+ * codec asks for one (ZFP's 4).  Blocks are partitioned first, inside the chunk shape
  * when one is given; chunks are then partitioned over the grid of blocks,
  * so every chunk is a whole number of blocks along each dimension (except
  * where it ends with the array).
@@ -58,8 +59,8 @@ static int to_choose(int ndim, const int64_t *shape, const int32_t *s, const cha
   return 0;
 }
 
-int b2_b2nd_choose_shapes(int ndim, const int64_t *shape, int32_t itemsize, int32_t *chunkshape,
-                          int32_t *blockshape) {
+int b2_b2nd_choose_shapes(int ndim, const int64_t *shape, int32_t itemsize, int32_t min_side,
+                          int32_t *chunkshape, int32_t *blockshape) {
   if (ndim < 0 || ndim > B2_B2ND_MAXDIM || itemsize <= 0)
     return b2_fail(B2_E_INVAL, "b2nd shapes: ndim %d / item size %d out of range", ndim, itemsize);
   if (ndim == 0) return 0;
@@ -84,7 +85,8 @@ int b2_b2nd_choose_shapes(int ndim, const int64_t *shape, int32_t itemsize, int3
     for (int d = 0; d < ndim; d++)
       lim[d] = pick_c ? shape[d] : B2_MIN(shape[d], (int64_t)chunkshape[d]);
     partition(ndim, lim, B2_B2ND_BLOCK_TARGET / itemsize, part);
-    for (int d = 0; d < ndim; d++) blockshape[d] = (int32_t)part[d];
+    for (int d = 0; d < ndim; d++) /* widened to min_side where the array allows */
+      blockshape[d] = (int32_t)B2_MAX(part[d], B2_MIN(lim[d], (int64_t)min_side));
   }
   if (pick_c) {
     int64_t block_bytes = itemsize;

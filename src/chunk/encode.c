@@ -29,6 +29,33 @@ int b2_cparams_lossy_blocks(const b2_cparams *p) {
   return 0;
 }
 
+int b2_cparams_check(const b2_cparams *p) {
+  const b2_chunk_geom *g = &p->geom;
+  size_t nbytes = p->blocksize > 0 ? (size_t)p->blocksize : 0;
+  int rc = b2_codec_check(p->codec, p->codec_meta, p->typesize, g->ndim, g->blockshape, nbytes);
+  for (int i = 0; rc == 0 && i < B2_MAX_FILTERS; i++) {
+    rc = b2_filter_check(p->filters[i], p->filters_meta[i], p->typesize, g->ndim, g->blockshape,
+                         nbytes);
+    if (rc == 0 && b2_codec_is_zfp(p->codec) && b2_filter_moves_bytes(p->filters[i]))
+      rc = b2_fail(B2_E_INVAL, "%s encodes the items' values: %s before it would give it other "
+                   "bytes (filters=none, or filters that keep the values)",
+                   b2_codec_name(p->codec), b2_filter_name(p->filters[i]));
+  }
+  return rc < 0 ? B2_E_INVAL : 0; /* a choice that does not fit, whatever the reason */
+}
+
+const char *b2_cparams_float_only(const b2_cparams *p) {
+  if (b2_codec_is_zfp(p->codec)) return b2_codec_name(p->codec);
+  for (int i = 0; i < B2_MAX_FILTERS; i++)
+    if (p->filters[i] == B2_FILTER_NDMEAN || p->filters[i] == B2_FILTER_TRUNC_PREC)
+      return b2_filter_name(p->filters[i]);
+  return NULL;
+}
+
+int32_t b2_cparams_min_side(const b2_cparams *p) {
+  return b2_codec_is_zfp(p->codec) ? B2_ZFP_MIN_SIDE : 1;
+}
+
 size_t b2_chunk_bound(size_t nbytes) { return nbytes + B2_CHUNK_HEADER_EXT; }
 
 static int check_cparams(const b2_cparams *p) {

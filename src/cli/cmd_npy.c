@@ -233,7 +233,7 @@ static int pack(input *in, const char *out, const b2_frame_params *p, int thread
     rc = b2_fail(B2_E_INVAL, "the array has %d dimensions: give that many chunk/block sizes", ndim);
   if (rc == 0)
     rc = b2_b2nd_from_npy(&a, descr, fortran, ndim, shape, opt.nchunk > 0 ? opt.chunk : NULL,
-                          opt.nblock > 0 ? opt.block : NULL);
+                          opt.nblock > 0 ? opt.block : NULL, b2_cparams_min_side(&p->cparams));
   free(descr);
   if (rc == 0 && !in->seekable && in->buf_len > in->header_len &&
       in->buf_len - in->header_len > (uint64_t)b2_b2nd_nbytes(&a))

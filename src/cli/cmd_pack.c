@@ -85,11 +85,13 @@ static const char *pack_usage =
     "usage: b2f pack [-c CODEC] [-l CLEVEL] [-f FILTERS] [-t TYPESIZE] [--chunksize N]\n"
     "                [--blocksize N] [--sparse] [-j THREADS] [--force] IN OUT\n"
     "  CODEC blosclz|lz4|lz4hc|zlib|zstd (zstd), CLEVEL 0-9 (1), FILTERS a comma list of\n"
-    "  shuffle,bitshuffle,delta,trunc_prec,bytedelta or none (shuffle), TYPESIZE (8),\n"
-    "  chunksize (1M).  IN or OUT may be '-' (stdin, stdout).\n"
+    "  shuffle,bitshuffle,delta,bytedelta,trunc_prec:BITS,int_trunc:BITS or none (shuffle),\n"
+    "  TYPESIZE (8), chunksize (1M).  IN or OUT may be '-' (stdin, stdout).\n"
     "  IN ending in .npy (or --npy) is packed as a b2nd array (OUT.b2nd; the mount shows\n"
     "  it as a .npy file): --chunkshape A,B,.. --blockshape A,B,.. (chosen automatically\n"
-    "  otherwise); --raw packs a .npy file as plain bytes instead.\n";
+    "  otherwise); --raw packs a .npy file as plain bytes instead.  Arrays also take\n"
+    "  the codecs ndlz:CELL, zfp_acc:EXP, zfp_prec:BITS, zfp_rate:PCT and the filters\n"
+    "  ndcell:CELL, ndmean:CELL (python-blosc2's codec_meta and filters_meta).\n";
 
 int b2f_pack(int argc, char **argv) {
   b2_frame_params p;
@@ -129,6 +131,10 @@ int b2f_pack(int argc, char **argv) {
   }
   if (!in || !out) return b2f_usage_error("pack", "needs IN and OUT");
   if (b2f_npy_wanted(in)) return b2f_pack_npy(in, out, &p, force, threads);
+  if (b2_cparams_check(&p.cparams) < 0) { /* a frame of bytes: no array's blocks */
+    fprintf(stderr, "b2f pack: %s\n", b2_last_detail());
+    return 2;
+  }
   if (!strcmp(out, "-") && p.layout == B2_LAYOUT_SPARSE)
     return b2f_usage_error("pack", "a sparse frame is a directory: it cannot go to stdout");
 

@@ -29,11 +29,13 @@ static const char *const codec_names[] = {"blosclz", "lz4",  "lz4hc",
 static const char *const format_names[] = {"blosclz", "lz4", "snappy", "zlib",
                                            "zstd"};
 
+/* The codecs for arrays, from id 32 on. */
+static const char *const array_codec_names[] = {"ndlz", "zfp_acc", "zfp_prec", "zfp_rate"};
+#define NARRAY_CODECS (sizeof array_codec_names / sizeof array_codec_names[0])
+
 const char *b2_codec_name(int codec) {
-  if (codec == B2_CODEC_NDLZ) return "ndlz";
-  if (codec == B2_CODEC_ZFP_ACC) return "zfp_acc";
-  if (codec == B2_CODEC_ZFP_PREC) return "zfp_prec";
-  if (codec == B2_CODEC_ZFP_RATE) return "zfp_rate";
+  if (codec >= B2_CODEC_NDLZ && codec < B2_CODEC_NDLZ + (int)NARRAY_CODECS)
+    return array_codec_names[codec - B2_CODEC_NDLZ];
   if (codec < 0 || codec > B2_CODEC_ZSTD) return NULL;
   return codec_names[codec];
 }
@@ -42,6 +44,8 @@ int b2_codec_from_name(const char *name) {
   if (!name) return B2_E_INVAL;
   for (int i = 0; i <= B2_CODEC_ZSTD; i++)
     if (strcasecmp(name, codec_names[i]) == 0) return i;
+  for (size_t i = 0; i < NARRAY_CODECS; i++)
+    if (strcasecmp(name, array_codec_names[i]) == 0) return B2_CODEC_NDLZ + (int)i;
   return B2_E_INVAL;
 }
 
@@ -75,16 +79,15 @@ static const struct {
     {B2_FILTER_DELTA, "delta"},
     {B2_FILTER_TRUNC_PREC, "trunc_prec"},
     {B2_FILTER_BYTEDELTA, "bytedelta"},
+    {B2_FILTER_NDCELL, "ndcell"},
+    {B2_FILTER_NDMEAN, "ndmean"},
+    {B2_FILTER_INT_TRUNC, "int_trunc"},
 };
 #define NFILTER_NAMES (sizeof filter_names / sizeof filter_names[0])
 
 const char *b2_filter_name(int filter) {
   for (size_t i = 0; i < NFILTER_NAMES; i++)
     if (filter_names[i].id == filter) return filter_names[i].name;
-  /* kept where a frame has it, never chosen for a new one: no name to parse */
-  if (filter == B2_FILTER_INT_TRUNC) return "int_trunc";
-  if (filter == B2_FILTER_NDCELL) return "ndcell";
-  if (filter == B2_FILTER_NDMEAN) return "ndmean";
   return NULL;
 }
 
@@ -98,6 +101,23 @@ int b2_filter_from_name(const char *name) {
   if (strcasecmp(name, "truncprec") == 0 || strcasecmp(name, "trunc-prec") == 0)
     return B2_FILTER_TRUNC_PREC;
   return B2_E_INVAL;
+}
+
+int b2_codec_meta(int codec, int meta, int *value) {
+  if (codec == B2_CODEC_ZFP_ACC) *value = (int8_t)meta; /* 10^meta */
+  else if (codec == B2_CODEC_NDLZ || codec == B2_CODEC_ZFP_PREC || codec == B2_CODEC_ZFP_RATE)
+    *value = (uint8_t)meta;
+  else return 0;
+  return 1;
+}
+
+int b2_filter_meta(int filter, int meta, int *value) {
+  if (filter == B2_FILTER_TRUNC_PREC || filter == B2_FILTER_INT_TRUNC ||
+      filter == B2_FILTER_NDMEAN)
+    *value = (int8_t)meta;
+  else if (filter == B2_FILTER_NDCELL) *value = (uint8_t)meta;
+  else return 0;
+  return 1;
 }
 
 /* ---- per-thread contexts --------------------------------------------- */

@@ -183,17 +183,30 @@ static int mean_row(void *ctx, int64_t cell, int64_t at, int64_t n) {
   return 0;
 }
 
+/* setup, for an encoder: NDMEAN averages floats or doubles only. */
+static int setup_encode(struct cells *c, int mean, int meta, size_t typesize, int ndim,
+                        const int32_t *shape, size_t nbytes) {
+  int rc = setup(c, mean, meta, typesize, ndim, shape, nbytes);
+  if (rc == 0 && mean && typesize != 4 && typesize != 8)
+    rc = b2_fail(B2_E_UNSUPPORTED, "ndmean: typesize %zu is not 4 or 8", typesize);
+  return rc;
+}
+
+int b2_ndcell_check(int mean, int meta, size_t typesize, int ndim, const int32_t *shape,
+                    size_t nbytes) {
+  struct cells c;
+  return setup_encode(&c, mean, meta, typesize, ndim, shape, nbytes);
+}
+
 int b2_ndcell_encode(int mean, int meta, size_t typesize, int ndim, const int32_t *shape,
                      size_t nbytes, const uint8_t *src, uint8_t *dst) {
   struct cells c;
-  int rc = setup(&c, mean, meta, typesize, ndim, shape, nbytes);
+  int rc = setup_encode(&c, mean, meta, typesize, ndim, shape, nbytes);
   if (rc < 0) return rc;
   if (!mean) {
     struct copy x = {src, dst, typesize, 0, 1};
     return walk(&c, "ndcell", copy_row, &x);
   }
-  if (typesize != 4 && typesize != 8)
-    return b2_fail(B2_E_UNSUPPORTED, "ndmean: typesize %zu is not 4 or 8", typesize);
   struct means m = {src, dst, typesize, 0, -1, 0, 0, 0};
   rc = walk(&c, "ndmean", mean_row, &m);
   if (rc == 0 && m.count) put_mean(&m);

@@ -45,6 +45,20 @@ static int check_block(int codec, int typesize, int ndim, const int32_t *shape, 
   return 0;
 }
 
+int b2_zfp_check(int codec, int typesize, int ndim, const int32_t *shape, size_t nbytes) {
+  const char *name = b2_codec_name(codec);
+  if (!b2_zfp_available())
+    return b2_fail(B2_E_UNSUPPORTED, "%s: b2fs was built without libzfp", name);
+  int rc = check_block(codec, typesize, ndim, shape, nbytes);
+  if (rc < 0) return rc;
+  /* The reference refuses to encode such blocks (its cells are 4 wide). */
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < B2_ZFP_MIN_SIDE)
+      return b2_fail(B2_E_INVAL, "%s: blocks need at least %d items along each dimension, "
+                     "not %d", name, B2_ZFP_MIN_SIDE, shape[d]);
+  return 0;
+}
+
 #ifdef B2_HAVE_ZFP
 #include <math.h>
 #include <zfp.h>

@@ -319,6 +319,10 @@ static void load_wanted(b2_file *f) {
 /* The header did not make an array: a plain frame of the bytes written. */
 static int to_plain(b2_file *f) {
   b2_frame_params p = f->newp;
+  /* Bytes that are no array cannot keep an array's codec or filters (an
+   * empty file keeps them, for the array it may become). */
+  if (atomic_load(&f->size) > 0 && b2_cparams_check(&p.cparams) < 0)
+    b2_file_env_params(f->env, &p);
   p.nmeta = 0;
   p.meta = NULL;
   int rc = b2_file_recreate(f, &p, 0);
@@ -399,7 +403,8 @@ static int settle(b2_file *f, int final) {
   memset(&a, 0, sizeof a);
   if (rc == 0)
     rc = b2_b2nd_from_npy(&a, descr, fortran, ndim, shape, f->want_nc == ndim ? f->want_cs : NULL,
-                          f->want_nb == ndim ? f->want_bs : NULL);
+                          f->want_nb == ndim ? f->want_bs : NULL,
+                          b2_cparams_min_side(&f->newp.cparams));
   free(descr);
   if (rc == 0) return to_array(f, &a, hl);
   snprintf(f->note, sizeof f->note, "%s: stored as a plain frame, not a b2nd array: %s", f->path,

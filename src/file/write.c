@@ -396,6 +396,7 @@ int b2_file_set_param(b2_file *f, const char *key, const char *value) {
   b2_frame_params p;
   b2_file_params_of(f->frame, &p);
   int rc = b2_params_set(&p, key, value);
+  if (rc == 0) rc = b2_cparams_check(&p.cparams); /* a frame of bytes: no array's blocks */
   if (rc == 0 && (atomic_load(&f->size) != 0 || atomic_load(&f->gen) != 0))
     rc = b2_fail(B2_E_BUSY, "%s: parameters are fixed once data has been written", f->path);
   if (rc == 0) rc = b2_file_recreate(f, &p, 0); /* the empty frame anew */

@@ -128,8 +128,14 @@ static void fmt_filters(const b2_frame_info *in, char *out, size_t cap) {
     const char *nm = b2_filter_name(id);
     int n = nm ? snprintf(out + used, cap - used, "%s%s", used ? "," : "", nm)
                : snprintf(out + used, cap - used, "%sfilter%d", used ? "," : "", id);
-    if (n < 0) break;
+    if (n < 0 || (size_t)n >= cap - used) break;
     used += (size_t)n;
+    int v; /* with its parameter, as b2_params_set takes it */
+    if (b2_filter_meta(id, in->filters_meta[i], &v)) {
+      n = snprintf(out + used, cap - used, ":%d", v);
+      if (n < 0 || (size_t)n >= cap - used) break;
+      used += (size_t)n;
+    }
   }
   if (!out[0]) snprintf(out, cap, "none");
 }
@@ -139,7 +145,10 @@ static int frame_value(const b2_frame_info *in, const char *key, char *txt,
                        size_t cap) {
   if (!strcmp(key, "codec")) {
     const char *nm = b2_codec_name(in->codec);
-    if (nm)
+    int v;
+    if (nm && b2_codec_meta(in->codec, in->codec_meta, &v))
+      snprintf(txt, cap, "%s:%d", nm, v);
+    else if (nm)
       snprintf(txt, cap, "%s", nm);
     else
       snprintf(txt, cap, "codec%d", in->codec);

@@ -197,7 +197,7 @@ static void test_meta_encode_forms(void) {
 static void shapes_of(int nd, const int64_t *s, int isz, int32_t *c, int32_t *b) {
   memset(c, 0, sizeof(int32_t) * B2_B2ND_MAXDIM);
   memset(b, 0, sizeof(int32_t) * B2_B2ND_MAXDIM);
-  CHECK_EQ(b2_b2nd_choose_shapes(nd, s, isz, c, b), 0);
+  CHECK_EQ(b2_b2nd_choose_shapes(nd, s, isz, 1, c, b), 0);
 }
 
 static void test_choose_shapes(void) {
@@ -218,21 +218,34 @@ static void test_choose_shapes(void) {
   /* given chunks: blocks inside; given blocks: chunks as multiples */
   int64_t s4[] = {500, 600};
   int32_t gc[2] = {100, 100}, gb[2] = {0, 0};
-  CHECK_EQ(b2_b2nd_choose_shapes(2, s4, 8, gc, gb), 0);
+  CHECK_EQ(b2_b2nd_choose_shapes(2, s4, 8, 1, gc, gb), 0);
   CHECK(gc[0] == 100 && gc[1] == 100 && gb[0] == 100 && gb[1] == 100);
   int32_t hc[2] = {0, 0}, hb[2] = {7, 9};
-  CHECK_EQ(b2_b2nd_choose_shapes(2, s4, 8, hc, hb), 0);
+  CHECK_EQ(b2_b2nd_choose_shapes(2, s4, 8, 1, hc, hb), 0);
   CHECK(hb[0] == 7 && hb[1] == 9 && (hc[0] % 7 == 0 || hc[0] == 500) && (hc[1] % 9 == 0 || hc[1] == 600));
+  /* a least side (ZFP's 4): chosen blocks widened to it where the array
+   * (or a given chunk) is that long, given blocks kept */
+  int64_t sz[] = {100, 100, 100, 2};
+  int32_t zc[4] = {0}, zb[4] = {0};
+  CHECK_EQ(b2_b2nd_choose_shapes(4, sz, 8, 4, zc, zb), 0);
+  CHECK(zb[0] == 4 && zb[1] >= 4 && zb[2] == 100 && zb[3] == 2);
+  CHECK(zc[0] % 4 == 0 && zc[1] % zb[1] == 0);
+  int32_t yc[2] = {3, 50}, yb[2] = {0, 0};
+  CHECK_EQ(b2_b2nd_choose_shapes(2, s4, 8, 4, yc, yb), 0);
+  CHECK(yb[0] == 3 && yb[1] == 50);
+  int32_t xc[2] = {0, 0}, xb[2] = {2, 2};
+  CHECK_EQ(b2_b2nd_choose_shapes(2, s4, 8, 4, xc, xb), 0);
+  CHECK(xb[0] == 2 && xb[1] == 2);
   /* empty arrays: 1 everywhere; ndim 0: nothing */
   int64_t se[] = {0, 10};
   shapes_of(2, se, 8, c, b);
   CHECK(c[0] == 1 && c[1] == 1 && b[0] == 1 && b[1] == 1);
-  CHECK_EQ(b2_b2nd_choose_shapes(0, NULL, 8, NULL, NULL), 0);
+  CHECK_EQ(b2_b2nd_choose_shapes(0, NULL, 8, 1, NULL, NULL), 0);
   /* errors: mixed zeros, negative */
   int32_t mc[2] = {5, 0}, mb[2] = {0, 0};
-  CHECK_EQ(b2_b2nd_choose_shapes(2, s4, 8, mc, mb), B2_E_INVAL);
+  CHECK_EQ(b2_b2nd_choose_shapes(2, s4, 8, 1, mc, mb), B2_E_INVAL);
   int64_t sn[] = {-1, 3};
-  CHECK_EQ(b2_b2nd_choose_shapes(2, sn, 8, gb, mb), B2_E_INVAL);
+  CHECK_EQ(b2_b2nd_choose_shapes(2, sn, 8, 1, gb, mb), B2_E_INVAL);
   /* properties over random shapes and item sizes */
   int bad = 0;
   for (int it = 0; it < 3000; it++) {
@@ -579,7 +592,7 @@ static void test_write_frame(void) {
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
     int32_t c[B2_B2ND_MAXDIM] = {0}, b[B2_B2ND_MAXDIM] = {0};
     b2_b2nd a;
-    CHECK_EQ(b2_b2nd_choose_shapes(cases[ci].nd, cases[ci].s, cases[ci].isz, c, b), 0);
+    CHECK_EQ(b2_b2nd_choose_shapes(cases[ci].nd, cases[ci].s, cases[ci].isz, 1, c, b), 0);
     if (ci == 1) { /* odd shapes instead: padding inside chunks */
       int32_t c1[] = {5, 10, 30}, b1[] = {2, 3, 7};
       memcpy(c, c1, sizeof c1);

@@ -71,6 +71,26 @@ static void test_names(void) {
   CHECK_EQ(b2_filter_from_name("trunc_prec"), B2_FILTER_TRUNC_PREC);
   CHECK_EQ(b2_filter_from_name("nofilter"), B2_FILTER_NONE);
   CHECK_EQ(b2_filter_from_name("sharpen"), B2_E_INVAL);
+  /* python-blosc2's codecs and filters for arrays, by the names new frames take */
+  CHECK_EQ(b2_codec_from_name("ndlz"), B2_CODEC_NDLZ);
+  CHECK_EQ(b2_codec_from_name("ZFP_RATE"), B2_CODEC_ZFP_RATE);
+  CHECK_EQ(b2_codec_from_name("zfp_acc"), B2_CODEC_ZFP_ACC);
+  CHECK(strcmp(b2_codec_name(B2_CODEC_ZFP_PREC), "zfp_prec") == 0);
+  CHECK(b2_codec_name(36) == NULL);
+  CHECK_EQ(b2_filter_from_name("ndcell"), B2_FILTER_NDCELL);
+  CHECK_EQ(b2_filter_from_name("ndmean"), B2_FILTER_NDMEAN);
+  CHECK_EQ(b2_filter_from_name("int_trunc"), B2_FILTER_INT_TRUNC);
+  int v = 0;
+  CHECK_EQ(b2_codec_meta(B2_CODEC_ZFP_ACC, 248, &v), 1);
+  CHECK_EQ(v, -8);
+  CHECK_EQ(b2_codec_meta(B2_CODEC_ZFP_RATE, 200, &v), 1);
+  CHECK_EQ(v, 200);
+  CHECK_EQ(b2_codec_meta(B2_CODEC_ZSTD, 3, &v), 0);
+  CHECK_EQ(b2_filter_meta(B2_FILTER_TRUNC_PREC, 253, &v), 1);
+  CHECK_EQ(v, -3);
+  CHECK_EQ(b2_filter_meta(B2_FILTER_NDCELL, 200, &v), 1);
+  CHECK_EQ(v, 200);
+  CHECK_EQ(b2_filter_meta(B2_FILTER_SHUFFLE, 0, &v), 0);
   const char *lvl = b2_simd_level();
   CHECK(strcmp(lvl, "generic") == 0 || strcmp(lvl, "sse2") == 0 ||
         strcmp(lvl, "avx2") == 0);
@@ -808,6 +828,54 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
+/* What each codec and filter can encode, asked before a frame is made. */
+static void test_check(void) {
+  const int32_t b2[2] = {8, 8}, b3[3] = {4, 2, 8}, b1[1] = {64};
+  /* general-purpose codecs and byte filters take anything */
+  CHECK_EQ(b2_codec_check(B2_CODEC_ZSTD, 0, 3, 0, NULL, 0), 0);
+  CHECK_EQ(b2_filter_check(B2_FILTER_SHUFFLE, 0, 7, 0, NULL, 0), 0);
+  CHECK_EQ(b2_filter_check(B2_FILTER_BYTEDELTA, 0, 2, 2, b2, 128), 0);
+  CHECK_EQ(b2_codec_check(B2_CODEC_SNAPPY, 0, 1, 0, NULL, 0), B2_E_UNSUPPORTED);
+  /* ndlz: 2-D arrays of bytes, cells of 4 or 8 */
+  CHECK_EQ(b2_codec_check(B2_CODEC_NDLZ, 4, 1, 2, b2, 64), 0);
+  CHECK_EQ(b2_codec_check(B2_CODEC_NDLZ, 8, 1, 0, NULL, 0), B2_E_INVAL); /* not an array */
+  CHECK(strstr(b2_last_detail(), "arrays only") != NULL);
+  CHECK_EQ(b2_codec_check(B2_CODEC_NDLZ, 4, 2, 2, b2, 128), B2_E_INVAL);
+  CHECK_EQ(b2_codec_check(B2_CODEC_NDLZ, 4, 1, 3, b3, 64), B2_E_INVAL);
+  CHECK_EQ(b2_codec_check(B2_CODEC_NDLZ, 5, 1, 2, b2, 64), B2_E_INVAL);
+  /* trunc_prec / int_trunc: an item size they know, bits left */
+  CHECK_EQ(b2_filter_check(B2_FILTER_TRUNC_PREC, 10, 8, 0, NULL, 0), 0);
+  CHECK_EQ(b2_filter_check(B2_FILTER_TRUNC_PREC, (uint8_t)-20, 4, 0, NULL, 0), 0);
+  CHECK(b2_filter_check(B2_FILTER_TRUNC_PREC, 0, 8, 0, NULL, 0) < 0); /* no mantissa left */
+  CHECK(b2_filter_check(B2_FILTER_TRUNC_PREC, 10, 2, 0, NULL, 0) < 0);
+  CHECK_EQ(b2_filter_check(B2_FILTER_INT_TRUNC, 20, 4, 0, NULL, 0), 0);
+  CHECK(b2_filter_check(B2_FILTER_INT_TRUNC, 40, 4, 0, NULL, 0) < 0);
+  CHECK(b2_filter_check(B2_FILTER_INT_TRUNC, 3, 3, 0, NULL, 0) < 0);
+  /* ndcell / ndmean: arrays; ndmean floats; a cell the block can hold */
+  CHECK_EQ(b2_filter_check(B2_FILTER_NDCELL, 4, 2, 2, b2, 128), 0);
+  CHECK_EQ(b2_filter_check(B2_FILTER_NDCELL, 4, 2, 0, NULL, 0), B2_E_INVAL);
+  CHECK_EQ(b2_filter_check(B2_FILTER_NDMEAN, 4, 8, 3, b3, 512), 0);
+  CHECK(b2_filter_check(B2_FILTER_NDMEAN, 4, 2, 3, b3, 128) < 0);
+  CHECK(b2_filter_check(B2_FILTER_NDCELL, 0, 2, 2, b2, 128) < 0);
+  CHECK(b2_filter_check(B2_FILTER_NDCELL, 4, 2, 2, b2, 100) < 0); /* shape not the block's */
+  CHECK_EQ(b2_filter_moves_bytes(B2_FILTER_SHUFFLE), 1);
+  CHECK_EQ(b2_filter_moves_bytes(B2_FILTER_DELTA), 1);
+  CHECK_EQ(b2_filter_moves_bytes(B2_FILTER_TRUNC_PREC), 0);
+  CHECK_EQ(b2_filter_moves_bytes(B2_FILTER_NDCELL), 0);
+  /* zfp: arrays of floats or doubles, blocks at least 4 wide */
+  if (b2_zfp_available()) {
+    CHECK_EQ(b2_codec_check(B2_CODEC_ZFP_RATE, 30, 8, 2, b2, 512), 0);
+    CHECK_EQ(b2_codec_check(B2_CODEC_ZFP_ACC, 248, 4, 1, b1, 256), 0);
+    CHECK_EQ(b2_codec_check(B2_CODEC_ZFP_PREC, 20, 2, 2, b2, 128), B2_E_UNSUPPORTED);
+    CHECK_EQ(b2_codec_check(B2_CODEC_ZFP_PREC, 20, 4, 3, b3, 256), B2_E_INVAL); /* a side of 2 */
+    CHECK(strstr(b2_last_detail(), "at least 4") != NULL);
+  } else {
+    CHECK_EQ(b2_codec_check(B2_CODEC_ZFP_RATE, 30, 8, 2, b2, 512), B2_E_UNSUPPORTED);
+    CHECK(strstr(b2_last_detail(), "libzfp") != NULL);
+  }
+  CHECK_EQ(b2_codec_check(B2_CODEC_ZFP_RATE, 30, 8, 0, NULL, 0), B2_E_INVAL);
+}
+
 static void test_threads(void) {
   pthread_t th[3];
   int ok[3] = {0, 0, 0};
@@ -841,6 +909,7 @@ int main(void) {
   T_RUN(test_inttrunc);
   T_RUN(test_ndcell);
   T_RUN(test_ndlz);
+  T_RUN(test_check);
   T_RUN(test_threads);
   T_END();
 }

@@ -33,7 +33,7 @@ static uint8_t *npy_bytes(int ndim, const int64_t *shape, int32_t isz, const cha
                           size_t *hl, size_t *total) {
   int32_t cs[B2_B2ND_MAXDIM] = {0}, bs[B2_B2ND_MAXDIM] = {0};
   b2_b2nd a;
-  if (b2_b2nd_choose_shapes(ndim, shape, isz, cs, bs) < 0 ||
+  if (b2_b2nd_choose_shapes(ndim, shape, isz, 1, cs, bs) < 0 ||
       b2_b2nd_make(&a, ndim, shape, cs, bs, isz, dtype) < 0)
     return NULL;
   int n = b2_npy_header(&a, NULL, 0);

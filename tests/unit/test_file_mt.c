@@ -180,6 +180,36 @@ static void test_params(void) {
   CHECK_EQ(b2_params_set(&p, "codec", "snappy"), B2_E_INVAL);
   CHECK_EQ(b2_params_set(&p, "filters", "shuffle,bogus"), B2_E_INVAL);
   CHECK_EQ(b2_params_set(&p, "colour", "red"), B2_E_NOENT);
+  /* NAME:META, python-blosc2's codec_meta and filters_meta */
+  CHECK_EQ(b2_params_set(&p, "filters", "trunc_prec:12,shuffle"), 0);
+  CHECK_EQ(p.cparams.filters[4], B2_FILTER_TRUNC_PREC);
+  CHECK_EQ(p.cparams.filters_meta[4], 12);
+  CHECK_EQ(p.cparams.filters_meta[5], 0);
+  CHECK_EQ(b2_params_set(&p, "filters", "int_trunc:-3"), 0);
+  CHECK_EQ(p.cparams.filters[5], B2_FILTER_INT_TRUNC);
+  CHECK_EQ(p.cparams.filters_meta[5], 253);
+  CHECK_EQ(b2_params_set(&p, "filters", "trunc_prec"), B2_E_INVAL); /* its bits are needed */
+  CHECK_EQ(b2_params_set(&p, "filters", "ndcell:300"), B2_E_INVAL);
+  CHECK_EQ(b2_params_set(&p, "filters", "shuffle:2"), B2_E_INVAL); /* takes none */
+  CHECK_EQ(b2_params_set(&p, "filters", "ndcell:x"), B2_E_INVAL);
+  CHECK_EQ(b2_params_set(&p, "codec", "zstd:3"), B2_E_INVAL);
+  CHECK_EQ(b2_params_set(&p, "codec", "ndlz"), B2_E_INVAL);
+  CHECK_EQ(b2_params_set(&p, "codec", "ndlz:8"), 0);
+  CHECK_EQ(p.cparams.codec, B2_CODEC_NDLZ);
+  CHECK_EQ(p.cparams.codec_meta, 8);
+  /* a ZFP codec drops the filters that move bytes; trunc_prec stays */
+  CHECK_EQ(b2_params_set(&p, "filters", "trunc_prec:20,shuffle"), 0);
+  CHECK_EQ(b2_params_set(&p, "codec", "zfp_acc:-8"), 0);
+  CHECK_EQ(p.cparams.codec, B2_CODEC_ZFP_ACC);
+  CHECK_EQ(p.cparams.codec_meta, 248);
+  CHECK_EQ(p.cparams.filters[4], B2_FILTER_TRUNC_PREC);
+  CHECK_EQ(p.cparams.filters[5], B2_FILTER_NONE);
+  /* not an array: the array codecs and filters are refused by the check */
+  CHECK_EQ(b2_cparams_check(&p.cparams), B2_E_INVAL);
+  CHECK_EQ(b2_params_set(&p, "codec", "zstd"), 0);
+  CHECK_EQ(b2_cparams_check(&p.cparams), 0); /* trunc_prec:20 on 8-byte items */
+  CHECK_EQ(b2_params_set(&p, "typesize", "2"), 0);
+  CHECK_EQ(b2_cparams_check(&p.cparams), B2_E_INVAL);
   uint64_t v;
   CHECK_EQ(b2_parse_size("256M", &v), 0);
   CHECK_EQ(v, 256u << 20);
