@@ -77,6 +77,10 @@ int b2_filter_from_name(const char *name); /* B2_FILTER_* or B2_E_INVAL */
  * int_trunc, ndcell, ndmean), 0 for the others.  Written "NAME:VALUE". */
 int b2_codec_meta(int codec, int meta, int *value);
 int b2_filter_meta(int filter, int meta, int *value);
+/* A pipeline's B2_MAX_FILTERS slots as text: "shuffle,delta",
+ * "trunc_prec:20,shuffle" (the meta of filters that take one), "filter37"
+ * for ids without a name, "none" for an empty pipeline; cut at cap. */
+void b2_filters_text(const uint8_t *filters, const uint8_t *meta, char *buf, size_t cap);
 
 /* Whether `codec` (or `filter`) with its meta byte can encode the blocks
  * of a new frame of typesize-byte items: for an array, blocks of `ndim`

@@ -103,23 +103,6 @@ static void put_names(out_t *o, const char *k, int n, const char *const *v) {
     printf("%s\n", n ? "" : "-");
 }
 
-static void filters_text(const b2_frame_info *in, char *buf, size_t cap) {
-  size_t len = 0;
-  buf[0] = 0;
-  for (int i = 0; i < B2_MAX_FILTERS; i++) {
-    if (in->filters[i] == B2_FILTER_NONE) continue;
-    const char *nm = b2_filter_name(in->filters[i]);
-    char tmp[32];
-    if (!nm) {
-      snprintf(tmp, sizeof tmp, "filter%d", in->filters[i]);
-      nm = tmp;
-    }
-    len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "", nm);
-    if (len >= cap) break;
-  }
-  if (!buf[0]) snprintf(buf, cap, "none");
-}
-
 int b2f_info(int argc, char **argv) {
   out_t o = {0, 1};
   const char *path;
@@ -147,7 +130,7 @@ int b2f_info(int argc, char **argv) {
   }
 
   char filters[128];
-  filters_text(in, filters, sizeof filters);
+  b2_filters_text(in->filters, in->filters_meta, filters, sizeof filters);
   const char *codec = b2_codec_name(in->codec);
 
   put_str(&o, "path", path);

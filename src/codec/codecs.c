@@ -15,6 +15,7 @@
 #include <lz4.h>
 #include <lz4hc.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -118,6 +119,27 @@ int b2_filter_meta(int filter, int meta, int *value) {
   else if (filter == B2_FILTER_NDCELL) *value = (uint8_t)meta;
   else return 0;
   return 1;
+}
+
+void b2_filters_text(const uint8_t *filters, const uint8_t *meta, char *buf, size_t cap) {
+  size_t used = 0;
+  if (cap == 0) return;
+  buf[0] = 0;
+  for (int i = 0; i < B2_MAX_FILTERS; i++) {
+    int id = filters[i], v, n;
+    if (id == B2_FILTER_NONE) continue;
+    const char *nm = b2_filter_name(id);
+    n = nm ? snprintf(buf + used, cap - used, "%s%s", used ? "," : "", nm)
+           : snprintf(buf + used, cap - used, "%sfilter%d", used ? "," : "", id);
+    if (n < 0 || (size_t)n >= cap - used) return;
+    used += (size_t)n;
+    if (b2_filter_meta(id, meta[i], &v)) {
+      n = snprintf(buf + used, cap - used, ":%d", v);
+      if (n < 0 || (size_t)n >= cap - used) return;
+      used += (size_t)n;
+    }
+  }
+  if (!buf[0]) snprintf(buf, cap, "none");
 }
 
 /* ---- per-thread contexts --------------------------------------------- */

@@ -119,27 +119,6 @@ static void fmt_shape(char *out, size_t cap, int ndim, const int64_t *s64,
   }
 }
 
-static void fmt_filters(const b2_frame_info *in, char *out, size_t cap) {
-  size_t used = 0;
-  out[0] = 0;
-  for (int i = 0; i < B2_MAX_FILTERS && used < cap; i++) {
-    int id = in->filters[i];
-    if (id == B2_FILTER_NONE) continue;
-    const char *nm = b2_filter_name(id);
-    int n = nm ? snprintf(out + used, cap - used, "%s%s", used ? "," : "", nm)
-               : snprintf(out + used, cap - used, "%sfilter%d", used ? "," : "", id);
-    if (n < 0 || (size_t)n >= cap - used) break;
-    used += (size_t)n;
-    int v; /* with its parameter, as b2_params_set takes it */
-    if (b2_filter_meta(id, in->filters_meta[i], &v)) {
-      n = snprintf(out + used, cap - used, ":%d", v);
-      if (n < 0 || (size_t)n >= cap - used) break;
-      used += (size_t)n;
-    }
-  }
-  if (!out[0]) snprintf(out, cap, "none");
-}
-
 /* Text value of a frame key into txt; 0, or B2_E_NOENT. */
 static int frame_value(const b2_frame_info *in, const char *key, char *txt,
                        size_t cap) {
@@ -155,7 +134,7 @@ static int frame_value(const b2_frame_info *in, const char *key, char *txt,
   } else if (!strcmp(key, "clevel")) {
     snprintf(txt, cap, "%d", in->clevel);
   } else if (!strcmp(key, "filters")) {
-    fmt_filters(in, txt, cap);
+    b2_filters_text(in->filters, in->filters_meta, txt, cap);
   } else if (!strcmp(key, "typesize")) {
     snprintf(txt, cap, "%d", (int)in->typesize);
   } else if (!strcmp(key, "chunksize")) {
