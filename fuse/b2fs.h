@@ -437,6 +437,9 @@ void b2fs_sweep_dir(b2fs_inode *dir);
 int b2fs_store_stat(b2fs_inode *in, struct stat *st);
 /* Entry `name` of store directory `dir` (counting one lookup); -errno. */
 int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param *e);
+/* Where a new value `name` of a .b2d's group goes (b2_ns_store_create):
+ * 0 with *file (close its dirfd), or -errno (EROFS for a .b2z or .b2e). */
+int b2fs_store_create(b2fs_inode *dir, const char *name, b2_ns_store_file *file);
 int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh);
 /* A page of the listing into buf; plus: entries without attributes (the
  * kernel looks each one up). */

@@ -79,8 +79,57 @@ static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t 
   return 0;
 }
 
+/* Create the frame src of kind `frame` in pfd, open, and reply. */
+static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mode_t mode,
+                         struct fuse_file_info *fi) {
+  struct fuse_entry_param e;
+  b2_ns_node *f;
+  int rc = new_frame(req, pfd, src, frame, mode, &f);
+  if (rc < 0) {
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  rc = b2fs_entry(pfd, src, frame, &e);
+  if (rc < 0) {
+    b2_ns_node_close(f, NULL);
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  b2fs_inode *in = b2fs_inode_get(e.ino);
+  b2fs_handle *h;
+  b2fs_frame_kopen(in, 1);
+  rc = b2fs_frame_install_rw(in, f, &h);
+  if (rc < 0) {
+    b2fs_frame_kopen(in, -1);
+    b2fs_inode_forget(in, 1);
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  int writes = (fi->flags & O_ACCMODE) != O_RDONLY;
+  fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)writes;
+  fi->keep_cache = 0;
+  fi->noflush = !writes;
+  fi->direct_io = b2fs_write_only(fi->flags);
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    b2fs_frame_release(in, h);
+    b2fs_frame_kopen(in, -1);
+    b2fs_inode_forget(in, 1);
+  }
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
                       mode_t mode, struct fuse_file_info *fi) {
+  if (b2fs_inode_get(parent)->kind == B2_NS_STORE) { /* a new value of a .b2d */
+    b2_ns_store_file file;
+    int rc = b2fs_store_create(b2fs_inode_get(parent), name, &file);
+    if (rc < 0) {
+      fuse_reply_err(req, -rc);
+      return;
+    }
+    create_frame(req, file.dirfd, file.name, file.kind, mode, fi);
+    close(file.dirfd);
+    return;
+  }
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
   int pfd = p->fd, frame;
@@ -113,38 +162,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
     }
     return;
   }
-  b2_ns_node *f;
-  rc = new_frame(req, pfd, src, frame, mode, &f);
-  if (rc < 0) {
-    fuse_reply_err(req, -rc);
-    return;
-  }
-  rc = b2fs_entry(pfd, src, frame, &e);
-  if (rc < 0) {
-    b2_ns_node_close(f, NULL);
-    fuse_reply_err(req, -rc);
-    return;
-  }
-  b2fs_inode *in = b2fs_inode_get(e.ino);
-  b2fs_handle *h;
-  b2fs_frame_kopen(in, 1);
-  rc = b2fs_frame_install_rw(in, f, &h);
-  if (rc < 0) {
-    b2fs_frame_kopen(in, -1);
-    b2fs_inode_forget(in, 1);
-    fuse_reply_err(req, -rc);
-    return;
-  }
-  int writes = (fi->flags & O_ACCMODE) != O_RDONLY;
-  fi->fh = (uint64_t)(uintptr_t)h | (uint64_t)writes;
-  fi->keep_cache = 0;
-  fi->noflush = !writes;
-  fi->direct_io = b2fs_write_only(fi->flags);
-  if (fuse_reply_create(req, &e, fi) != 0) {
-    b2fs_frame_release(in, h);
-    b2fs_frame_kopen(in, -1);
-    b2fs_inode_forget(in, 1);
-  }
+  create_frame(req, pfd, src, frame, mode, fi);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,

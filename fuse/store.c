@@ -12,9 +12,11 @@
  * groups, and the values that do not lie in a file of their own (zip
  * members, embedded values), are virtual inodes outside the table (kind
  * STORE too, `sn->root` set), read-only; a .b2d value that is a file of
- * its own is an ordinary frame inode, writable as such.  As a namespace a
- * store is read-only: creating, removing or renaming entries in it, or the
- * store itself, gives EROFS (ops_tree.c).  A store that cannot be opened
+ * its own is an ordinary frame inode, writable as such.  A .b2d takes new
+ * values, each a file of its own (b2fs_store_create: NAME.npy an array,
+ * other names an SChunk); otherwise a store is read-only as a namespace:
+ * removing or renaming entries in it, making directories, or anything new
+ * in a .b2z or .b2e gives EROFS (ops_tree.c).  A store that cannot be opened
  * (damaged) answers EIO inside, with one log line naming it per change.
  */
 #include <dirent.h>
@@ -228,6 +230,18 @@ int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param
   ep->attr_timeout = b2fs_g.opts.timeout;
   ep->entry_timeout = b2fs_g.opts.timeout;
   return 0;
+}
+
+/* ---- new values ----------------------------------------------------------------- */
+
+int b2fs_store_create(b2fs_inode *dir, const char *name, b2_ns_store_file *file) {
+  if (!is_group(dir)) return -ENOTDIR;
+  b2_ns_store *n = store_of(dir);
+  if (!n) return -ENOMEM;
+  int rc = b2_ns_store_create(n, key_of(dir), name, file);
+  if (rc < 0 && rc != B2_E_EXIST && rc != B2_E_ROFS)
+    b2fs_log("store: %s: cannot create: %s", name, b2_last_detail());
+  return rc < 0 ? -b2_to_errno(rc) : 0; /* EEXIST, EROFS, EINVAL, ENOTDIR, ... */
 }
 
 /* ---- listing ------------------------------------------------------------------ */

@@ -535,6 +535,14 @@ void b2_ns_store_bind(b2_ns_store *n, b2_env *env, int fd, double recheck,
  * snapshot's open. */
 int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_ns_key **key,
                        b2_ns_store_file *file);
+/* Where a new value `name` of group dir (NULL: the root) goes
+ * (b2_store_new_value: NAME.npy an array NAME.b2nd, other names an SChunk
+ * NAME.b2f, in the group's directory of a .b2d, made here when missing).
+ * 0 with *file filled (its dirfd to close; the store checked again at its
+ * next use), or B2_E_ROFS, B2_E_EXIST, B2_E_INVAL, B2_E_NOTDIR.  The
+ * caller creates the frame. */
+int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name,
+                       b2_ns_store_file *file);
 /* The names shown in group dir (NULL: the root), "." and ".." first (type
  * DT_DIR or DT_REG, kind B2_NS_STORE, ino the position + 1); free with
  * b2_ns_list_free. */

@@ -162,6 +162,16 @@ int64_t b2_store_child(const b2_store *s, int64_t dir, const char *shown);
 /* The leaf of key `key` (python's key, "/a/b"; leaves first), else the
  * group, else B2_E_NOENT.  b2_store_find_group: only a group ("/": the
  * root). */
+/* Where a new value shown as `shown` in group `group` goes in a .b2d
+ * (python-blosc2 finds a .b2d's values in files by walking it: the key's
+ * groups are its directories, an array is NAME.b2nd, an SChunk NAME.b2f):
+ * its path relative to the store's directory into rel, and *kind
+ * B2_STORE_NDARRAY for NAME.npy, B2_STORE_SCHUNK for any other name.
+ * B2_E_ROFS for a .b2z or .b2e or a group holding an object, B2_E_EXIST
+ * when the key (or the name shown) is there, B2_E_INVAL for names that are
+ * no key python-blosc2 makes (bookkeeping, hidden names). */
+int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, char *rel,
+                       size_t cap, int *kind);
 int64_t b2_store_find(const b2_store *s, const char *key);
 int64_t b2_store_find_group(const b2_store *s, const char *key);
 

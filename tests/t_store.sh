@@ -254,7 +254,7 @@ assert os.getxattr(f"{m}/o/o.b2f", "user.b2.kind") == b"objectarray"
 PY
 
 # Read-only: nothing in a zip or an EmbedStore is written, no store entry
-# created, removed or renamed.
+# removed or renamed, no directory made (new values: below).
 erofs() { # NAME COMMAND...: fails with "Read-only file system"
   local name=$1; shift
   if "$@" 2>"$tmp/err"; then notok "$name" "succeeded"
@@ -279,6 +279,48 @@ ts = blosc2.TreeStore(sys.argv[1], mode="r")
 assert bytes(ts["/s"][:]) == open(sys.argv[2], "rb").read() + b"APPENDED"
 PY
 check "a .b2d leaf written through the mount reads in python-blosc2" [ $? -eq 0 ]
+
+# New values in a .b2d (python-blosc2 finds its values in files by walking
+# it): numpy.save of NAME.npy makes the array NAME.b2nd, another new file an
+# SChunk NAME.b2f, in the group's directory (made when its values were all
+# embedded, as g/h's).  Keys already there: EEXIST; names python-blosc2
+# would not make: EINVAL; .b2z, .b2e and a CTable's group: EROFS.
+"$PYB2" - "$mnt" 2>"$tmp/err" <<'PY'
+import errno, os, sys, numpy as np
+m = sys.argv[1]
+np.save(f"{m}/t/fresh.npy", np.arange(12.).reshape(3, 4))
+np.save(f"{m}/t/g/h/fresh2.npy", np.arange(100, dtype="<i2"))
+np.save(f"{m}/d/fresh3.npy", np.ones((4, 5), dtype="<f4"))
+with open(f"{m}/t/rawnew", "wb") as f:
+    f.write(b"0123456789abcdef")
+assert (np.load(f"{m}/t/fresh.npy") == np.arange(12.).reshape(3, 4)).all()
+assert "fresh2.npy" in os.listdir(f"{m}/t/g/h") and "rawnew" in os.listdir(f"{m}/t")
+for p, e in ((f"{m}/t/a/b", errno.EEXIST), (f"{m}/t/a/b.npy", errno.EEXIST),
+             (f"{m}/t/.hidden", errno.EINVAL), (f"{m}/t/__vlmeta__", errno.EINVAL),
+             (f"{m}/t.b2z/a/new.npy", errno.EROFS), (f"{m}/x/new", errno.EROFS),
+             (f"{m}/o/tbl/new.npy", errno.EROFS)):
+    try:
+        os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        sys.exit(p + ": created")
+    except OSError as x:
+        assert x.errno == e, (p, errno.errorcode.get(x.errno), errno.errorcode[e])
+PY
+check "new values in a .b2d through the mount; refusals" [ $? -eq 0 ]
+"$PYB2" - "$msrc" 2>"$tmp/err" <<'PY'
+import sys, numpy as np, blosc2
+src = sys.argv[1]
+ts = blosc2.TreeStore(f"{src}/t.b2d", mode="r")
+assert {"/fresh", "/g/h/fresh2", "/rawnew", "/a/b", "/g/h/i"} <= set(ts.keys()), sorted(ts.keys())
+assert (ts["/fresh"][:] == np.arange(12.).reshape(3, 4)).all()
+assert ts["/g/h/fresh2"].dtype == np.dtype("<i2") and (ts["/g/h/fresh2"][:] == np.arange(100)).all()
+assert b"".join(ts["/rawnew"].decompress_chunk(i) for i in range(ts["/rawnew"].nchunks)) == b"0123456789abcdef"
+assert list(ts["/a/b"][:]) == list(range(10))
+ds = blosc2.DictStore(f"{src}/d.b2d", mode="r")
+assert (ds["/fresh3"][:] == np.ones((4, 5), dtype="<f4")).all() and "/small" in ds.keys()
+PY
+check "python-blosc2 opens the .b2d stores with the new values" [ $? -eq 0 ]
+"$B2F" ls "$msrc/t.b2d" >"$out/t.keys.new" 2>"$tmp/err"
+check "b2f ls lists the new values" grep -qx "/g/h/fresh2" "$out/t.keys.new"
 
 # Changes behind the mount: python-blosc2 adds values to the .b2d (a file
 # and an embedded one) and rewrites the .b2z; the mount shows them.

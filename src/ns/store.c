@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +210,12 @@ static int resolve(b2_ns_store *n, const b2_ns_key *k, b2_ns_snap **p, int64_t *
   return 0;
 }
 
+/* The same for a group (NULL: the root); B2_E_NOTDIR for a value. */
+static int resolve_group(b2_ns_store *n, const b2_ns_key *dir, b2_ns_snap **p, int64_t *g) {
+  if (dir && !dir->group) return b2_fail(B2_E_NOTDIR, "%s: not a group", dir->key);
+  return resolve(n, dir, p, g);
+}
+
 /* Tell the store node's listener about key k: "KEY: what: detail". */
 static void tell2(const b2_ns_key *k, const char *what, const char *detail) {
   b2_ns_store *n = k->store;
@@ -254,10 +261,9 @@ static int open_dir_beneath(int fd, const char *rel, size_t len) {
 
 int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_ns_key **out,
                        b2_ns_store_file *file) {
-  if (dir && !dir->group) return b2_fail(B2_E_NOTDIR, "%s: not a group", dir->key);
   b2_ns_snap *p;
   int64_t g;
-  int rc = resolve(n, dir, &p, &g);
+  int rc = resolve_group(n, dir, &p, &g);
   if (rc < 0) return rc;
   b2_store *s = b2_ns_snap_store(p);
   int64_t i = b2_store_child(s, g, name);
@@ -301,11 +307,56 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
   return 0;
 }
 
-int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l) {
-  if (dir && !dir->group) return b2_fail(B2_E_NOTDIR, "%s: not a group", dir->key);
+/* The directory `rel` (len bytes) beneath fd, its missing components made
+ * (no symbolic link followed): an O_PATH descriptor or a negative code. */
+static int make_dir_beneath(int fd, const char *rel, size_t len) {
+  char buf[PATH_MAX];
+  if (len >= sizeof buf) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: path too long", rel);
+  memcpy(buf, rel, len);
+  buf[len] = 0;
+  for (size_t k = 0; k <= len; k++) { /* each prefix ending a component */
+    if (k < len && buf[k] != '/') continue;
+    buf[k] = 0;
+    int e = 0;
+    if (k > 0 && mkdirat(fd, buf, 0755) != 0 && errno != EEXIST) e = errno;
+    if (k < len) buf[k] = '/';
+    if (e) return b2_fail(b2_from_errno(e), "%.*s: %s", (int)k, buf, strerror(e));
+  }
+  return open_dir_beneath(fd, buf, len);
+}
+
+int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name,
+                       b2_ns_store_file *file) {
   b2_ns_snap *p;
   int64_t g;
-  int rc = resolve(n, dir, &p, &g);
+  int rc = resolve_group(n, dir, &p, &g);
+  if (rc < 0) return rc;
+  char rel[PATH_MAX];
+  int kind;
+  rc = b2_store_new_value(b2_ns_snap_store(p), g, name, rel, sizeof rel, &kind);
+  b2_ns_snap_put(p);
+  if (rc < 0) return rc;
+  const char *slash = strrchr(rel, '/');
+  const char *base = slash ? slash + 1 : rel;
+  if (strlen(base) > B2_NS_NAME_MAX) return b2_fail(B2_E_NAMETOOLONG, "%s: name too long", name);
+  rc = make_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0);
+  if (rc < 0) return rc;
+  struct stat st;
+  if (fstatat(rc, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    close(rc);
+    return b2_fail(B2_E_EXIST, "%s: a file %s is there", name, rel);
+  }
+  file->dirfd = rc;
+  memcpy(file->name, base, strlen(base) + 1); /* fits: checked above */
+  file->kind = kind == B2_STORE_NDARRAY ? B2_NS_NPY : B2_NS_LOGICAL;
+  b2_ns_store_recheck(n); /* listings show it from now on */
+  return 0;
+}
+
+int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l) {
+  b2_ns_snap *p;
+  int64_t g;
+  int rc = resolve_group(n, dir, &p, &g);
   if (rc < 0) return rc;
   b2_store *s = b2_ns_snap_store(p);
   const b2_store_entry *ge = b2_store_entry_at(s, g);

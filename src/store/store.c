@@ -711,6 +711,29 @@ int b2_store_stale(const b2_store *s) {
   return 0;
 }
 
+int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, char *rel,
+                       size_t cap, int *kind) {
+  const b2_store_entry *ge = b2_store_entry_at(s, group);
+  if (!ge || ge->kind != B2_STORE_GROUP) return b2_fail(B2_E_NOTDIR, "not a group");
+  if (s->form != B2_STORE_DIR) return b2_fail(B2_E_ROFS, "only a .b2d store takes new values");
+  if (ge->object_root) return b2_fail(B2_E_ROFS, "%s holds an object (a CTable)", ge->key);
+  size_t len = strlen(shown);
+  int npy = len > 4 && strcmp(shown + len - 4, ".npy") == 0;
+  char key[B2_STORE_MAX_KEY + 2];
+  int klen = snprintf(key, sizeof key, "%s/%.*s", strcmp(ge->key, "/") ? ge->key : "",
+                      (int)(npy ? len - 4 : len), shown);
+  if (klen < 0 || (size_t)klen >= sizeof key || !b2_store_key_ok(key) ||
+      b2_store_is_carrier(key, NULL) || shown[0] == '.' || hidden_file(key + 1))
+    return b2_fail(B2_E_INVAL, "%s: not a key python-blosc2 would make", shown);
+  if (b2_store_find(s, key) >= 0 || b2_store_find_group(s, key) >= 0 ||
+      b2_store_child(s, group, shown) >= 0)
+    return b2_fail(B2_E_EXIST, "%s: already in the store", key);
+  if (snprintf(rel, cap, "%s%s", key + 1, npy ? ".b2nd" : ".b2f") >= (int)cap)
+    return b2_fail(B2_E_NAMETOOLONG, "%s: path too long", key);
+  *kind = npy ? B2_STORE_NDARRAY : B2_STORE_SCHUNK;
+  return 0;
+}
+
 int b2_store_form(const b2_store *s) { return s->form; }
 int b2_store_flavor(const b2_store *s) { return s->flavor; }
 const char *b2_store_name(const b2_store *s) { return s->name; }
