@@ -306,6 +306,16 @@ for p, e in ((f"{m}/t/a/b", errno.EEXIST), (f"{m}/t/a/b.npy", errno.EEXIST),
         assert x.errno == e, (p, errno.errorcode.get(x.errno), errno.errorcode[e])
 PY
 check "new values in a .b2d through the mount; refusals" [ $? -eq 0 ]
+# A group's directory is made beneath the store without following links:
+# ln.b2d's /grp/sub has no directory (its value is embedded); a link out of
+# the store planted as grp is not followed (a mkdirat of grp/sub would be).
+"$PYB2" -c 'import sys, numpy as np, blosc2
+with blosc2.DictStore(sys.argv[1], mode="w", threshold=10**6) as ds:
+    ds["/grp/sub/v"] = np.arange(3)' "$msrc/ln.b2d"
+mkdir -p "$tmp/outside"; ln -s "$tmp/outside" "$msrc/ln.b2d/grp"
+: 2>/dev/null >"$mnt/ln/grp/sub/new"
+check "a link in a .b2d is not followed to make a group's directory" \
+  test -s "$mnt/ln/grp/sub/v.npy" -a ! -e "$mnt/ln/grp/sub/new" -a -z "$(ls -A "$tmp/outside")"
 "$PYB2" - "$msrc" 2>"$tmp/err" <<'PY'
 import sys, numpy as np, blosc2
 src = sys.argv[1]

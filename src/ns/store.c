@@ -239,8 +239,9 @@ void b2_ns_key_free(b2_ns_key *k) {
 }
 
 /* Open directory `rel` (len bytes: a/b) below the store directory fd,
- * following no symbolic link: an O_PATH descriptor or a code. */
-static int open_dir_beneath(int fd, const char *rel, size_t len) {
+ * following no symbolic link (with `make`, each component made first when
+ * missing): an O_PATH descriptor or a code. */
+static int open_dir_beneath(int fd, const char *rel, size_t len, int make) {
   char buf[PATH_MAX];
   if (len >= sizeof buf) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: path too long", rel);
   memcpy(buf, rel, len);
@@ -249,6 +250,11 @@ static int open_dir_beneath(int fd, const char *rel, size_t len) {
   for (char *q = buf, *slash; cur >= 0 && len; q = slash + 1) {
     slash = strchr(q, '/');
     if (slash) *slash = 0;
+    if (make && mkdirat(cur, q, 0755) != 0 && errno != EEXIST) {
+      int e = errno;
+      close(cur);
+      return b2_fail(b2_from_errno(e), "%s: cannot make it: %s", buf, strerror(e));
+    }
     int next = openat(cur, q, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int e = errno;
     close(cur);
@@ -281,7 +287,7 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
                  : e->kind == B2_STORE_SCHUNK ? B2_NS_LOGICAL
                                               : B2_NS_PLAIN;
     rc = strlen(base) > B2_NS_NAME_MAX ? b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", base)
-                                       : open_dir_beneath(n->fd, e->relpath, dlen);
+                                       : open_dir_beneath(n->fd, e->relpath, dlen, 0);
     if (rc >= 0) {
       file->dirfd = rc;
       snprintf(file->name, sizeof file->name, "%s", base);
@@ -307,24 +313,6 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
   return 0;
 }
 
-/* The directory `rel` (len bytes) beneath fd, its missing components made
- * (no symbolic link followed): an O_PATH descriptor or a negative code. */
-static int make_dir_beneath(int fd, const char *rel, size_t len) {
-  char buf[PATH_MAX];
-  if (len >= sizeof buf) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: path too long", rel);
-  memcpy(buf, rel, len);
-  buf[len] = 0;
-  for (size_t k = 0; k <= len; k++) { /* each prefix ending a component */
-    if (k < len && buf[k] != '/') continue;
-    buf[k] = 0;
-    int e = 0;
-    if (k > 0 && mkdirat(fd, buf, 0755) != 0 && errno != EEXIST) e = errno;
-    if (k < len) buf[k] = '/';
-    if (e) return b2_fail(b2_from_errno(e), "%.*s: %s", (int)k, buf, strerror(e));
-  }
-  return open_dir_beneath(fd, buf, len);
-}
-
 int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name,
                        b2_ns_store_file *file) {
   b2_ns_snap *p;
@@ -339,7 +327,7 @@ int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name,
   const char *slash = strrchr(rel, '/');
   const char *base = slash ? slash + 1 : rel;
   if (strlen(base) > B2_NS_NAME_MAX) return b2_fail(B2_E_NAMETOOLONG, "%s: name too long", name);
-  rc = make_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0);
+  rc = open_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0, 1);
   if (rc < 0) return rc;
   struct stat st;
   if (fstatat(rc, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
