@@ -440,6 +440,11 @@ int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param
 /* Where a new value `name` of a .b2d's group goes (b2_ns_store_create):
  * 0 with *file (close its dirfd), or -errno (EROFS for a .b2z or .b2e). */
 int b2fs_store_create(b2fs_inode *dir, const char *name, b2_ns_store_file *file);
+/* The file of value `name` of a .b2d's group (close its dirfd): 0, -EROFS
+ * for a group or a value not in a file of its own, or another -errno. */
+int b2fs_store_file(b2fs_inode *dir, const char *name, b2_ns_store_file *file);
+/* The store of `dir` changed through the mount: check it at its next use. */
+void b2fs_store_changed(b2fs_inode *dir);
 int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh);
 /* A page of the listing into buf; plus: entries without attributes (the
  * kernel looks each one up). */

@@ -299,9 +299,9 @@ static int ns_errno(int rc) {
  * engine might write it again at its path) is set aside under a hidden
  * name (b2_ns_remove), its writer following it, and deleted with its
  * inode. */
-static int remove_entry(b2fs_inode *p, const char *src, int kind, const struct stat *st,
-                        b2fs_inode *in, void **held_out) {
-  int keep = 0, pfd = p->fd;
+static int remove_entry(int pfd, dev_t pdev, ino_t pino, const char *src, int kind,
+                        const struct stat *st, b2fs_inode *in, void **held_out) {
+  int keep = 0;
   int linked = S_ISREG(st->st_mode) && st->st_nlink > 1;
   if (in && !linked) {
     in->gone = 1; /* its writer must not follow, compact or recreate it */
@@ -311,7 +311,7 @@ static int remove_entry(b2fs_inode *p, const char *src, int kind, const struct s
   } else if (in) {
     /* One name of a linked frame: kept (one more hidden link) only while
      * our writer rewrites the frame under that very name. */
-    keep = !in->doomed && b2fs_frame_writes_as(in, p->dev, p->ino, src);
+    keep = !in->doomed && b2fs_frame_writes_as(in, pdev, pino, src);
   }
   char hidden[B2_NS_HIDDEN_MAX];
   void *held = keep ? b2fs_frame_hold(in, NULL, NULL) : NULL;
@@ -324,7 +324,44 @@ static int remove_entry(b2fs_inode *p, const char *src, int kind, const struct s
   return 0;
 }
 
+/* Delete the source entry src of pfd shown as a frame or file of `kind`
+ * (lstat st), and reply. */
+static void unlink_entry(fuse_req_t req, int pfd, dev_t pdev, ino_t pino, const char *src,
+                         int kind, const struct stat *st) {
+  b2fs_inode *in = b2fs_inode_find(st, kind);
+  void *held = NULL;
+  b2fs_nslock2(in, NULL);
+  int rc = remove_entry(pfd, pdev, pino, src, kind, st, in, &held);
+  b2fs_nsunlock2(in, NULL);
+  b2fs_frame_hold_drop(held);
+  if (in) b2fs_inode_forget(in, 1);
+  fuse_reply_err(req, -rc);
+}
+
+/* A .b2d's value in a file of its own is removed as python-blosc2's del
+ * removes it: the file goes; other store entries are read-only. */
+static void unlink_store_value(fuse_req_t req, b2fs_inode *p, const char *name) {
+  b2_ns_store_file file;
+  struct stat st, dst;
+  int rc = b2fs_store_file(p, name, &file);
+  if (rc < 0) {
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  if (fstatat(file.dirfd, file.name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+      fstat(file.dirfd, &dst) < 0)
+    fuse_reply_err(req, errno);
+  else
+    unlink_entry(req, file.dirfd, dst.st_dev, dst.st_ino, file.name, file.kind, &st);
+  close(file.dirfd);
+  b2fs_store_changed(p);
+}
+
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  if (b2fs_inode_get(parent)->kind == B2_NS_STORE) {
+    unlink_store_value(req, b2fs_inode_get(parent), name);
+    return;
+  }
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
   char src[B2_NS_NAME_MAX + 1];
@@ -339,14 +376,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, EISDIR);
     return;
   }
-  b2fs_inode *in = b2fs_inode_find(&st, kind);
-  void *held = NULL;
-  b2fs_nslock2(in, NULL);
-  int rc = remove_entry(p, src, kind, &st, in, &held);
-  b2fs_nsunlock2(in, NULL);
-  b2fs_frame_hold_drop(held);
-  if (in) b2fs_inode_forget(in, 1);
-  fuse_reply_err(req, -rc);
+  unlink_entry(req, pfd, p->dev, p->ino, src, kind, &st);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {

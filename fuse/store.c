@@ -14,8 +14,9 @@
  * STORE too, `sn->root` set), read-only; a .b2d value that is a file of
  * its own is an ordinary frame inode, writable as such.  A .b2d takes new
  * values, each a file of its own (b2fs_store_create: NAME.npy an array,
- * other names an SChunk); otherwise a store is read-only as a namespace:
- * removing or renaming entries in it, making directories, or anything new
+ * other names an SChunk), and loses those in files when they are removed
+ * (b2fs_store_file); otherwise a store is read-only as a namespace:
+ * removing other entries, renaming, making directories, or anything new
  * in a .b2z or .b2e gives EROFS (ops_tree.c).  A store that cannot be opened
  * (damaged) answers EIO inside, with one log line naming it per change.
  */
@@ -242,6 +243,23 @@ int b2fs_store_create(b2fs_inode *dir, const char *name, b2_ns_store_file *file)
   if (rc < 0 && rc != B2_E_EXIST && rc != B2_E_ROFS)
     b2fs_log("store: %s: cannot create: %s", name, b2_last_detail());
   return rc < 0 ? -b2_to_errno(rc) : 0; /* EEXIST, EROFS, EINVAL, ENOTDIR, ... */
+}
+
+int b2fs_store_file(b2fs_inode *dir, const char *name, b2_ns_store_file *file) {
+  b2_ns_store *n = store_of(dir);
+  if (!n) return -ENOMEM;
+  b2_ns_key *k = NULL;
+  int rc = b2_ns_store_lookup(n, key_of(dir), name, &k, file);
+  if (rc == 0) { /* a group, an embedded value, a zip member */
+    b2_ns_key_free(k);
+    return -EROFS;
+  }
+  return rc < 0 ? -store_errno(rc) : 0;
+}
+
+void b2fs_store_changed(b2fs_inode *dir) {
+  b2_ns_store *n = store_of(dir);
+  if (n) b2_ns_store_recheck(n);
 }
 
 /* ---- listing ------------------------------------------------------------------ */

@@ -331,6 +331,16 @@ PY
 check "python-blosc2 opens the .b2d stores with the new values" [ $? -eq 0 ]
 "$B2F" ls "$msrc/t.b2d" >"$out/t.keys.new" 2>"$tmp/err"
 check "b2f ls lists the new values" grep -qx "/g/h/fresh2" "$out/t.keys.new"
+# Removing a .b2d value in a file of its own deletes the file, as
+# python-blosc2's del does; an embedded value stays read-only.
+rm "$mnt/t/fresh.npy" 2>"$tmp/err"; rc1=$?
+erofs "EROFS: remove an embedded value of a .b2d" rm "$mnt/t/a/b.npy"
+check "rm of a .b2d value in a file of its own" \
+  test "$rc1" -eq 0 -a ! -e "$msrc/t.b2d/fresh.b2nd" -a ! -e "$mnt/t/fresh.npy"
+"$PYB2" -c 'import sys, blosc2
+ks = set(blosc2.TreeStore(sys.argv[1], mode="r").keys())
+sys.exit(not ("/fresh" not in ks and {"/a/b", "/g/h/fresh2", "/rawnew"} <= ks))' "$msrc/t.b2d"
+check "python-blosc2 no longer finds the value removed" [ $? -eq 0 ]
 
 # Changes behind the mount: python-blosc2 adds values to the .b2d (a file
 # and an embedded one) and rewrites the .b2z; the mount shows them.
