@@ -45,23 +45,42 @@ static int check_block(int codec, int typesize, int ndim, const int32_t *shape, 
   return 0;
 }
 
+/* A side of the block (check_block has found them positive) narrower than
+ * ZFP's cells, which the reference refuses to encode, or 0 when none is. */
+static int32_t narrow_side(int ndim, const int32_t *shape) {
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < B2_ZFP_MIN_SIDE) return shape[d];
+  return 0;
+}
+
+static int missing(int codec) {
+  return b2_fail(B2_E_UNSUPPORTED, "%s: b2fs was built without libzfp", b2_codec_name(codec));
+}
+
 int b2_zfp_check(int codec, int typesize, int ndim, const int32_t *shape, size_t nbytes) {
-  const char *name = b2_codec_name(codec);
-  if (!b2_zfp_available())
-    return b2_fail(B2_E_UNSUPPORTED, "%s: b2fs was built without libzfp", name);
+  if (!b2_zfp_available()) return missing(codec);
   int rc = check_block(codec, typesize, ndim, shape, nbytes);
   if (rc < 0) return rc;
-  /* The reference refuses to encode such blocks (its cells are 4 wide). */
-  for (int d = 0; d < ndim; d++)
-    if (shape[d] < B2_ZFP_MIN_SIDE)
-      return b2_fail(B2_E_INVAL, "%s: blocks need at least %d items along each dimension, "
-                     "not %d", name, B2_ZFP_MIN_SIDE, shape[d]);
+  int32_t narrow = narrow_side(ndim, shape);
+  if (narrow)
+    return b2_fail(B2_E_INVAL, "%s: blocks need at least %d items along each dimension, "
+                   "not %d", b2_codec_name(codec), B2_ZFP_MIN_SIDE, narrow);
   return 0;
 }
 
 #ifdef B2_HAVE_ZFP
 #include <math.h>
 #include <zfp.h>
+
+static int no_memory(int codec) {
+  return b2_fail(B2_E_NOMEM, "%s: out of memory", b2_codec_name(codec));
+}
+
+/* Let go of a stream and a field (either may be NULL). */
+static void release(zfp_stream *s, zfp_field *f) {
+  if (f) zfp_field_free(f);
+  if (s) zfp_stream_close(s);
+}
 
 /* A stream and a field for one block, in the mode of codec/meta. */
 static int setup(int codec, int meta, int typesize, int ndim, const int32_t *shape, void *data,
@@ -78,9 +97,8 @@ static int setup(int codec, int meta, int typesize, int ndim, const int32_t *sha
   }
   zfp_stream *s = zfp_stream_open(NULL);
   if (!f || !s) {
-    if (f) zfp_field_free(f);
-    if (s) zfp_stream_close(s);
-    return b2_fail(B2_E_NOMEM, "%s: out of memory", b2_codec_name(codec));
+    release(s, f);
+    return no_memory(codec);
   }
   if (codec == B2_CODEC_ZFP_ACC) {
     zfp_stream_set_accuracy(s, pow(10.0, (double)(int8_t)meta));
@@ -112,17 +130,15 @@ int b2_zfp_decompress(int codec, int meta, int typesize, int ndim, const int32_t
   bitstream *bs = copy ? stream_open(copy, cap) : NULL;
   if (!bs) {
     free(copy);
-    zfp_field_free(f);
-    zfp_stream_close(s);
-    return b2_fail(B2_E_NOMEM, "%s: out of memory", b2_codec_name(codec));
+    release(s, f);
+    return no_memory(codec);
   }
   memcpy(copy, src, srclen);
   zfp_stream_set_bit_stream(s, bs);
   zfp_stream_rewind(s);
   size_t used = zfp_decompress(s, f);
   stream_close(bs);
-  zfp_field_free(f);
-  zfp_stream_close(s);
+  release(s, f);
   free(copy);
   if (used == 0 || used > srclen + 8)
     return b2_fail(B2_E_CODEC, "%s stream damaged (%zu bytes, %zu read)", b2_codec_name(codec),
@@ -134,9 +150,8 @@ int b2_zfp_compress(int codec, int meta, int typesize, int ndim, const int32_t *
                     const void *src, size_t srclen, void *dst, size_t dstcap) {
   /* Not a whole block (split streams), or a block the reference refuses
    * (a side under 4): stored raw. */
-  if (check_block(codec, typesize, ndim, shape, srclen) < 0) return 0;
-  for (int i = 0; i < ndim; i++)
-    if (shape[i] < 4) return 0;
+  if (check_block(codec, typesize, ndim, shape, srclen) < 0 || narrow_side(ndim, shape))
+    return 0;
   zfp_stream *s;
   zfp_field *f;
   int rc = setup(codec, meta, typesize, ndim, shape, (void *)src, &s, &f);
@@ -146,16 +161,14 @@ int b2_zfp_compress(int codec, int meta, int typesize, int ndim, const int32_t *
   bitstream *bs = out ? stream_open(out, most) : NULL;
   if (!bs) {
     free(out);
-    zfp_field_free(f);
-    zfp_stream_close(s);
-    return b2_fail(B2_E_NOMEM, "%s: out of memory", b2_codec_name(codec));
+    release(s, f);
+    return no_memory(codec);
   }
   zfp_stream_set_bit_stream(s, bs);
   zfp_stream_rewind(s);
   size_t n = zfp_compress(s, f);
   stream_close(bs);
-  zfp_field_free(f);
-  zfp_stream_close(s);
+  release(s, f);
   rc = 0;
   if (n > 0 && n < srclen && n <= dstcap) {
     memcpy(dst, out, n);
@@ -168,10 +181,6 @@ int b2_zfp_compress(int codec, int meta, int typesize, int ndim, const int32_t *
 #else /* no libzfp */
 
 int b2_zfp_available(void) { return 0; }
-
-static int missing(int codec) {
-  return b2_fail(B2_E_UNSUPPORTED, "%s: b2fs was built without libzfp", b2_codec_name(codec));
-}
 
 int b2_zfp_decompress(int codec, int meta, int typesize, int ndim, const int32_t *shape,
                       const void *src, size_t srclen, void *dst, size_t dstlen) {
