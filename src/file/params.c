@@ -84,12 +84,6 @@ static int split_meta(const char *what, const char *s, size_t len, char *name, s
   return 0;
 }
 
-/* Filters whose meta has no usable default: the bits kept, the cell side. */
-static int meta_required(int filter) {
-  return filter == B2_FILTER_TRUNC_PREC || filter == B2_FILTER_INT_TRUNC ||
-         filter == B2_FILTER_NDCELL || filter == B2_FILTER_NDMEAN;
-}
-
 /* "shuffle,delta" / "trunc_prec:12,shuffle" / "none" / "" into the six
  * pipeline slots and their meta bytes. */
 static int parse_filters(const char *s, b2_cparams *c) {
@@ -104,9 +98,11 @@ static int parse_filters(const char *s, b2_cparams *c) {
     if (!strcmp(name, "none") || !strcmp(name, "nofilter")) continue;
     int id = b2_filter_from_name(name);
     if (id < 0) return b2_fail(B2_E_INVAL, "filters: unknown filter '%s'", name);
-    if (has_meta && !b2_filter_meta(id, meta, &(int){0}))
-      return b2_fail(B2_E_INVAL, "filters: %s takes no parameter", name);
-    if (meta_required(id) && !has_meta)
+    /* Every filter with a parameter needs it (the bits kept, the cell
+     * side: no usable default), the others take none. */
+    int takes = b2_filter_meta(id, meta, &(int){0});
+    if (has_meta && !takes) return b2_fail(B2_E_INVAL, "filters: %s takes no parameter", name);
+    if (takes && !has_meta)
       return b2_fail(B2_E_INVAL, "filters: %s needs its parameter: %s:N (N the %s)", name, name,
                      id == B2_FILTER_NDCELL || id == B2_FILTER_NDMEAN
                          ? "cell side"
