@@ -31,9 +31,7 @@ static int format_codec(int format, int extended, const uint8_t *c) {
   case B2_FORMAT_ZLIB: return B2_CODEC_ZLIB;
   case B2_FORMAT_ZSTD: return B2_CODEC_ZSTD;
   case B2_FORMAT_USER: /* the codec id is in the extended header */
-    return extended && (b2_codec_is_zfp(c[B2H_UDCODEC]) || c[B2H_UDCODEC] == B2_CODEC_NDLZ)
-               ? c[B2H_UDCODEC]
-               : -1;
+    return extended && b2_codec_format(c[B2H_UDCODEC]) == B2_FORMAT_USER ? c[B2H_UDCODEC] : -1;
   default: return -1;
   }
 }
