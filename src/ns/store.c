@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@ struct b2_ns_store {
   pthread_mutex_t mu;
   b2_ns_snap *snap;        /* current snapshot, NULL: none (yet) */
   struct timespec checked; /* when it was last found current */
+  int due;                 /* checked again at the next use (recheck) */
   int err;                 /* code of the last failed open (0: none) */
   char *reported;          /* detail of the last failure reported */
   /* where it is and who hears of it (b2_ns_store_bind) */
@@ -97,10 +99,21 @@ void b2_ns_snap_put(b2_ns_snap *p) {
   }
 }
 
-static double since(const struct timespec *t) {
+/* Seconds since n was last found current (mutex held); b2_ns_store_recheck
+ * makes it too long ago, whatever the clock (a monotonic clock starts near
+ * 0 at boot, so a zeroed time is not long ago on a machine up for less
+ * than the interval). */
+static double since(const b2_ns_store *n) {
+  if (n->due) return INFINITY;
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  return (double)(now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
+  return (double)(now.tv_sec - n->checked.tv_sec) + (now.tv_nsec - n->checked.tv_nsec) / 1e9;
+}
+
+/* n found current now (mutex held). */
+static void checked_now(b2_ns_store *n) {
+  n->due = 0;
+  clock_gettime(CLOCK_MONOTONIC, &n->checked);
 }
 
 /* Open the store entry open at fd (its name, from the descriptor, decides
@@ -119,19 +132,19 @@ int b2_ns_store_get(b2_ns_store *n, b2_env *env, int fd, double recheck, b2_ns_s
   *report = 0;
   pthread_mutex_lock(&n->mu);
   b2_ns_snap *p = n->snap;
-  if (p && (since(&n->checked) < recheck || !b2_store_stale(p->s))) {
-    if (since(&n->checked) >= recheck) clock_gettime(CLOCK_MONOTONIC, &n->checked);
+  if (p && (since(n) < recheck || !b2_store_stale(p->s))) {
+    if (since(n) >= recheck) checked_now(n);
     *out = b2_ns_snap_ref(p);
     pthread_mutex_unlock(&n->mu);
     return 0;
   }
-  if (!p && n->err && since(&n->checked) < recheck) {
+  if (!p && n->err && since(n) < recheck) {
     pthread_mutex_unlock(&n->mu); /* damaged: not opened again before recheck */
     return b2_fail(B2_E_IO, "%s", n->reported ? n->reported : "the store could not be opened");
   }
   b2_store *s = NULL;
   int rc = open_store(env, fd, &s);
-  clock_gettime(CLOCK_MONOTONIC, &n->checked);
+  checked_now(n);
   b2_ns_snap *np = rc == 0 ? calloc(1, sizeof *np) : NULL;
   if (rc == 0 && !np) {
     b2_store_close(s);
@@ -165,7 +178,7 @@ int b2_ns_store_get(b2_ns_store *n, b2_env *env, int fd, double recheck, b2_ns_s
 
 void b2_ns_store_recheck(b2_ns_store *n) {
   pthread_mutex_lock(&n->mu);
-  memset(&n->checked, 0, sizeof n->checked);
+  n->due = 1;
   pthread_mutex_unlock(&n->mu);
 }
 
