@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # t_behind.sh - frames changed or truncated behind the mount's back while
 # it reads them: every read either fails (EIO) or returns the frame's true
-# bytes at that offset, the daemon stays up, and its log holds no
-# sanitizer report.
+# bytes at that offset (a chunk read while it was rewritten is read again,
+# one that rotted fails its checksum), the daemon stays up, and its log
+# holds no sanitizer report.
 set -u
 cd "$(dirname "$0")/.."
 : "${B2FS:=build/san/b2fs}" "${B2F:=build/san/b2f}"
@@ -54,13 +55,28 @@ PY
 PYBIN=${PY:-/usr/bin/python3}
 "$PYBIN" "$TMP/reader.py" "$TMP/mnt/x" "$TMP/a" "$TMP/b" 8 1 >"$TMP/r1" 2>&1 & r1=$!
 "$PYBIN" "$TMP/reader.py" "$TMP/mnt/x" "$TMP/a" "$TMP/b" 8 2 >"$TMP/r2" 2>&1 & r2=$!
-# Meanwhile: truncate, swap and rewrite the source frame in place.
+# Bit rot: 16 bytes of file $1 at offset $2 flipped, its times kept (a
+# program writing the file moves its time, and then what it wrote is read
+# as it is: another program may rewrite a chunk in place, as the reference
+# library does).
+cat >"$TMP/rot.py" <<'PY'
+import os, sys
+path, at = sys.argv[1], int(sys.argv[2])
+st = os.stat(path)
+fd = os.open(path, os.O_RDWR)
+os.pwrite(fd, bytes(b ^ 0x5A for b in os.pread(fd, 16, at)), at)
+os.close(fd)
+os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+PY
+# Meanwhile: truncate, swap and rewrite the source frame in place, and
+# replace it by a copy that rotted.
 end=$((SECONDS + 8))
 while [ $SECONDS -lt $end ]; do
   truncate -s $((RANDOM * 40)) "$TMP/src/x.b2frame"
   cp "$TMP/b.b2frame" "$TMP/src/x.b2frame"          # rewrite in place
   cp "$TMP/a.b2frame" "$TMP/src/.x.new" && mv "$TMP/src/.x.new" "$TMP/src/x.b2frame"  # replace
-  dd if=/dev/urandom of="$TMP/src/x.b2frame" bs=1 count=16 seek=$((RANDOM * 30)) conv=notrunc 2>/dev/null
+  cp -p "$TMP/a.b2frame" "$TMP/src/.x.new" && "$PYBIN" "$TMP/rot.py" "$TMP/src/.x.new" $((RANDOM * 30)) &&
+    mv "$TMP/src/.x.new" "$TMP/src/x.b2frame"       # replaced by a copy that rotted
   cp "$TMP/a.b2frame" "$TMP/src/x.b2frame"
 done
 wait $r1; s1=$?; wait $r2; s2=$?

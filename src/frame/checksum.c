@@ -5,7 +5,7 @@
  * Content of the vlmetalayer (MessagePack, so tools that decode every
  * vlmetalayer as MessagePack, as python-blosc2 does, read it too):
  *
- *   [1, nchunks, bin(4 * nchunks), nil | bin((nchunks + 7) / 8)]
+ *   [2, nchunks, bin(4 * nchunks), nil | bin((nchunks + 7) / 8), stamp]
  *
  * the format version, the number of chunks, the CRC-32C of each chunk's
  * stored bytes (its cbytes bytes as written in the frame, compressed) as
@@ -19,6 +19,28 @@
  * puts gets its checksum at once.  A vlmetalayer that does not describe
  * the frame (wrong version, count or lengths) is ignored, with the reason
  * kept for b2_frame_checksums; a writer replaces it.
+ *
+ * Other programs change frames without touching the table (the reference
+ * library rewrites a replaced chunk in place, often at the same offset and
+ * size), so the table also says when it was true: `stamp`, nanoseconds
+ * since the epoch, is the modification time the writer gives the header
+ * file (the frame file; a sparse frame's chunks.b2frame) once its commit
+ * is done.  The stamp is taken just below the coarse clock that file
+ * times come from, so a write after the commit always leaves a later
+ * time; `cp -p`, tar and rsync -a keep it.  A sparse frame's chunk files
+ * get the stamp of the commit that made them.
+ *
+ * A chunk whose bytes match its checksum is good.  One that does not is
+ * damaged when nothing wrote its file since the table was written (the
+ * header file's time is the stamp; a sparse chunk file's time is not past
+ * it).  Otherwise another program wrote the file (or its time was set),
+ * and the table no longer vouches for that chunk: its bytes are the other
+ * program's when the file stayed as it was since the frame was opened (a
+ * sparse chunk file: during the read), and read unchecked; when the file
+ * changed meanwhile, the read may have met a rewrite half done, and fails
+ * with B2_E_STALE for the caller to open the frame again.  A writer opening
+ * such a frame drops the table and computes it anew.  Version 1 tables,
+ * which had no stamp, are ignored.
  *
  * In memory, f->csum holds the table for the staged index; a writable
  * frame changes it under the writer lock together with the index, and
@@ -37,6 +59,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "b2_chunk.h"
 #include "b2_error.h"
@@ -45,7 +69,7 @@
 #include "common/util.h"
 #include "frame/frame_impl.h"
 
-#define CSUM_VERSION 1
+#define CSUM_VERSION 2
 /* Unknown checksums a commit computes at most (stored bytes read);
  * B2FS_CSUM_BUDGET=BYTES in the environment sets another bound (tests use
  * 0 to keep tables partial). */
@@ -73,6 +97,10 @@ static void set_why(b2_frame_csum *c, const char *fmt, ...) {
   va_end(ap);
 }
 
+static int64_t time_ns(const struct timespec *t) {
+  return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
 /* ---- reading the vlmetalayer -------------------------------------------- */
 
 static int find_vlmeta(const b2_frame *f) {
@@ -88,16 +116,17 @@ static int parse(b2_frame_csum *c, const uint8_t *data, size_t len,
   b2_mp_reader r;
   b2_mp_reader_init(&r, data, len);
   uint32_t nelem, clen, blen = 0;
-  uint64_t version, count;
+  uint64_t version, count, stamp = 0;
   const uint8_t *crcs, *bits = NULL;
   b2_mp_item it;
-  if (b2_mp_read_array(&r, &nelem) < 0 || nelem != 4 ||
+  if (b2_mp_read_array(&r, &nelem) < 0 || nelem < 4 ||
       b2_mp_read_uint(&r, &version) < 0 || b2_mp_read_uint(&r, &count) < 0 ||
-      b2_mp_read_bin(&r, &crcs, &clen) < 0 || b2_mp_next(&r, &it) < 0) {
+      b2_mp_read_bin(&r, &crcs, &clen) < 0 || b2_mp_next(&r, &it) < 0 ||
+      (nelem == 5 && b2_mp_read_uint(&r, &stamp) < 0)) {
     set_why(c, "not a checksum table");
     return 0;
   }
-  if (version != CSUM_VERSION) {
+  if (version != CSUM_VERSION || nelem != 5) {
     set_why(c, "version %llu (this reader knows %d)",
             (unsigned long long)version, CSUM_VERSION);
     return 0;
@@ -119,6 +148,12 @@ static int parse(b2_frame_csum *c, const uint8_t *data, size_t len,
       (bits && blen != (uint64_t)(n + 7) / 8) || r.pos != len) {
     set_why(c, "malformed map of unknown checksums");
     return 0;
+  }
+  if (stamp != (uint64_t)c->stamp) {
+    set_why(c, "the frame changed after its checksums were written (another program, or "
+               "its time was set): chunks that differ are read unchecked");
+    c->foreign = 1;
+    c->stamp = (int64_t)stamp;
   }
   c->crc = malloc(n > 0 ? (size_t)n * sizeof *c->crc : 1);
   if (bits) c->unknown = malloc(blen > 0 ? blen : 1);
@@ -144,15 +179,15 @@ int b2_frame_csum_load(b2_frame *f) {
     snprintf(c->why, sizeof c->why, "%s", b2_last_detail());
     return 0;
   }
+  /* The header file as the frame was read (before its header when opened
+   * by path): its time, for the table's stamp, and what a changed file
+   * is told by. */
+  if (f->st_valid) c->seen = f->st;
+  else if (fstat(f->fd, &c->seen) != 0) memset(&c->seen, 0, sizeof c->seen);
+  c->stamp = time_ns(&c->seen.st_mtim);
   rc = parse(c, data, len, f->info.nchunks);
   free(data);
-  if (rc <= 0) {
-    free(c->crc);
-    free(c->unknown);
-    c->crc = NULL;
-    c->unknown = NULL;
-    c->cap = 0;
-  }
+  if (rc <= 0) b2_frame_csum_free(f);
   return rc < 0 ? rc : 0;
 }
 
@@ -161,6 +196,7 @@ void b2_frame_csum_free(b2_frame *f) {
   free(f->csum.unknown);
   f->csum.crc = NULL;
   f->csum.unknown = NULL;
+  f->csum.cap = 0;
 }
 
 /* ---- writer side --------------------------------------------------------- */
@@ -187,6 +223,10 @@ int b2_frame_csum_reserve(b2_frame *f, int64_t cap) {
 int b2_frame_csum_w_init(b2_frame *f) {
   b2_frame_csum *c = &f->csum;
   int64_t cap = f->w->cap, n = f->info.nchunks;
+  if (c->foreign) { /* vouches for nothing another program wrote: anew */
+    b2_frame_csum_free(f);
+    c->foreign = 0;
+  }
   if (c->crc) return b2_frame_csum_reserve(f, cap);
   /* No usable table: every stored chunk's checksum is unknown. */
   c->crc = calloc((size_t)cap, sizeof *c->crc);
@@ -270,12 +310,15 @@ static int encode(const b2_frame *f, uint8_t **out, size_t *olen) {
   }
   b2_mp_writer w;
   b2_mp_writer_init(&w, NULL, 0);
-  b2_mp_put_array(&w, 4);
+  b2_mp_put_array(&w, 5);
   b2_mp_put_uint(&w, CSUM_VERSION);
   b2_mp_put_uint(&w, (uint64_t)n);
   b2_mp_put_bin(&w, le, 4 * (size_t)n);
-  int rc = nunknown ? b2_mp_put_bin(&w, bits, (size_t)(n + 7) / 8)
-                    : b2_mp_put_nil(&w);
+  if (nunknown)
+    b2_mp_put_bin(&w, bits, (size_t)(n + 7) / 8);
+  else
+    b2_mp_put_nil(&w);
+  int rc = b2_mp_put_uint(&w, (uint64_t)c->stamp);
   free(le);
   free(bits);
   if (rc < 0) {
@@ -289,6 +332,11 @@ static int encode(const b2_frame *f, uint8_t **out, size_t *olen) {
 
 int b2_frame_csum_stage(b2_frame *f) {
   if (!f->csum.crc) return 0;
+  /* Just below the coarse clock that file times come from: any later
+   * write by another program leaves a time above the stamp. */
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  f->csum.stamp = time_ns(&now) > 1 ? time_ns(&now) - 1 : 1;
   int rc = b2_frame_csum_fill(f, fill_budget());
   uint8_t *content = NULL, *chunk = NULL;
   size_t len = 0, clen = 0;
@@ -302,6 +350,15 @@ int b2_frame_csum_stage(b2_frame *f) {
   return rc < 0 ? b2_context(rc, "checksums") : 0;
 }
 
+void b2_frame_csum_seal_fd(const b2_frame *f, int fd) {
+  if (!f->csum.crc || f->csum.stamp <= 0) return;
+  struct timespec t[2] = {{0, UTIME_OMIT},
+                          {f->csum.stamp / 1000000000, f->csum.stamp % 1000000000}};
+  (void)futimens(fd, t); /* failing, the table vouches for less: nothing worse */
+}
+
+void b2_frame_csum_seal(b2_frame *f) { b2_frame_csum_seal_fd(f, f->fd); }
+
 /* ---- reading ------------------------------------------------------------- */
 
 int b2_frame_csum_active(const b2_frame *f, int64_t i) {
@@ -310,10 +367,29 @@ int b2_frame_csum_active(const b2_frame *f, int64_t i) {
          atomic_load_explicit(&c->verify, memory_order_relaxed);
 }
 
-int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p,
-                        size_t len) {
+static int same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         time_ns(&a->st_mtim) == time_ns(&b->st_mtim) &&
+         time_ns(&a->st_ctim) == time_ns(&b->st_ctim);
+}
+
+int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p, size_t len,
+                        const struct stat *before, const struct stat *after) {
   if (!b2_frame_csum_active(f, i)) return 0;
-  return b2_frame_csum_match(f, i, p, len);
+  int rc = b2_frame_csum_match(f, i, p, len);
+  if (rc == 0) return 0;
+  const b2_frame_csum *c = &f->csum;
+  struct stat now;
+  int stable;
+  if (before && after && time_ns(&before->st_mtim) > c->stamp) /* a chunk file written since */
+    stable = same_file(before, after);
+  else if (c->foreign) /* the frame file written since */
+    stable = fstat(f->fd, &now) == 0 && same_file(&now, &c->seen);
+  else
+    return rc; /* damaged */
+  return stable ? 0
+                : b2_fail(B2_E_STALE, "chunk %lld: changed by another program while read",
+                          (long long)i);
 }
 
 int b2_frame_csum_match(const b2_frame *f, int64_t i, const uint8_t *p,
@@ -339,7 +415,7 @@ int b2_frame_checksums(const b2_frame *f, b2_frame_csum_info *out) {
   const b2_frame_csum *c = &f->csum;
   out->verify = atomic_load_explicit(&c->verify, memory_order_relaxed);
   snprintf(out->why, sizeof out->why, "%s", c->why);
-  if (c->crc) {
+  if (c->crc && !c->foreign) {
     for (int64_t i = 0; i < f->info.nchunks; i++) {
       if (b2_frame_entry(f, i) < 0) continue;
       if (unknown_bit(c, i)) out->unchecked++;

@@ -141,6 +141,7 @@ static int sync_new_files(b2_frame *f) {
       rc = b2_context(fd, "commit: chunk file");
       break;
     }
+    b2_frame_csum_seal_fd(f, fd); /* the time its checksum vouches for */
     rc = b2_io_fsync(fd);
     b2_io_close(fd);
     w->cbit[e] |= 2;
@@ -301,6 +302,7 @@ int b2_frame_commit_locked(b2_frame *f) {
   rc = commit_dispatch(f);
   /* Whichever step failed, a sync may have: rewrite before the next. */
   if (rc < 0) f->w->sync_failed = 1;
+  else b2_frame_csum_seal(f); /* the time its checksums vouch for */
   b2_frame_lk_commit_end(f);
   return rc;
 }

@@ -204,6 +204,7 @@ int b2_frame_rewrite(b2_frame *f) {
   int rc = b2_frame_lk_commit_begin(f); /* other lockers wait, then see the change */
   if (rc < 0) return rc;
   rc = rewrite(f);
+  if (rc == 0) b2_frame_csum_seal(f); /* the time its checksums vouch for */
   b2_frame_lk_commit_end(f);
   return rc;
 }

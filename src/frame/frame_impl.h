@@ -88,6 +88,11 @@ typedef struct b2_frame_csum {
   uint8_t *unknown;
   int64_t cap;          /* entries allocated */
   atomic_int verify;    /* reads check (b2_frame_set_verify) */
+  int64_t stamp;        /* the modification time (ns) the table vouches
+                           for: the header file's, set by its writer */
+  int foreign;          /* the header file's time is not the stamp:
+                           another program wrote it since */
+  struct stat seen;     /* the header file when the frame was read */
   char why[160];
 } b2_frame_csum;
 
@@ -455,6 +460,13 @@ int b2_frame_csum_reserve(b2_frame *f, int64_t cap);
 int b2_frame_csum_w_init(b2_frame *f);
 /* Chunk i now holds stored bytes of CRC-32C `crc` (under the write lock). */
 void b2_frame_csum_set(b2_frame *f, int64_t i, uint32_t crc);
+/* After a commit or rewrite that staged the table: set the header file's
+ * modification time to the table's stamp (a later change by a program
+ * that keeps no checksums moves it). */
+void b2_frame_csum_seal(b2_frame *f);
+/* The same for a sparse frame's chunk file open at fd, as its commit
+ * syncs it. */
+void b2_frame_csum_seal_fd(const b2_frame *f, int fd);
 /* Writer mutex held: compute the unknown checksums (reading those
  * chunks) when they cover at most `budget` stored bytes (< 0: always). */
 int b2_frame_csum_fill(b2_frame *f, int64_t budget);
@@ -465,10 +477,14 @@ int b2_frame_csum_stage(b2_frame *f);
  * reads only part of a chunk must read it whole then (a checksum covers
  * the whole stored chunk). */
 int b2_frame_csum_active(const b2_frame *f, int64_t i);
-/* Verify the stored bytes p[0..len) of chunk i: 0, or B2_E_CHECKSUM with
- * "chunk N: checksum mismatch (stored 0x..., computed 0x...)". */
-int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p,
-                        size_t len);
+/* Verify the stored bytes p[0..len) of chunk i, read from a sparse
+ * frame's chunk file whose fstat was `before` and `after` the read (NULL
+ * for the frame file): 0, or B2_E_CHECKSUM with "chunk N: checksum
+ * mismatch (stored 0x..., computed 0x...)" when nothing wrote the file
+ * since the table was written; else (another program wrote it) 0 when the
+ * file stayed as it was, B2_E_STALE when it changed (checksum.c's head). */
+int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p, size_t len,
+                        const struct stat *before, const struct stat *after);
 /* The same whenever chunk i's checksum is known, whatever the verify
  * setting (the writer checking what it wrote). */
 int b2_frame_csum_match(const b2_frame *f, int64_t i, const uint8_t *p,

@@ -161,14 +161,21 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
   if (locked < 0) return b2_context(locked, "chunk %lld", (long long)i);
   rc = locate(f, entry, &l);
   int32_t nb;
+  /* A sparse frame's chunk file, as it was around the read: another
+   * program may have written it since the checksums (the index unchanged). */
+  struct stat cst[2];
+  int file = 0;
   if (rc == 0) {
+    file = l.owned && b2_frame_csum_active(f, i) && fstat(l.fd, &cst[0]) == 0;
     rc = b2_frame_read_stored(f, l.fd, l.pos, l.limit, b, len, &nb,
                               f->info.nchunks == 1);
+    file = file && fstat(l.fd, &cst[1]) == 0;
     release(&l);
   }
   b2_frame_lk_rd_end(f, locked);
   if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
-  if ((rc = b2_frame_csum_check(f, i, b->p, *len)) < 0) return rc;
+  rc = b2_frame_csum_check(f, i, b->p, *len, file ? &cst[0] : NULL, file ? &cst[1] : NULL);
+  if (rc < 0) return rc;
   if (nb != expect)
     return b2_fail(B2_E_FORMAT, "chunk %lld: holds %d bytes where the frame "
                    "expects %d", (long long)i, nb, expect);

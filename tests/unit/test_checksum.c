@@ -140,17 +140,25 @@ static int table_matches(const char *path, int64_t *unknown) {
   b2_mp_reader r;
   b2_mp_reader_init(&r, data, len);
   uint32_t nel = 0, clen = 0;
-  uint64_t ver = 0, cnt = 0;
+  uint64_t ver = 0, cnt = 0, stamp = 0;
   const uint8_t *crcs = NULL;
   b2_mp_item it;
-  ok = ok && b2_mp_read_array(&r, &nel) == 0 && nel == 4 &&
-       b2_mp_read_uint(&r, &ver) == 0 && ver == 1 &&
+  ok = ok && b2_mp_read_array(&r, &nel) == 0 && nel == 5 &&
+       b2_mp_read_uint(&r, &ver) == 0 && ver == 2 &&
        b2_mp_read_uint(&r, &cnt) == 0 && cnt == (uint64_t)n &&
        b2_mp_read_bin(&r, &crcs, &clen) == 0 && clen == 4 * (uint64_t)n &&
        b2_mp_next(&r, &it) == 0 &&
        (it.kind == B2_MP_NIL ||
         (it.kind == B2_MP_BIN && it.len == (uint64_t)(n + 7) / 8)) &&
-       r.pos == len;
+       b2_mp_read_uint(&r, &stamp) == 0 && r.pos == len;
+  /* The stamp is the time of the header file (a sparse frame's index). */
+  char hfile[600];
+  struct stat st;
+  snprintf(hfile, sizeof hfile, "%s", path);
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    snprintf(hfile, sizeof hfile, "%s/chunks.b2frame", path);
+  ok = ok && stat(hfile, &st) == 0 &&
+       stamp == (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
   *unknown = 0;
   for (int64_t i = 0; ok && i < n; i++) {
     uint32_t want = (uint32_t)crcs[4 * i] | (uint32_t)crcs[4 * i + 1] << 8 |
@@ -238,8 +246,11 @@ static int locate_chunk(const char *path, int64_t i, char *file, size_t cap,
 }
 
 /* Flip one byte in the middle of chunk i's stored bytes (past its
- * header). */
-static int damage_chunk(const char *path, int64_t i) {
+ * header), keeping the file's times (as bit rot) or not (as a program
+ * writing it). */
+static int flip_chunk(const char *path, int64_t i, int keep_times);
+static int damage_chunk(const char *path, int64_t i) { return flip_chunk(path, i, 1); }
+static int flip_chunk(const char *path, int64_t i, int keep_times) {
   char file[600];
   long pos;
   if (locate_chunk(path, i, file, sizeof file, &pos) < 0) return -1;
@@ -250,10 +261,15 @@ static int damage_chunk(const char *path, int64_t i) {
   int fd = open(file, O_RDWR);
   if (fd < 0) return -1;
   uint8_t x;
+  struct stat st;
   long at = pos + 32 + (long)(cb - 32) / 2;
-  int ok = pread(fd, &x, 1, at) == 1;
+  int ok = fstat(fd, &st) == 0 && pread(fd, &x, 1, at) == 1;
   x ^= 0x5a;
   ok = ok && pwrite(fd, &x, 1, at) == 1;
+  /* Bit rot leaves the file's times alone (a program writing it does not:
+   * its checksums are then ignored, test_changed_elsewhere). */
+  struct timespec t[2] = {st.st_atim, st.st_mtim};
+  ok = ok && (!keep_times || futimens(fd, t) == 0);
   close(fd);
   return ok ? 0 : -1;
 }
@@ -514,11 +530,67 @@ static void damage(int layout) {
 static void test_damage_contiguous(void) { damage(B2_LAYOUT_CONTIGUOUS); }
 static void test_damage_sparse(void) { damage(B2_LAYOUT_SPARSE); }
 
+/* Another program changing a chunk (the reference library rewrites a
+ * replaced chunk in place, at the same offset when it fits) keeps no
+ * table: the frame's time moved, so a chunk that differs reads as that
+ * program left it (sparse: the chunk file's own time), instead of failing
+ * as damaged. */
+static void changed_elsewhere(int layout) {
+  char path[512];
+  tpath(path, sizeof path, layout ? "chg.sparse" : "chg.b2frame");
+  model m = {NULL, 0};
+  /* Larger than the image a small frame is read into at open (so that
+   * reads below go to the file). */
+  CHECK_EQ(write_frame(path, layout, 80, &m), 0);
+  CHECK_EQ(flip_chunk(path, 3, 0), 0);
+  b2_frame_csum_info ci;
+  CHECK_EQ(csum_state(path, &ci), 0);
+  if (layout == B2_LAYOUT_CONTIGUOUS) {
+    CHECK_EQ(ci.state, B2_CSUM_IGNORED);
+    CHECK(strstr(ci.why, "changed after its checksums were written") != NULL);
+  } else {
+    CHECK_EQ(ci.state, B2_CSUM_ALL); /* the index file is unchanged */
+  }
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open(path, &f), 0);
+  if (!f) return;
+  uint8_t buf[CS];
+  CHECK_EQ(b2_frame_decode_chunk(f, 3, buf, sizeof buf), CS);
+  CHECK(memcmp(buf, m.b + 3 * CS, CS) != 0); /* what the other program wrote */
+  CHECK_EQ(b2_frame_decode_chunk(f, 1, buf, sizeof buf), CS);
+  CHECK_MEM(buf, m.b + CS, CS);
+  /* Written again while open: what was read may be half of each, so the
+   * read fails as stale (the caller opens the frame again) rather than
+   * giving bytes nobody wrote; opened again, the file is as it stays. */
+  if (layout == B2_LAYOUT_CONTIGUOUS) {
+    CHECK_EQ(flip_chunk(path, 5, 0), 0);
+    CHECK_EQ(b2_frame_decode_chunk(f, 5, buf, sizeof buf), B2_E_STALE);
+    b2_frame_close(f);
+    CHECK_EQ(b2_frame_open(path, &f), 0);
+    if (!f) return;
+    CHECK_EQ(b2_frame_decode_chunk(f, 5, buf, sizeof buf), CS);
+    CHECK(memcmp(buf, m.b + 5 * CS, CS) != 0);
+  }
+  b2_frame_close(f);
+  /* Damage to another chunk is still caught in the sparse frame, whose
+   * other chunk files kept their times. */
+  if (layout == B2_LAYOUT_SPARSE) {
+    CHECK_EQ(damage_chunk(path, 1), 0);
+    CHECK_EQ(b2_frame_open(path, &f), 0);
+    if (f) CHECK_EQ(b2_frame_decode_chunk(f, 1, buf, sizeof buf), B2_E_CHECKSUM);
+    b2_frame_close(f);
+  }
+  free(m.b);
+}
+
+static void test_changed_elsewhere_contiguous(void) { changed_elsewhere(B2_LAYOUT_CONTIGUOUS); }
+static void test_changed_elsewhere_sparse(void) { changed_elsewhere(B2_LAYOUT_SPARSE); }
+
 /* ---- damaged tables --------------------------------------------------------- */
 
 /* Patch byte `k` of the (memcpy'd, 18-byte) table of a 3-chunk frame. */
 static int patch_table(const char *path, int k, uint8_t v) {
-  static const uint8_t head[] = {0x94, 0x01, 0x03, 0xc4, 0x0c};
+  static const uint8_t head[] = {0x95, 0x02, 0x03, 0xc4, 0x0c};
   size_t n;
   uint8_t *all = t_read_file(path, &n);
   uint8_t *at = NULL;
@@ -526,9 +598,11 @@ static int patch_table(const char *path, int k, uint8_t v) {
                                          sizeof head)) != NULL; p++)
     at = p;
   int rc = -1;
-  if (at) {
+  struct stat st;
+  if (at && stat(path, &st) == 0) { /* the time kept: the table itself is damaged */
     int fd = open(path, O_WRONLY);
-    rc = fd >= 0 && pwrite(fd, &v, 1, (at - all) + k) == 1 ? 0 : -1;
+    struct timespec t[2] = {st.st_atim, st.st_mtim};
+    rc = fd >= 0 && pwrite(fd, &v, 1, (at - all) + k) == 1 && futimens(fd, t) == 0 ? 0 : -1;
     if (fd >= 0) close(fd);
   }
   free(all);
@@ -543,6 +617,7 @@ static void test_damaged_table_ignored(void) {
   } cases[] = {
       {2, 0x02, "a table of 2 chunks for 3 chunks"},
       {1, 0x07, "version 7"},
+      {1, 0x01, "version 1"},
       {4, 0x08, "8 bytes of checksums for 3 chunks"},
       {0, 0x93, "not a checksum table"},
   };
@@ -765,6 +840,8 @@ int main(void) {
   T_RUN(test_table_sparse);
   T_RUN(test_damage_contiguous);
   T_RUN(test_damage_sparse);
+  T_RUN(test_changed_elsewhere_contiguous);
+  T_RUN(test_changed_elsewhere_sparse);
   T_RUN(test_damaged_table_ignored);
   T_RUN(test_reference_frames);
   T_RUN(test_readers_during_writes);
