@@ -421,6 +421,9 @@ int b2fs_path_at(int dirfd, const char *name, char *buf, size_t cap);
 mode_t b2fs_sparse_dir_mode(mode_t shown);
 /* Give a new entry to the caller of the request (when running as root). */
 void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req);
+/* The owner a new entry gets (b2fs_give_owner): 1 with *uid and *gid, or 0
+ * with both -1 (the daemon is not root, or the caller is). */
+int b2fs_req_owner(fuse_req_t req, uid_t *uid, gid_t *gid);
 /* Owner and mode (and with times, the times) of `before` on the entry at
  * fd (a new file that replaced the one described by before). */
 void b2fs_copy_attrs(int fd, const struct stat *before, int times);
@@ -437,13 +440,33 @@ void b2fs_sweep_dir(b2fs_inode *dir);
 int b2fs_store_stat(b2fs_inode *in, struct stat *st);
 /* Entry `name` of store directory `dir` (counting one lookup); -errno. */
 int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param *e);
-/* Where a new value `name` of a .b2d's group goes (b2_ns_store_create):
- * 0 with *file (close its dirfd), or -errno (EROFS for a .b2z or .b2e). */
-int b2fs_store_create(b2fs_inode *dir, const char *name, b2_ns_store_file *file);
+/* Where a new value `name` of a .b2d's group goes (b2_ns_store_create;
+ * groups made on the way are given to the caller of req): 0 with *file
+ * (close its dirfd), or -errno (EROFS for a .b2z or .b2e).  With `replace`,
+ * 1 when `name` is a value in a file of its own of that kind: that file. */
+int b2fs_store_create(b2fs_inode *dir, const char *name, int replace, fuse_req_t req,
+                      b2_ns_store_file *file);
 /* The file of value `name` of a .b2d's group (close its dirfd): 0, -EROFS
  * for a group or a value not in a file of its own, or another -errno. */
 int b2fs_store_file(b2fs_inode *dir, const char *name, b2_ns_store_file *file);
-/* The store of `dir` changed through the mount: check it at its next use. */
+/* A new group `name` of a .b2d's group dir (b2_ns_store_mkdir, given to
+ * the caller of req), looked up into *e: 0 or -errno. */
+int b2fs_store_mkdir(b2fs_inode *dir, const char *name, mode_t mode, fuse_req_t req,
+                     struct fuse_entry_param *e);
+/* Remove the empty group `name` of a .b2d's group dir (b2_ns_store_rmdir):
+ * 0 or -errno (ENOTEMPTY, EROFS...). */
+int b2fs_store_rmdir(b2fs_inode *dir, const char *name);
+/* Remove (newname NULL) embedded value `name` of store group dir, or
+ * rename it `newname` in group ndir of the same store
+ * (b2_ns_store_rekey): 0 or -errno (EROFS when not an embedded value). */
+int b2fs_store_rekey(b2fs_inode *dir, const char *name, b2fs_inode *ndir, const char *newname,
+                     int replace);
+/* 1 when a and b are inodes of the same store (its directory, groups,
+ * values), else 0. */
+int b2fs_store_same(b2fs_inode *a, b2fs_inode *b);
+/* A value file of the store of `dir` was made, renamed or removed through
+ * the mount: python-blosc2 handles sharing it under locking are told
+ * (b2_ns_store_changed), and it is checked at its next use. */
 void b2fs_store_changed(b2fs_inode *dir);
 int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh);
 /* A page of the listing into buf; plus: entries without attributes (the

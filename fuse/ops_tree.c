@@ -79,9 +79,10 @@ static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t 
   return 0;
 }
 
-/* Create the frame src of kind `frame` in pfd, open, and reply. */
+/* Create the frame src of kind `frame` in pfd, open, and reply (a new
+ * value of the store of inode `store`, when not NULL). */
 static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mode_t mode,
-                         struct fuse_file_info *fi) {
+                         struct fuse_file_info *fi, b2fs_inode *store) {
   struct fuse_entry_param e;
   b2_ns_node *f;
   int rc = new_frame(req, pfd, src, frame, mode, &f);
@@ -89,6 +90,7 @@ static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mo
     fuse_reply_err(req, -rc);
     return;
   }
+  if (store) b2fs_store_changed(store);
   rc = b2fs_entry(pfd, src, frame, &e);
   if (rc < 0) {
     b2_ns_node_close(f, NULL);
@@ -121,12 +123,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
                       mode_t mode, struct fuse_file_info *fi) {
   if (b2fs_inode_get(parent)->kind == B2_NS_STORE) { /* a new value of a .b2d */
     b2_ns_store_file file;
-    int rc = b2fs_store_create(b2fs_inode_get(parent), name, &file);
+    int rc = b2fs_store_create(b2fs_inode_get(parent), name, 0, req, &file);
     if (rc < 0) {
       fuse_reply_err(req, -rc);
       return;
     }
-    create_frame(req, file.dirfd, file.name, file.kind, mode, fi);
+    create_frame(req, file.dirfd, file.name, file.kind, mode, fi, b2fs_inode_get(parent));
     close(file.dirfd);
     return;
   }
@@ -162,7 +164,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
     }
     return;
   }
-  create_frame(req, pfd, src, frame, mode, fi);
+  create_frame(req, pfd, src, frame, mode, fi, NULL);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -212,6 +214,15 @@ static void make_plain(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
                      mode_t mode) {
+  if (b2fs_inode_get(parent)->kind == B2_NS_STORE) { /* a new group of a .b2d */
+    struct fuse_entry_param e;
+    int rc = b2fs_store_mkdir(b2fs_inode_get(parent), name, mode, req, &e);
+    if (rc < 0)
+      fuse_reply_err(req, -rc);
+    else if (fuse_reply_entry(req, &e) != 0)
+      b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+    return;
+  }
   make_plain(req, parent, name, mode, NULL);
 }
 
@@ -325,9 +336,10 @@ static int remove_entry(int pfd, dev_t pdev, ino_t pino, const char *src, int ki
 }
 
 /* Delete the source entry src of pfd shown as a frame or file of `kind`
- * (lstat st), and reply. */
+ * (lstat st), and reply (a value of the store of inode `store`, when not
+ * NULL). */
 static void unlink_entry(fuse_req_t req, int pfd, dev_t pdev, ino_t pino, const char *src,
-                         int kind, const struct stat *st) {
+                         int kind, const struct stat *st, b2fs_inode *store) {
   b2fs_inode *in = b2fs_inode_find(st, kind);
   void *held = NULL;
   b2fs_nslock2(in, NULL);
@@ -335,6 +347,7 @@ static void unlink_entry(fuse_req_t req, int pfd, dev_t pdev, ino_t pino, const 
   b2fs_nsunlock2(in, NULL);
   b2fs_frame_hold_drop(held);
   if (in) b2fs_inode_forget(in, 1);
+  if (store && rc == 0) b2fs_store_changed(store);
   fuse_reply_err(req, -rc);
 }
 
@@ -344,6 +357,10 @@ static void unlink_store_value(fuse_req_t req, b2fs_inode *p, const char *name) 
   b2_ns_store_file file;
   struct stat st, dst;
   int rc = b2fs_store_file(p, name, &file);
+  if (rc == -EROFS) { /* not a file: an embedded value leaves the index */
+    fuse_reply_err(req, -b2fs_store_rekey(p, name, NULL, NULL, 0));
+    return;
+  }
   if (rc < 0) {
     fuse_reply_err(req, -rc);
     return;
@@ -352,9 +369,8 @@ static void unlink_store_value(fuse_req_t req, b2fs_inode *p, const char *name) 
       fstat(file.dirfd, &dst) < 0)
     fuse_reply_err(req, errno);
   else
-    unlink_entry(req, file.dirfd, dst.st_dev, dst.st_ino, file.name, file.kind, &st);
+    unlink_entry(req, file.dirfd, dst.st_dev, dst.st_ino, file.name, file.kind, &st, p);
   close(file.dirfd);
-  b2fs_store_changed(p);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
@@ -376,10 +392,14 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, EISDIR);
     return;
   }
-  unlink_entry(req, pfd, p->dev, p->ino, src, kind, &st);
+  unlink_entry(req, pfd, p->dev, p->ino, src, kind, &st, NULL);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  if (b2fs_inode_get(parent)->kind == B2_NS_STORE) {
+    fuse_reply_err(req, -b2fs_store_rmdir(b2fs_inode_get(parent), name));
+    return;
+  }
   b2fs_inode *p = dir_of(req, parent);
   if (!p) return;
   char src[B2_NS_NAME_MAX + 1];
@@ -431,16 +451,99 @@ static int do_move(move *m, b2fs_inode *sin, b2fs_inode *ein, void *held) {
   return 0;
 }
 
+/* Plan and carry out the rename of what is shown as `name` in m->pfd to
+ * `newname` in m->qfd, a directory of device qdev and inode qino: 0 or
+ * -errno. */
+static int rename_shown(move *m, const char *name, const char *newname, int noreplace,
+                        dev_t qdev, ino_t qino) {
+  int rc = b2_ns_plan_rename(m, name, newname, noreplace);
+  if (rc < 0) rc = -b2_to_errno(rc);
+  if (rc >= 0 && (m->kind == B2_NS_STORE || m->ekind == B2_NS_STORE))
+    rc = -EROFS; /* stores are not moved, nor replaced */
+  if (rc != 0) return rc < 0 ? rc : 0;
+  b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
+  b2fs_inode *ein = m->ekind >= 0 ? b2fs_inode_find(&m->est, m->ekind) : NULL;
+  b2fs_nslock2(sin, ein);
+  /* Writers of the frames moved or replaced (frames under a moved
+   * directory need nothing: they are at a descriptor of it). */
+  int herr = 0;
+  void *held = b2fs_frame_hold(sin, ein, &herr);
+  /* A frame whose pending data could not be committed is not moved: the
+   * rename fails (EIO, ENOSPC) and the writer keeps its file. */
+  rc = herr ? herr : do_move(m, sin, ein, held);
+  if (rc == 0 && sin && m->kind != B2_NS_PLAIN) { /* opened by directory + name */
+    struct stat dst;
+    memset(&dst, 0, sizeof dst);
+    dst.st_dev = qdev;
+    dst.st_ino = qino;
+    b2fs_set_home(sin, &dst, m->target);
+  }
+  b2fs_frame_unhold(held);
+  b2fs_nsunlock2(sin, ein);
+  b2fs_frame_hold_drop(held);
+  if (sin) b2fs_inode_forget(sin, 1);
+  if (ein) b2fs_inode_forget(ein, 1);
+  return rc;
+}
+
+/* A rename into, out of or inside a store.  Inside one .b2d, a value in a
+ * file of its own moves as python-blosc2 would find it under its new key
+ * (b2fs_store_create says where: NAME.npy an array, other names an
+ * SChunk; its group's directory made when missing); an embedded value (of
+ * a .b2d or a .b2e) gets its new key in the EmbedStore's index; across a
+ * store's boundary, EXDEV (mv then copies and removes); anything else in a
+ * store (groups, zip members, objects) EROFS. */
+static int rename_store(fuse_req_t req, b2fs_inode *p, const char *name, b2fs_inode *q,
+                        const char *newname, int noreplace) {
+  if (!b2fs_store_same(p, q)) return -EXDEV;
+  b2_ns_store_file sf, tf;
+  int rc = b2fs_store_file(p, name, &sf);
+  if (rc == -EROFS) return b2fs_store_rekey(p, name, q, newname, !noreplace); /* embedded */
+  if (rc < 0) return rc;
+  if (sf.kind == B2_NS_PLAIN) { /* an object kept in a file */
+    close(sf.dirfd);
+    return -EROFS;
+  }
+  rc = b2fs_store_create(q, newname, !noreplace, req, &tf);
+  if (rc < 0) {
+    close(sf.dirfd);
+    return rc;
+  }
+  char from[B2_NS_NAME_MAX + 1], to[B2_NS_NAME_MAX + 1];
+  struct stat qst;
+  move *m = calloc(1, sizeof *m);
+  if (!m) rc = -ENOMEM;
+  else if (tf.kind != sf.kind) rc = -EXDEV; /* an array to an SChunk's name, or back */
+  else if (fstat(tf.dirfd, &qst) < 0) rc = -errno;
+  else if (b2_ns_name_to_shown(sf.name, 1, b2_ns_probe_dir, &sf.dirfd, from, sizeof from) < 0 ||
+           b2_ns_name_to_shown(tf.name, 1, b2_ns_probe_dir, &tf.dirfd, to, sizeof to) < 0)
+    rc = -EIO;
+  if (rc >= 0) {
+    m->pfd = sf.dirfd;
+    m->qfd = tf.dirfd;
+    rc = rename_shown(m, from, to, noreplace, qst.st_dev, qst.st_ino);
+  }
+  free(m);
+  close(sf.dirfd);
+  close(tf.dirfd);
+  b2fs_store_changed(p); /* also when it failed: a group's directory may be new */
+  return rc;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags) {
-  b2fs_inode *p = dir_of(req, parent);
-  if (!p) return;
-  b2fs_inode *q = dir_of(req, newparent);
-  if (!q) return;
   if (flags & ~(unsigned)RENAME_NOREPLACE) { /* RENAME_EXCHANGE, WHITEOUT */
     fuse_reply_err(req, EINVAL);
     return;
   }
+  int noreplace = (flags & RENAME_NOREPLACE) != 0, rc;
+  b2fs_inode *p = b2fs_inode_get(parent), *q = b2fs_inode_get(newparent);
+  if (p->kind == B2_NS_STORE || q->kind == B2_NS_STORE) {
+    rc = rename_store(req, p, name, q, newname, noreplace);
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  if (!dir_of(req, parent) || !dir_of(req, newparent)) return;
   move *m = calloc(1, sizeof *m);
   if (!m) {
     fuse_reply_err(req, ENOMEM);
@@ -448,36 +551,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
   }
   m->pfd = p->fd;
   m->qfd = q->fd;
-  int rc = b2_ns_plan_rename(m, name, newname, (flags & RENAME_NOREPLACE) != 0);
-  if (rc < 0) rc = -b2_to_errno(rc);
-  if (rc >= 0 && (m->kind == B2_NS_STORE || m->ekind == B2_NS_STORE))
-    rc = -EROFS; /* stores are not moved, nor replaced */
-  if (rc == 0) {
-    b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
-    b2fs_inode *ein = m->ekind >= 0 ? b2fs_inode_find(&m->est, m->ekind) : NULL;
-    b2fs_nslock2(sin, ein);
-    /* Writers of the frames moved or replaced (frames under a moved
-     * directory need nothing: they are at a descriptor of it). */
-    int herr = 0;
-    void *held = b2fs_frame_hold(sin, ein, &herr);
-    /* A frame whose pending data could not be committed is not moved: the
-     * rename fails (EIO, ENOSPC) and the writer keeps its file. */
-    rc = herr ? herr : do_move(m, sin, ein, held);
-    if (rc == 0 && sin && m->kind != B2_NS_PLAIN) { /* opened by directory + name */
-      struct stat dst;
-      memset(&dst, 0, sizeof dst);
-      dst.st_dev = q->dev;
-      dst.st_ino = q->ino;
-      b2fs_set_home(sin, &dst, m->target);
-    }
-    b2fs_frame_unhold(held);
-    b2fs_nsunlock2(sin, ein);
-    b2fs_frame_hold_drop(held);
-    if (sin) b2fs_inode_forget(sin, 1);
-    if (ein) b2fs_inode_forget(ein, 1);
-  }
+  rc = rename_shown(m, name, newname, noreplace, q->dev, q->ino);
   free(m);
-  fuse_reply_err(req, rc < 0 ? -rc : 0);
+  fuse_reply_err(req, -rc);
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,

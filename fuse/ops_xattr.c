@@ -7,7 +7,9 @@
  * (b2_file_set_param; the inode is rebound to the new file); the
  * user.b2.vlmeta.NAME attributes can be set and removed at any time (each
  * change is committed at once), but for the engine's chunk checksums
- * (b2fs.crc32c).  Other frame attributes are read-only.
+ * (b2fs.crc32c: setting them changes nothing, removing them is EPERM).
+ * Other frame attributes are read-only; setting one to the value it holds
+ * succeeds.
  * Plain files and directories show and take their source attributes;
  * symlinks none.  Frames shown raw (python-blosc2 objects that are not
  * data) add user.b2.kind.
@@ -161,12 +163,17 @@ static const char *const param_keys[] = {"codec",     "clevel",    "filters",   
                                          "chunksize", "blocksize", "layout",     "chunkshape",
                                          "blockshape"};
 
+/* The engine's chunk checksums, as a vlmetalayer attribute. */
+static int is_csum_vlmeta(const char *name) {
+  size_t n = strlen(VLMETA_PREFIX);
+  return strncmp(name, VLMETA_PREFIX, n) == 0 && strcmp(name + n, B2_FRAME_CSUM_VLMETA) == 0;
+}
+
 /* A variable-length metalayer the user may change (the engine's chunk
  * checksums are its own). */
 static int is_user_vlmeta(const char *name) {
-  size_t n = strlen(VLMETA_PREFIX);
-  return strncmp(name, VLMETA_PREFIX, n) == 0 && name[n] &&
-         strcmp(name + n, B2_FRAME_CSUM_VLMETA) != 0;
+  return strncmp(name, VLMETA_PREFIX, strlen(VLMETA_PREFIX)) == 0 &&
+         name[strlen(VLMETA_PREFIX)] && !is_csum_vlmeta(name);
 }
 
 static int is_param(const char *key) {
@@ -256,6 +263,20 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
   return rc;
 }
 
+/* Does frame attribute `name` of `in` read as `value` already? */
+static int holds_value(b2fs_inode *in, const char *name, const char *value, size_t size) {
+  b2fs_handle *h;
+  if (b2fs_frame_peek(in, &h) < 0) return 0;
+  char *buf = malloc(size + 1);
+  b2_file *f = b2fs_use(h);
+  ssize_t n = f && buf ? b2_file_xattr_get(f, name, buf, size + 1) : B2_E_NOMEM;
+  b2fs_unuse(h);
+  b2fs_frame_release(in, h);
+  int same = n == (ssize_t)size && (size == 0 || memcmp(buf, value, size) == 0);
+  free(buf);
+  return same;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                         const char *value, size_t size, int flags) {
   b2fs_inode *in = b2fs_inode_get(ino);
@@ -274,6 +295,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     rc = -ENOTSUP;
   } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), value, size, flags);
+  } else if (is_csum_vlmeta(name) || holds_value(in, name, value, size)) {
+    /* `cp -a` and `mv` between frames copy every attribute: one that
+     * already holds the value, or another frame's checksums (each frame
+     * keeps those of its own chunks, stamped with its own time), change
+     * nothing. */
+    rc = 0;
   } else if (is_param(name + strlen(FRAME_XATTR_PREFIX))) {
     rc = set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size);
   } else {

@@ -51,12 +51,22 @@ mode_t b2fs_sparse_dir_mode(mode_t shown) {
   return m | ((m & 0444) >> 2); /* searchable where readable */
 }
 
-void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req) {
-  if (geteuid() != 0) return;
+int b2fs_req_owner(fuse_req_t req, uid_t *uid, gid_t *gid) {
   const struct fuse_ctx *ctx = fuse_req_ctx(req);
-  if (ctx->uid == 0 && ctx->gid == 0) return;
-  if (fchownat(dirfd, name, ctx->uid, ctx->gid, AT_SYMLINK_NOFOLLOW) < 0)
-    b2fs_log("cannot give %s to uid %u: %s", name, (unsigned)ctx->uid, strerror(errno));
+  *uid = (uid_t)-1;
+  *gid = (gid_t)-1;
+  if (geteuid() != 0 || (ctx->uid == 0 && ctx->gid == 0)) return 0;
+  *uid = ctx->uid;
+  *gid = ctx->gid;
+  return 1;
+}
+
+void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req) {
+  uid_t uid;
+  gid_t gid;
+  if (b2fs_req_owner(req, &uid, &gid) &&
+      fchownat(dirfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+    b2fs_log("cannot give %s to uid %u: %s", name, (unsigned)uid, strerror(errno));
 }
 
 void b2fs_copy_attrs(int fd, const struct stat *before, int times) {

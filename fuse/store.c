@@ -127,6 +127,8 @@ static int store_errno(int rc) {
     return ENOTDIR;
   case B2_E_ISDIR:
     return EISDIR;
+  case B2_E_NOTEMPTY:
+    return ENOTEMPTY;
   default:
     return b2fs_errno(rc);
   }
@@ -153,8 +155,9 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
   mode_t perm = st->st_mode & 0444;
   /* A member is an inode of its own (find and du tell them apart). */
   if (key_of(in)) st->st_ino = (ino_t)b2fs_inode_id(in);
-  /* Directories: searchable wherever readable. */
-  mode_t dperm = perm | (perm >> 2);
+  /* Directories: searchable wherever readable; a .b2d's groups (the store
+   * is a directory) writable where it is, as they take new values. */
+  mode_t dperm = perm | (perm >> 2) | (S_ISDIR(st->st_mode) ? st->st_mode & 0222 : 0);
   st->st_blksize = B2FS_IO_MAX;
   if (is_group(in)) {
     st->st_mode = S_IFDIR | dperm;
@@ -235,14 +238,63 @@ int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param
 
 /* ---- new values ----------------------------------------------------------------- */
 
-int b2fs_store_create(b2fs_inode *dir, const char *name, b2_ns_store_file *file) {
+/* The store node of group dir and the owner a new entry there gets (the
+ * caller of req): 0 or -errno. */
+static int change_in(b2fs_inode *dir, fuse_req_t req, b2_ns_store **n, uid_t *uid, gid_t *gid) {
   if (!is_group(dir)) return -ENOTDIR;
+  *n = store_of(dir);
+  if (!*n) return -ENOMEM;
+  b2fs_req_owner(req, uid, gid);
+  return 0;
+}
+
+/* -errno of a change's engine code, logged unless the caller asked for
+ * what cannot be (an existing name, a read-only place...). */
+static int change_errno(int rc, const char *name, const char *what) {
+  switch (rc) {
+  case B2_E_EXIST: case B2_E_ROFS: case B2_E_ISDIR: case B2_E_INVAL:
+  case B2_E_NOTEMPTY: case B2_E_NOENT: case B2_E_NOTDIR: case B2_E_XDEV:
+    break;
+  default:
+    b2fs_log("store: %s: cannot %s: %s", name, what, b2_last_detail());
+  }
+  return -b2_to_errno(rc);
+}
+
+int b2fs_store_create(b2fs_inode *dir, const char *name, int replace, fuse_req_t req,
+                      b2_ns_store_file *file) {
+  b2_ns_store *n;
+  uid_t uid;
+  gid_t gid;
+  int rc = change_in(dir, req, &n, &uid, &gid);
+  if (rc < 0) return rc;
+  rc = b2_ns_store_create(n, key_of(dir), name, replace, uid, gid, file);
+  return rc < 0 ? change_errno(rc, name, "create it") : rc;
+}
+
+int b2fs_store_mkdir(b2fs_inode *dir, const char *name, mode_t mode, fuse_req_t req,
+                     struct fuse_entry_param *e) {
+  b2_ns_store *n;
+  uid_t uid;
+  gid_t gid;
+  int rc = change_in(dir, req, &n, &uid, &gid);
+  if (rc < 0) return rc;
+  rc = b2_ns_store_mkdir(n, key_of(dir), name, mode, uid, gid);
+  return rc < 0 ? change_errno(rc, name, "make it") : b2fs_store_lookup(dir, name, e);
+}
+
+int b2fs_store_rmdir(b2fs_inode *dir, const char *name) {
+  b2_ns_store *n = store_of(dir);
+  return !n ? -ENOMEM : change_errno(b2_ns_store_rmdir(n, key_of(dir), name), name, "remove it");
+}
+
+int b2fs_store_rekey(b2fs_inode *dir, const char *name, b2fs_inode *ndir, const char *newname,
+                     int replace) {
   b2_ns_store *n = store_of(dir);
   if (!n) return -ENOMEM;
-  int rc = b2_ns_store_create(n, key_of(dir), name, file);
-  if (rc < 0 && rc != B2_E_EXIST && rc != B2_E_ROFS)
-    b2fs_log("store: %s: cannot create: %s", name, b2_last_detail());
-  return rc < 0 ? -b2_to_errno(rc) : 0; /* EEXIST, EROFS, EINVAL, ENOTDIR, ... */
+  if (newname && !is_group(ndir)) return -ENOTDIR;
+  int rc = b2_ns_store_rekey(n, key_of(dir), name, newname ? key_of(ndir) : NULL, newname, replace);
+  return change_errno(rc, name, newname ? "rename it" : "remove it");
 }
 
 int b2fs_store_file(b2fs_inode *dir, const char *name, b2_ns_store_file *file) {
@@ -257,9 +309,13 @@ int b2fs_store_file(b2fs_inode *dir, const char *name, b2_ns_store_file *file) {
   return rc < 0 ? -store_errno(rc) : 0;
 }
 
+int b2fs_store_same(b2fs_inode *a, b2fs_inode *b) {
+  return a->kind == B2_NS_STORE && b->kind == B2_NS_STORE && root_of(a) == root_of(b);
+}
+
 void b2fs_store_changed(b2fs_inode *dir) {
   b2_ns_store *n = store_of(dir);
-  if (n) b2_ns_store_recheck(n);
+  if (n) b2_ns_store_changed(n);
 }
 
 /* ---- listing ------------------------------------------------------------------ */

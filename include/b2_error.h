@@ -38,7 +38,8 @@ enum b2_error {
   B2_E_NOTDIR = -19,     /* a directory was needed */
   B2_E_ISDIR = -20,      /* a directory where it cannot be */
   B2_E_STALE = -21,      /* another program changed the frame since it was opened */
-  B2_E_LAST = -21
+  B2_E_NOTEMPTY = -22,   /* a directory (a store's group) still holds entries */
+  B2_E_LAST = -22
 };
 
 /* Short English name of a code ("damaged or malformed data"). Never NULL. */

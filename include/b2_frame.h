@@ -288,6 +288,14 @@ int b2_frame_locked(const b2_frame *f);
  * 0 and *gen, B2_E_NOENT when there is no sidecar. */
 int b2_frame_lock_gen(const char *path, uint64_t *gen);
 
+/* Tell the other lockers of frame `name` in directory dirfd that what it
+ * stands for changed without the frame itself changing (python-blosc2's
+ * stores watch their EmbedStore's counter for changes to the value files
+ * beside it): take its sidecar's exclusive lock, bump the counter, let go.
+ * 0 also when it has no sidecar or locking is OFF; a code when the
+ * sidecar cannot be locked or written. */
+int b2_frame_lock_touch(int dirfd, const char *name);
+
 /* ---- writing ----------------------------------------------------------
  * A writable frame stages changes in memory and in new bytes on disk;
  * b2_frame_commit makes them durable and visible to other openers.  The

@@ -537,12 +537,39 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
                        b2_ns_store_file *file);
 /* Where a new value `name` of group dir (NULL: the root) goes
  * (b2_store_new_value: NAME.npy an array NAME.b2nd, other names an SChunk
- * NAME.b2f, in the group's directory of a .b2d, made here when missing).
- * 0 with *file filled (its dirfd to close; the store checked again at its
- * next use), or B2_E_ROFS, B2_E_EXIST, B2_E_INVAL, B2_E_NOTDIR.  The
- * caller creates the frame. */
-int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name,
-                       b2_ns_store_file *file);
+ * NAME.b2f, in the group's directory of a .b2d, made here when missing and
+ * given to uid and gid unless those are -1).  0 with *file filled (its
+ * dirfd to close; the store checked again at its next use), or B2_E_ROFS,
+ * B2_E_EXIST, B2_E_ISDIR, B2_E_INVAL, B2_E_NOTDIR.  With `replace` (a
+ * rename onto the name), 1 with *file when `name` is a value of that kind
+ * in a file of its own: that file.  The caller creates (or renames) the
+ * frame, then calls b2_ns_store_changed. */
+int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, int replace,
+                       uid_t uid, gid_t gid, b2_ns_store_file *file);
+/* Make group `name` of group dir (NULL: the root) of a .b2d: its directory
+ * (b2_store_new_group; with mode, given to uid and gid unless -1, as are
+ * the directories above it made on the way).  0, or B2_E_EXIST, B2_E_ROFS,
+ * B2_E_INVAL, B2_E_NOTDIR, or the system's code. */
+int b2_ns_store_mkdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, mode_t mode,
+                      uid_t uid, gid_t gid);
+/* Remove group `name` of group dir (NULL: the root) of a .b2d, which must
+ * hold no value or group (b2_store_old_group): the file of its attributes
+ * and its directory go.  0, or B2_E_NOENT, B2_E_NOTDIR, B2_E_NOTEMPTY (also
+ * when its directory holds other files), B2_E_ROFS. */
+int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name);
+/* Remove (newname NULL) embedded value `name` of group dir of store n (a
+ * .b2d or a .b2e), or rename it `newname` in group ndir of the same store
+ * (`replace`: an embedded value of that name and kind goes), in its
+ * EmbedStore's index (b2_store_embedded, b2_store_embedded_target,
+ * b2_store_embed_rekey).  0, or B2_E_NOENT, B2_E_ROFS (not an embedded
+ * value), B2_E_EXIST, B2_E_ISDIR, B2_E_XDEV, B2_E_INVAL, B2_E_BUSY... */
+int b2_ns_store_rekey(b2_ns_store *n, const b2_ns_key *dir, const char *name,
+                      const b2_ns_key *ndir, const char *newname, int replace);
+/* A value file of the .b2d store n was made, renamed or removed: other
+ * processes sharing it under python-blosc2's locking are told
+ * (b2_store_files_changed; a failure goes to the note callback) and the
+ * store is checked again at its next use. */
+void b2_ns_store_changed(b2_ns_store *n);
 /* The names shown in group dir (NULL: the root), "." and ".." first (type
  * DT_DIR or DT_REG, kind B2_NS_STORE, ino the position + 1); free with
  * b2_ns_list_free. */

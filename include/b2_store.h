@@ -103,6 +103,10 @@ typedef struct b2_store_entry {
   int64_t nchildren;   /* groups: shown children, sorted by shown name */
   const int64_t *children;
   int has_attrs;       /* groups: a __vlmeta__ carrier exists */
+  int bare;            /* groups: made by a .b2d's directories alone, no
+                          value or carrier below (python-blosc2 lists none
+                          of them, b2_store_keys neither; they are shown,
+                          as where new values go) */
   int object_root;     /* groups of a TreeStore: the root of an object kept
                           as a subtree (a CTable: registered in the store's
                           `_object_registry`, or holding a `_meta` SChunk of
@@ -168,10 +172,54 @@ int64_t b2_store_child(const b2_store *s, int64_t dir, const char *shown);
  * its path relative to the store's directory into rel, and *kind
  * B2_STORE_NDARRAY for NAME.npy, B2_STORE_SCHUNK for any other name.
  * B2_E_ROFS for a .b2z or .b2e or a group holding an object, B2_E_EXIST
- * when the key (or the name shown) is there, B2_E_INVAL for names that are
- * no key python-blosc2 makes (bookkeeping, hidden names). */
-int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, char *rel,
-                       size_t cap, int *kind);
+ * when the key (or the name shown) is there (B2_E_ISDIR: as a group),
+ * B2_E_INVAL for names that are no key python-blosc2 makes (bookkeeping,
+ * hidden names).  With `replace` (a rename onto it), 1 when the name shown
+ * is a value of that kind in its own file at rel: that file is replaced;
+ * B2_E_ROFS when it is an embedded value. */
+int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, int replace,
+                       char *rel, size_t cap, int *kind);
+/* Where a new group shown as `shown` in group `group` of a .b2d goes: its
+ * directory, relative to the store's, into rel (an empty group is a
+ * directory; python-blosc2 lists it once it holds a value).  B2_E_EXIST,
+ * B2_E_ROFS, B2_E_INVAL as for b2_store_new_value. */
+int b2_store_new_group(const b2_store *s, int64_t group, const char *shown, char *rel,
+                       size_t cap);
+/* What removing group `shown` of group `group` of a .b2d takes: its
+ * directory's path into rel (it may not exist: a group made by its
+ * attributes alone), the file of its attributes into carrier ("" when
+ * none).  B2_E_NOENT, B2_E_NOTDIR (a value), B2_E_NOTEMPTY (it holds
+ * values or groups), B2_E_ROFS (.b2z, .b2e, an object's group, attributes
+ * kept in the EmbedStore). */
+int b2_store_old_group(const b2_store *s, int64_t group, const char *shown, char *rel,
+                       size_t cap, char *carrier, size_t ccap);
+/* The entry of the value shown as `shown` in group `group` when it is one
+ * of the EmbedStore's (a .b2d's or a .b2e's), which
+ * b2_store_embed_rekey can remove or rename: 0 and *entry, B2_E_NOENT,
+ * B2_E_ISDIR (a group), B2_E_ROFS (a value in a file of its own or in a
+ * zip, part of an object). */
+int b2_store_embedded(const b2_store *s, int64_t group, const char *shown, int64_t *entry);
+/* The key embedded value `from` (b2_store_embedded) takes when renamed to
+ * `shown` in group `group`, into key.  B2_E_EXIST (also with `replace`,
+ * unless what is there is an embedded value of the same kind, which goes),
+ * B2_E_ISDIR, B2_E_XDEV (an array's name without .npy or an SChunk's
+ * with it), B2_E_ROFS (an object), B2_E_INVAL. */
+int b2_store_embedded_target(const b2_store *s, int64_t from, int64_t group, const char *shown,
+                             int replace, char *key, size_t cap);
+/* Remove (newkey NULL) or rename embedded value `key` in the index of the
+ * EmbedStore of s (a .b2d's or a .b2e), as python-blosc2's del does: only
+ * the index changes, the bytes stay where they are.  The EmbedStore is
+ * opened for writing, under its lock when the store is shared (other
+ * python-blosc2 handles then read the index again).  0, B2_E_NOENT, or the
+ * frame's code (B2_E_BUSY while another writer has it). */
+int b2_store_embed_rekey(const b2_store *s, const char *key, const char *newkey);
+/* Tell python-blosc2 handles sharing the .b2d store whose directory is
+ * open at dirfd (python-blosc2 with locking=True) that its value files
+ * changed (one made, renamed or removed): python-blosc2 bumps its
+ * EmbedStore's lock counter for its own such changes, and its handles walk
+ * the store again when the counter moved.  0 when nobody locks the store
+ * (no sidecar), else the code of the sidecar's failure. */
+int b2_store_files_changed(int dirfd);
 int64_t b2_store_find(const b2_store *s, const char *key);
 int64_t b2_store_find_group(const b2_store *s, const char *key);
 

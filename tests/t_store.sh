@@ -204,7 +204,9 @@ cp -r "$src"/. "$msrc"/
 cp "$tmp/trunc.b2z" "$msrc/bad.b2z"
 echo "plain" >"$msrc/plain.txt"
 trap 'unmount_all; rm -rf "$tmp"' EXIT
-if ! mount_bg store "$msrc" "$mnt" "timeout=0"; then
+mopts=timeout=0
+[ "$(id -u)" = 0 ] && mopts+=,allow_other # another user makes values below
+if ! mount_bg store "$msrc" "$mnt" "$mopts"; then
   notok "store mount" "the daemon did not start: $(tail -3 "$tmp/store.log")"; exit 0
 fi
 
@@ -254,7 +256,7 @@ assert os.getxattr(f"{m}/o/o.b2f", "user.b2.kind") == b"objectarray"
 PY
 
 # Read-only: nothing in a zip or an EmbedStore is written, no store entry
-# removed or renamed, no directory made (new values: below).
+# removed or renamed, no directory made there (.b2d: below).
 erofs() { # NAME COMMAND...: fails with "Read-only file system"
   local name=$1; shift
   if "$@" 2>"$tmp/err"; then notok "$name" "succeeded"
@@ -264,8 +266,7 @@ erofs() { # NAME COMMAND...: fails with "Read-only file system"
 before=$(sha256sum <"$msrc/t.b2z")
 erofs "EROFS: write into a .b2z value" sh -c "echo x >>'$mnt/t.b2z/s'"
 erofs "EROFS: new file in a .b2z" touch "$mnt/t.b2z/a/new"
-erofs "EROFS: remove from an EmbedStore" rm "$mnt/x/d"
-erofs "EROFS: mkdir in a store" mkdir "$mnt/t/a/sub"
+erofs "EROFS: mkdir in a .b2z" mkdir "$mnt/t.b2z/a/sub"
 erofs "EROFS: rename a store" mv "$mnt/x" "$mnt/y"
 erofs "EROFS: chmod of a member" chmod 600 "$mnt/x/u.npy"
 check "the .b2z is unchanged" [ "$(sha256sum <"$msrc/t.b2z")" = "$before" ]
@@ -332,15 +333,133 @@ check "python-blosc2 opens the .b2d stores with the new values" [ $? -eq 0 ]
 "$B2F" ls "$msrc/t.b2d" >"$out/t.keys.new" 2>"$tmp/err"
 check "b2f ls lists the new values" grep -qx "/g/h/fresh2" "$out/t.keys.new"
 # Removing a .b2d value in a file of its own deletes the file, as
-# python-blosc2's del does; an embedded value stays read-only.
+# python-blosc2's del does (embedded values: below).
 rm "$mnt/t/fresh.npy" 2>"$tmp/err"; rc1=$?
-erofs "EROFS: remove an embedded value of a .b2d" rm "$mnt/t/a/b.npy"
 check "rm of a .b2d value in a file of its own" \
   test "$rc1" -eq 0 -a ! -e "$msrc/t.b2d/fresh.b2nd" -a ! -e "$mnt/t/fresh.npy"
 "$PYB2" -c 'import sys, blosc2
 ks = set(blosc2.TreeStore(sys.argv[1], mode="r").keys())
 sys.exit(not ("/fresh" not in ks and {"/a/b", "/g/h/fresh2", "/rawnew"} <= ks))' "$msrc/t.b2d"
 check "python-blosc2 no longer finds the value removed" [ $? -eq 0 ]
+
+# Renames inside a .b2d move a value's file to where python-blosc2 finds
+# it under its new key (a group's directory made when missing); across a
+# store's boundary EXDEV, so mv copies and removes; groups are made and
+# removed as directories.
+"$PYB2" - "$mnt" "$msrc" 2>"$tmp/err" <<'PY'
+import errno, os, sys, numpy as np
+m, src = sys.argv[1], sys.argv[2]
+def fails(e, f, *a):
+    try:
+        f(*a)
+    except OSError as x:
+        assert x.errno == e, (a, errno.errorcode.get(x.errno), errno.errorcode[e])
+        return
+    raise AssertionError(f"{a}: succeeded")
+np.save(f"{m}/t/mv1.npy", np.arange(7, dtype="<i8"))
+os.rename(f"{m}/t/mv1.npy", f"{m}/t/mv2.npy")              # same group
+os.rename(f"{m}/t/mv2.npy", f"{m}/t/g/h/mv3.npy")          # a group with no directory yet
+assert os.path.isfile(f"{src}/t.b2d/g/h/mv3.b2nd") and not os.path.exists(f"{src}/t.b2d/mv2.b2nd")
+np.save(f"{m}/t/mv4.npy", np.zeros(3))
+os.rename(f"{m}/t/mv4.npy", f"{m}/t/g/h/fresh2.npy")       # over a value in a file
+assert (np.load(f"{m}/t/g/h/fresh2.npy") == np.zeros(3)).all()
+os.rename(f"{m}/t/rawnew", f"{m}/t/raw2")                  # an SChunk keeps its kind
+fails(errno.EXDEV, os.rename, f"{m}/t/raw2", f"{m}/t/raw3.npy")   # another kind: copy
+fails(errno.EROFS, os.rename, f"{m}/t/g/h/mv3.npy", f"{m}/t/a/b.npy")  # over an embedded one
+# Embedded values get their new key in the EmbedStore's index.
+os.rename(f"{m}/t/a/b.npy", f"{m}/t/a/c.npy")
+assert (np.load(f"{m}/t/a/c.npy") == np.arange(10)).all() and not os.path.exists(f"{m}/t/a/b.npy")
+os.rename(f"{m}/t/a/c.npy", f"{m}/t/g/c2.npy")                    # into another group
+fails(errno.EXDEV, os.rename, f"{m}/t/g/c2.npy", f"{m}/t/g/c3")   # an array's name is NAME.npy
+fails(errno.EXDEV, os.rename, f"{m}/t/g/c2.npy", f"{m}/d/c2.npy") # another store
+fails(errno.EEXIST, os.rename, f"{m}/t/g/c2.npy", f"{m}/t/g/h/fresh2.npy")  # a value in a file
+os.rename(f"{m}/t/g/c2.npy", f"{m}/t/a/b.npy")                    # and back
+fails(errno.EROFS, os.rename, f"{m}/t/g", f"{m}/t/g9")            # a group keeps its name
+fails(errno.EROFS, os.rename, f"{m}/t.b2z/a/b.npy", f"{m}/t.b2z/a/c.npy")  # a zip's
+fails(errno.EROFS, os.remove, f"{m}/t.b2z/a/b.npy")
+os.remove(f"{m}/x/d")              # an EmbedStore's (.b2e) value
+os.remove(f"{m}/d/small.npy")      # a DictStore's embedded value
+fails(errno.ENOENT, os.remove, f"{m}/d/small.npy")
+assert "d" not in os.listdir(f"{m}/x") and "small.npy" not in os.listdir(f"{m}/d")
+fails(errno.EXDEV, os.rename, f"{m}/t/g/h/mv3.npy", f"{m}/d/mv3.npy")  # another store
+fails(errno.EXDEV, os.rename, f"{m}/t/g/h/mv3.npy", f"{m}/mv3.npy")    # out of it
+fails(errno.EXDEV, os.rename, f"{m}/plain.txt", f"{m}/t/plain.txt")    # into it
+fails(errno.ENOENT, os.rename, f"{m}/t/nothere.npy", f"{m}/t/x.npy")
+os.makedirs(f"{m}/t/newg/sub")
+assert os.path.isdir(f"{src}/t.b2d/newg/sub") and "newg" in os.listdir(f"{m}/t")
+np.save(f"{m}/t/newg/sub/v.npy", np.arange(4, dtype="<u1"))
+fails(errno.ENOTEMPTY, os.rmdir, f"{m}/t/newg")
+fails(errno.EEXIST, os.mkdir, f"{m}/t/newg")
+fails(errno.EINVAL, os.mkdir, f"{m}/t/.hidden")
+fails(errno.EROFS, os.mkdir, f"{m}/o/tbl/sub")
+os.mkdir(f"{m}/t/emptyg")
+os.rmdir(f"{m}/t/emptyg")
+assert not os.path.exists(f"{src}/t.b2d/emptyg") and "emptyg" not in os.listdir(f"{m}/t")
+PY
+if [ $? -eq 0 ]; then ok "renames, new groups and removed groups in a .b2d; refusals"; else notok "renames, new groups and removed groups in a .b2d; refusals" "$(tail -c 600 "$tmp/err" | tr "\n" " ")"; fi
+echo "move me" >"$msrc/mvme.txt"
+mv "$mnt/t/g/h/mv3.npy" "$mnt/d/" 2>"$tmp/err" && mv "$mnt/mvme.txt" "$mnt/t/" 2>>"$tmp/err"
+check "mv between stores and into one copies and removes, quietly" \
+  test ! -s "$tmp/err" -a -s "$msrc/d.b2d/mv3.b2nd" -a ! -e "$msrc/t.b2d/g/h/mv3.b2nd" \
+  -a -s "$msrc/t.b2d/mvme.txt.b2f" -a ! -e "$msrc/mvme.txt"
+mv "$mnt/t/mvme.txt" "$mnt/" 2>>"$tmp/err"
+check "mv out of a store" \
+  test "$(cat "$mnt/mvme.txt")" = "move me" -a ! -e "$msrc/t.b2d/mvme.txt.b2f" -a ! -s "$tmp/err"
+"$PYB2" - "$msrc" 2>"$tmp/err" <<'PY'
+import sys, numpy as np, blosc2
+src = sys.argv[1]
+ts = blosc2.TreeStore(f"{src}/t.b2d", mode="r")
+ks = set(ts.keys())
+assert {"/g/h/mv3" not in ks, "/mv1" not in ks, "/mv2" not in ks} == {True}, sorted(ks)
+assert {"/raw2", "/newg/sub/v", "/g/h/fresh2"} <= ks and "/emptyg" not in ks, sorted(ks)
+assert (ts["/newg/sub/v"][:] == np.arange(4)).all() and (ts["/g/h/fresh2"][:] == 0).all()
+assert b"".join(ts["/raw2"].decompress_chunk(i) for i in range(ts["/raw2"].nchunks)) == b"0123456789abcdef"
+assert list(ts["/a/b"][:]) == list(range(10)) and "/a/c" not in ks and "/g/c2" not in ks
+ds = blosc2.DictStore(f"{src}/d.b2d", mode="r")
+assert (ds["/mv3"][:] == np.arange(7)).all() and "/small" not in ds.keys()
+assert (ds["/big"][:] == np.arange(3000).reshape(30, 100)).all()
+es = blosc2.EmbedStore(urlpath=f"{src}/x.b2e", mode="r")
+assert "/d" not in es.keys() and (es["/multi"][:] == np.arange(5000)).all(), sorted(es.keys())
+PY
+if [ $? -eq 0 ]; then ok "python-blosc2 finds the values under their new keys"; else notok "python-blosc2 finds the values under their new keys" "$(tail -c 300 "$tmp/err")"; fi
+
+# python-blosc2 sharing a .b2d under locking sees the values made, renamed
+# and removed through the mount without opening the store again (the mount
+# moves its EmbedStore's lock counter, as python-blosc2 does for its own).
+"$PYB2" - "$mnt" "$msrc" 2>"$tmp/err" <<'PY'
+import os, sys, numpy as np, blosc2
+m, src = sys.argv[1], sys.argv[2]
+with blosc2.TreeStore(f"{src}/sh.b2d", mode="w", locking=True, threshold=10**6) as ts:
+    ts["/seed"] = np.arange(3)
+    ts["/eg/x"] = np.arange(2)  # embedded: the group has no directory
+    ts["/emb"] = np.arange(2)
+ts = blosc2.TreeStore(f"{src}/sh.b2d", mode="r", locking=True)
+assert set(ts.keys()) == {"/seed", "/eg", "/eg/x", "/emb"}
+np.save(f"{m}/sh/new.npy", np.arange(9, dtype="<i2"))
+assert "/new" in ts.keys() and (ts["/new"][:] == np.arange(9)).all(), sorted(ts.keys())
+os.rename(f"{m}/sh/new.npy", f"{m}/sh/new2.npy")
+assert "/new" not in ts.keys() and "/new2" in ts.keys(), sorted(ts.keys())
+os.remove(f"{m}/sh/new2.npy")
+os.rename(f"{m}/sh/emb.npy", f"{m}/sh/emb2.npy")  # in the EmbedStore's index
+assert set(ts.keys()) == {"/seed", "/eg", "/eg/x", "/emb2"}, sorted(ts.keys())
+os.remove(f"{m}/sh/emb2.npy")
+assert set(ts.keys()) == {"/seed", "/eg", "/eg/x"}, sorted(ts.keys())
+PY
+if [ $? -eq 0 ]; then ok "python-blosc2 under locking sees values made, renamed, removed"
+else notok "python-blosc2 under locking sees values made, renamed, removed" "$(tail -c 400 "$tmp/err" | tr '\n' ' ')"; fi
+# Groups made for another user's new value are that user's, as its file.
+if [ "$(id -u)" = 0 ] && id -u nobody >/dev/null 2>&1 && have_numpy; then
+  chmod 755 "$tmp" "$msrc"; chmod 777 "$msrc/sh.b2d"
+  runuser -u nobody -- "$PY" -c 'import os, sys, numpy as np
+np.save(sys.argv[1] + "/eg/v.npy", np.arange(3))
+os.makedirs(sys.argv[1] + "/ug/sub")
+np.save(sys.argv[1] + "/ug/sub/v.npy", np.arange(3))' "$mnt/sh" 2>"$tmp/err"
+  if [ -s "$tmp/err" ]; then notok "another user makes groups and values" "$(tail -c 300 "$tmp/err")"; fi
+  check "groups made for another user's value are that user's: owners" \
+    test "$(cd "$msrc/sh.b2d" && stat -c %U eg eg/v.b2nd ug ug/sub ug/sub/v.b2nd | sort -u)" = nobody
+else
+  skip "groups made for another user's value are that user's" "needs root, the user nobody, numpy"
+fi
 
 # Changes behind the mount: python-blosc2 adds values to the .b2d (a file
 # and an embedded one) and rewrites the .b2z; the mount shows them.

@@ -33,6 +33,7 @@ static const char *const names[] = {
     "not a directory",
     "is a directory",
     "changed by another program",
+    "not empty",
 };
 
 const char *b2_strerror(int code) {
@@ -80,7 +81,7 @@ static const struct {
     {EACCES, B2_E_PERM},  {EPERM, B2_E_PERM},     {EBUSY, B2_E_BUSY},  {ESTALE, B2_E_STALE},
     {EFBIG, B2_E_LIMIT},  {ENOTSUP, B2_E_UNSUPPORTED},
     {ENAMETOOLONG, B2_E_NAMETOOLONG}, {EXDEV, B2_E_XDEV},
-    {ENOTDIR, B2_E_NOTDIR}, {EISDIR, B2_E_ISDIR},
+    {ENOTDIR, B2_E_NOTDIR}, {EISDIR, B2_E_ISDIR}, {ENOTEMPTY, B2_E_NOTEMPTY},
 };
 
 int b2_from_errno(int err) {

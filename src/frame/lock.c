@@ -315,16 +315,19 @@ void b2_frame_lk_rd_end(const b2_frame *f, int locked) {
   pthread_mutex_unlock(&lk->mu);
 }
 
-/* Bump the counter (the exclusive lock held): other lockers see a change. */
-static int bump(b2_frame_lk *lk) {
-  uint64_t g = read_gen(lk->fd) + 1;
+/* Bump the counter of sidecar fd (its exclusive lock held): other lockers
+ * see a change.  *gen gets the new value. */
+static int bump_fd(int fd, uint64_t *gen) {
+  uint64_t g = read_gen(fd) + 1;
   uint8_t b[8];
   memcpy(b, &g, sizeof b);
-  int rc = b2_io_pwrite(lk->fd, b, sizeof b, 8);
+  int rc = b2_io_pwrite(fd, b, sizeof b, 8);
   if (rc < 0) return b2_context(rc, "lock file: generation counter");
-  lk->gen = g;
+  *gen = g;
   return 0;
 }
+
+static int bump(b2_frame_lk *lk) { return bump_fd(lk->fd, &lk->gen); }
 
 int b2_frame_lk_wr_begin(b2_frame *f) {
   b2_frame_lk *lk = f->lk;
@@ -366,6 +369,18 @@ int b2_frame_lock_gen(const char *path, uint64_t *gen) {
   *gen = read_gen(fd);
   close(fd);
   return 0;
+}
+
+int b2_frame_lock_touch(int dirfd, const char *name) {
+  if (effective_mode() == B2_LOCKING_OFF) return 0;
+  int fd = open_sidecar(NULL, -1, 0, dirfd, name);
+  if (fd == B2_E_NOENT) return 0;
+  if (fd < 0) return b2_context(fd, "%s", name);
+  uint64_t g;
+  int rc = do_flock(fd, LOCK_EX);
+  if (rc == 0) rc = bump_fd(fd, &g);
+  close(fd); /* releases the lock */
+  return rc < 0 ? b2_context(rc, "%s", name) : 0;
 }
 
 /* ---- who holds a frame --------------------------------------------------- */

@@ -254,7 +254,8 @@ void b2_ns_key_free(b2_ns_key *k) {
 /* Open directory `rel` (len bytes: a/b) below the store directory fd,
  * following no symbolic link (with `make`, each component made first when
  * missing): an O_PATH descriptor or a code. */
-static int open_dir_beneath(int fd, const char *rel, size_t len, int make) {
+static int open_dir_beneath(int fd, const char *rel, size_t len, int make, uid_t uid,
+                            gid_t gid) {
   char buf[PATH_MAX];
   if (len >= sizeof buf) return b2_fail(B2_E_NAMETOOLONG, "%.64s...: path too long", rel);
   memcpy(buf, rel, len);
@@ -263,7 +264,14 @@ static int open_dir_beneath(int fd, const char *rel, size_t len, int make) {
   for (char *q = buf, *slash; cur >= 0 && len; q = slash + 1) {
     slash = strchr(q, '/');
     if (slash) *slash = 0;
-    if (make && mkdirat(cur, q, 0755) != 0 && errno != EEXIST) {
+    if (make && mkdirat(cur, q, 0755) == 0) {
+      if ((uid != (uid_t)-1 || gid != (gid_t)-1) &&
+          fchownat(cur, q, uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+        int e = errno;
+        close(cur);
+        return b2_fail(b2_from_errno(e), "%s: cannot give it its owner: %s", buf, strerror(e));
+      }
+    } else if (make && errno != EEXIST) {
       int e = errno;
       close(cur);
       return b2_fail(b2_from_errno(e), "%s: cannot make it: %s", buf, strerror(e));
@@ -300,7 +308,7 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
                  : e->kind == B2_STORE_SCHUNK ? B2_NS_LOGICAL
                                               : B2_NS_PLAIN;
     rc = strlen(base) > B2_NS_NAME_MAX ? b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", base)
-                                       : open_dir_beneath(n->fd, e->relpath, dlen, 0);
+                                       : open_dir_beneath(n->fd, e->relpath, dlen, 0, (uid_t)-1, (gid_t)-1);
     if (rc >= 0) {
       file->dirfd = rc;
       snprintf(file->name, sizeof file->name, "%s", base);
@@ -326,24 +334,24 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
   return 0;
 }
 
-int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name,
-                       b2_ns_store_file *file) {
+int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, int replace,
+                       uid_t uid, gid_t gid, b2_ns_store_file *file) {
   b2_ns_snap *p;
   int64_t g;
   int rc = resolve_group(n, dir, &p, &g);
   if (rc < 0) return rc;
   char rel[PATH_MAX];
   int kind;
-  rc = b2_store_new_value(b2_ns_snap_store(p), g, name, rel, sizeof rel, &kind);
+  int there = b2_store_new_value(b2_ns_snap_store(p), g, name, replace, rel, sizeof rel, &kind);
   b2_ns_snap_put(p);
-  if (rc < 0) return rc;
+  if (there < 0) return there;
   const char *slash = strrchr(rel, '/');
   const char *base = slash ? slash + 1 : rel;
   if (strlen(base) > B2_NS_NAME_MAX) return b2_fail(B2_E_NAMETOOLONG, "%s: name too long", name);
-  rc = open_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0, 1);
+  rc = open_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0, 1, uid, gid);
   if (rc < 0) return rc;
   struct stat st;
-  if (fstatat(rc, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  if (!there && fstatat(rc, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     close(rc);
     return b2_fail(B2_E_EXIST, "%s: a file %s is there", name, rel);
   }
@@ -351,7 +359,99 @@ int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name,
   memcpy(file->name, base, strlen(base) + 1); /* fits: checked above */
   file->kind = kind == B2_STORE_NDARRAY ? B2_NS_NPY : B2_NS_LOGICAL;
   b2_ns_store_recheck(n); /* listings show it from now on */
-  return 0;
+  return there;
+}
+
+int b2_ns_store_mkdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, mode_t mode,
+                      uid_t uid, gid_t gid) {
+  b2_ns_snap *p;
+  int64_t g;
+  int rc = resolve_group(n, dir, &p, &g);
+  if (rc < 0) return rc;
+  char rel[PATH_MAX];
+  rc = b2_store_new_group(b2_ns_snap_store(p), g, name, rel, sizeof rel);
+  b2_ns_snap_put(p);
+  if (rc < 0) return rc;
+  const char *slash = strrchr(rel, '/');
+  const char *base = slash ? slash + 1 : rel;
+  int pfd = open_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0, 1, uid, gid);
+  if (pfd < 0) return pfd;
+  rc = mkdirat(pfd, base, mode & 07777) == 0
+           ? 0
+           : b2_fail(b2_from_errno(errno), "%s: %s", rel, strerror(errno));
+  if (rc == 0 && (uid != (uid_t)-1 || gid != (gid_t)-1) &&
+      fchownat(pfd, base, uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+    rc = b2_fail(b2_from_errno(errno), "%s: cannot give it its owner: %s", rel, strerror(errno));
+  close(pfd);
+  b2_ns_store_recheck(n);
+  return rc;
+}
+
+int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name) {
+  b2_ns_snap *p;
+  int64_t g;
+  int rc = resolve_group(n, dir, &p, &g);
+  if (rc < 0) return rc;
+  char rel[PATH_MAX], carrier[PATH_MAX];
+  rc = b2_store_old_group(b2_ns_snap_store(p), g, name, rel, sizeof rel, carrier, sizeof carrier);
+  b2_ns_snap_put(p);
+  if (rc < 0) return rc;
+  /* python-blosc2's del of a group takes its attributes too: their
+   * carrier, a file of the group's directory. */
+  size_t rlen = strlen(rel);
+  const char *slash = strrchr(rel, '/');
+  if (carrier[0] && (strncmp(carrier, rel, rlen) != 0 || carrier[rlen] != '/' ||
+                     strchr(carrier + rlen + 1, '/')))
+    return b2_fail(B2_E_NOTEMPTY, "%s: its attributes are elsewhere (%s)", rel, carrier);
+  int gfd = open_dir_beneath(n->fd, rel, rlen, 0, (uid_t)-1, (gid_t)-1);
+  if (gfd < 0) return gfd;
+  if (carrier[0] && unlinkat(gfd, carrier + rlen + 1, 0) != 0 && errno != ENOENT)
+    rc = b2_fail(b2_from_errno(errno), "%s: %s", carrier, strerror(errno));
+  close(gfd);
+  int pfd = rc < 0 ? rc
+                   : open_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0, 0,
+                                      (uid_t)-1, (gid_t)-1);
+  if (pfd >= 0) {
+    if (unlinkat(pfd, slash ? slash + 1 : rel, AT_REMOVEDIR) != 0)
+      rc = b2_fail(b2_from_errno(errno), "%s: %s", rel, strerror(errno));
+    close(pfd);
+  } else {
+    rc = pfd;
+  }
+  b2_ns_store_changed(n);
+  return rc;
+}
+
+int b2_ns_store_rekey(b2_ns_store *n, const b2_ns_key *dir, const char *name,
+                      const b2_ns_key *ndir, const char *newname, int replace) {
+  b2_ns_snap *p;
+  int64_t g, ng = 0, i;
+  int rc = resolve_group(n, dir, &p, &g);
+  if (rc < 0) return rc;
+  b2_store *s = b2_ns_snap_store(p);
+  char newkey[PATH_MAX];
+  rc = b2_store_embedded(s, g, name, &i);
+  if (rc == B2_E_ISDIR && newname) rc = b2_fail(B2_E_ROFS, "%s: a group keeps its name", name);
+  if (rc == 0 && newname) {
+    ng = entry_of(ndir, p);
+    rc = ng < 0 ? (int)ng
+                : b2_store_embedded_target(s, i, ng, newname, replace, newkey, sizeof newkey);
+  }
+  if (rc == 0) rc = b2_store_embed_rekey(s, b2_store_entry_at(s, i)->key, newname ? newkey : NULL);
+  b2_ns_snap_put(p);
+  b2_ns_store_recheck(n);
+  return rc;
+}
+
+void b2_ns_store_changed(b2_ns_store *n) {
+  int rc = b2_store_files_changed(n->fd);
+  if (rc < 0 && n->note) {
+    char line[1024];
+    snprintf(line, sizeof line, "cannot tell python-blosc2 of a change: %s",
+             b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
+    n->note(n->arg, line);
+  }
+  b2_ns_store_recheck(n);
 }
 
 int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l) {

@@ -102,34 +102,104 @@ static int parse_map(b2_mp_reader *r, int64_t nbytes, b2_embed_item **out,
   return 0;
 }
 
+/* Move r to the value of the index's first "embed_map". */
+static int seek_map(b2_mp_reader *r) {
+  uint32_t n;
+  int rc = b2_mp_read_map(r, &n);
+  for (uint32_t k = 0; rc == 0 && k < n; k++) {
+    const uint8_t *name;
+    uint32_t nlen;
+    rc = b2_mp_read_str(r, &name, &nlen);
+    if (rc == 0 && str_is(name, nlen, "embed_map")) return 0;
+    if (rc == 0) rc = b2_mp_skip(r);
+  }
+  return rc < 0 ? rc : b2_fail(B2_E_FORMAT, "no embed_map");
+}
+
 int b2_embed_parse(const uint8_t *buf, size_t len, int64_t nbytes,
                    b2_embed_item **out, int64_t *count) {
   *out = NULL;
   *count = 0;
   b2_mp_reader r;
   b2_mp_reader_init(&r, buf, len);
-  uint32_t n;
-  int rc = b2_mp_read_map(&r, &n);
-  int found = 0;
-  for (uint32_t k = 0; rc == 0 && k < n; k++) {
-    const uint8_t *name;
-    uint32_t nlen;
-    rc = b2_mp_read_str(&r, &name, &nlen);
-    if (rc < 0) break;
-    if (str_is(name, nlen, "embed_map") && !found) {
-      rc = parse_map(&r, nbytes, out, count);
-      found = 1;
-    } else {
-      rc = b2_mp_skip(&r);
-    }
-  }
-  if (rc == 0 && !found) rc = b2_fail(B2_E_FORMAT, "no embed_map");
+  int rc = seek_map(&r);
+  if (rc == 0) rc = parse_map(&r, nbytes, out, count);
   if (rc < 0) {
     b2_embed_free(*out, *count);
     *out = NULL;
     *count = 0;
     return b2_context(rc, "estore_metadata");
   }
+  return 0;
+}
+
+int b2_embed_rekey(const uint8_t *in, size_t len, const char *key, const char *newkey,
+                   uint8_t **out, size_t *outlen) {
+  *out = NULL;
+  *outlen = 0;
+  b2_mp_reader r;
+  b2_mp_reader_init(&r, in, len);
+  b2_mp_item h;
+  int rc = seek_map(&r);
+  if (rc == 0) rc = b2_mp_next(&r, &h);
+  if (rc == 0 && h.kind != B2_MP_MAP) rc = b2_fail(B2_E_FORMAT, "embed_map is no map");
+  /* Where the entry of key lies (its key ends at kend), and newkey's. */
+  size_t body = r.pos, at[2] = {0, 0}, end[2] = {0, 0}, kend = 0;
+  int found[2] = {0, 0};
+  for (uint32_t k = 0; rc == 0 && k < h.len; k++) {
+    size_t start = r.pos, ke;
+    const uint8_t *name;
+    uint32_t nlen;
+    rc = b2_mp_read_str(&r, &name, &nlen);
+    ke = r.pos;
+    if (rc == 0) rc = b2_mp_skip(&r);
+    int which = rc < 0                                         ? -1
+                : !found[0] && str_is(name, nlen, key)          ? 0
+                : newkey && !found[1] && str_is(name, nlen, newkey) ? 1
+                                                               : -1;
+    if (which < 0) continue;
+    found[which] = 1;
+    at[which] = start;
+    end[which] = r.pos;
+    if (which == 0) kend = ke;
+  }
+  if (rc < 0) return b2_context(rc, "estore_metadata");
+  if (!found[0]) return b2_fail(B2_E_NOENT, "%s: not in the EmbedStore", key);
+  /* The same map, less newkey's old entry, key's entry renamed or gone;
+   * the count keeps its format (python reads any). */
+  uint32_t count = h.len - (newkey ? 0u : 1u) - (uint32_t)found[1];
+  b2_mp_writer w;
+  b2_mp_writer_init(&w, NULL, 0);
+  b2_mp_put_raw(&w, in, h.pos);
+  if (h.marker == 0xdf) {
+    uint8_t b[5] = {0xdf, (uint8_t)(count >> 24), (uint8_t)(count >> 16), (uint8_t)(count >> 8),
+                    (uint8_t)count};
+    b2_mp_put_raw(&w, b, sizeof b);
+  } else if (h.marker == 0xde) {
+    b2_mp_put_map16(&w, (uint16_t)count);
+  } else {
+    b2_mp_put_map(&w, count); /* a fixmap: fewer entries still fit */
+  }
+  int first = !found[1] || at[0] < at[1] ? 0 : 1;
+  size_t pos = body;
+  for (int s = 0; s < 2; s++) {
+    int which = s == 0 ? first : !first;
+    if (!found[which]) continue;
+    b2_mp_put_raw(&w, in + pos, at[which] - pos);
+    if (which == 0 && newkey) {
+      b2_mp_put_str(&w, newkey, strlen(newkey));
+      b2_mp_put_raw(&w, in + kend, end[0] - kend);
+    }
+    pos = end[which];
+  }
+  b2_mp_put_raw(&w, in + pos, len - pos);
+  if (w.err) {
+    rc = w.err;
+    b2_mp_writer_free(&w);
+    return b2_fail(rc, "estore_metadata: out of memory");
+  }
+  *out = w.buf;
+  *outlen = w.len;
   return 0;
 }
 

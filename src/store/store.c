@@ -372,6 +372,31 @@ static int add_external(b2_store *s, const char *rel, int loc, int64_t off,
   return rc;
 }
 
+/* A directory of a .b2d: a group, even with no value in it yet (python-blosc2
+ * lists no such group; it is where new values go). */
+static int add_dir(b2_store *s, const char *rel) {
+  const char *base = strrchr(rel, '/');
+  if (hidden_file(rel) || (base ? base + 1 : rel)[0] == '.') return 0;
+  size_t len = strlen(rel);
+  char *key = malloc(len + 2);
+  if (!key) return b2_fail(B2_E_NOMEM, "out of memory");
+  key[0] = '/';
+  memcpy(key + 1, rel, len + 1);
+  if (!b2_store_key_ok(key)) {
+    free(key);
+    return 0;
+  }
+  b2_store_src *src = add_src(s);
+  if (!src) {
+    free(key);
+    return B2_E_LIMIT;
+  }
+  src->key = key;
+  src->kind = B2_STORE_GROUP;
+  src->loc = B2_STORE_IN_NONE;
+  return 0;
+}
+
 /* Walk a .b2d below dirfd (rel: the path so far), without following
  * symbolic links. */
 static int walk(b2_store *s, int dirfd, const char *rel, int depth) {
@@ -406,6 +431,7 @@ static int walk(b2_store *s, int dirfd, const char *rel, int depth) {
         continue;
       }
       rc = b2_store_add_sig(s, path, &st);
+      if (!rc) rc = add_dir(s, path);
       if (!rc) rc = walk(s, sub, path, depth + 1);
       close(sub);
     } else if (S_ISREG(st.st_mode)) {
@@ -462,6 +488,19 @@ static int add_embedded(b2_store *s, const b2_embed_item *it, int64_t n) {
   return 0;
 }
 
+/* The index of EmbedStore frame fr (msgpack, malloc'd), its size checked
+ * before it is decoded. */
+static int read_index(const b2_frame *fr, uint8_t **idx, size_t *len) {
+  *idx = NULL;
+  int rc = b2_frame_vlmeta_get(fr, INDEX_VLMETA, NULL, len);
+  if (rc < 0)
+    return b2_fail(B2_E_FORMAT, "%s: no %s: not a python-blosc2 store", EMBED_NAME,
+                   INDEX_VLMETA);
+  if (*len > B2_STORE_MAX_INDEX) return b2_fail(B2_E_LIMIT, "%s of %zu bytes", INDEX_VLMETA, *len);
+  rc = b2_frame_vlmeta_get(fr, INDEX_VLMETA, idx, len);
+  return rc < 0 ? b2_context(rc, "%s", INDEX_VLMETA) : 0;
+}
+
 /* Open the EmbedStore frame fr (taken over) and read its index. */
 static int load_embed(b2_store *s, b2_frame *fr) {
   int k = b2_frame_kind(fr);
@@ -470,21 +509,11 @@ static int load_embed(b2_store *s, b2_frame *fr) {
                                        : B2_STORE_FLAVOR_EMBED;
   int64_t nbytes = b2_frame_get_info(fr)->nbytes;
   size_t len;
-  int rc = b2_frame_vlmeta_get(fr, INDEX_VLMETA, NULL, &len);
+  uint8_t *idx;
+  int rc = read_index(fr, &idx, &len);
   if (rc < 0) {
     b2_frame_close(fr);
-    return b2_fail(B2_E_FORMAT, "%s: no %s: not a python-blosc2 store",
-                   EMBED_NAME, INDEX_VLMETA);
-  }
-  if (len > B2_STORE_MAX_INDEX) {
-    b2_frame_close(fr);
-    return b2_fail(B2_E_LIMIT, "%s of %zu bytes", INDEX_VLMETA, len);
-  }
-  uint8_t *idx = NULL;
-  rc = b2_frame_vlmeta_get(fr, INDEX_VLMETA, &idx, &len);
-  if (rc < 0) {
-    b2_frame_close(fr);
-    return b2_context(rc, "%s", INDEX_VLMETA);
+    return rc;
   }
   uint8_t *reg = NULL;
   size_t rlen;
@@ -711,27 +740,139 @@ int b2_store_stale(const b2_store *s) {
   return 0;
 }
 
-int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, char *rel,
-                       size_t cap, int *kind) {
+/* The key of a new entry shown as `shown` (of `len` bytes) in group
+ * `group` of a .b2d (embed: or of a .b2e, for a key of its EmbedStore),
+ * into key: 0, B2_E_NOTDIR, B2_E_ROFS or B2_E_INVAL. */
+static int new_key(const b2_store *s, int64_t group, const char *shown, size_t len, int embed,
+                   char key[B2_STORE_MAX_KEY + 2]) {
   const b2_store_entry *ge = b2_store_entry_at(s, group);
   if (!ge || ge->kind != B2_STORE_GROUP) return b2_fail(B2_E_NOTDIR, "not a group");
-  if (s->form != B2_STORE_DIR) return b2_fail(B2_E_ROFS, "only a .b2d store takes new values");
-  if (ge->object_root) return b2_fail(B2_E_ROFS, "%s holds an object (a CTable)", ge->key);
+  if (s->form != B2_STORE_DIR && !(embed && s->form == B2_STORE_EMBED))
+    return b2_fail(B2_E_ROFS, "a .b2z store is read-only");
+  if (ge->object_root || b2_store_inside_object(s, group))
+    return b2_fail(B2_E_ROFS, "%s holds an object (a CTable)", ge->key);
+  int klen = snprintf(key, B2_STORE_MAX_KEY + 2, "%s/%.*s", strcmp(ge->key, "/") ? ge->key : "",
+                      (int)len, shown);
+  if (klen < 0 || klen >= B2_STORE_MAX_KEY + 2 || !b2_store_key_ok(key) ||
+      b2_store_is_carrier(key, NULL) || shown[0] == '.' || hidden_file(key + 1))
+    return b2_fail(B2_E_INVAL, "%s: not a key python-blosc2 would make", shown);
+  return 0;
+}
+
+int b2_store_new_group(const b2_store *s, int64_t group, const char *shown, char *rel,
+                       size_t cap) {
+  char key[B2_STORE_MAX_KEY + 2];
+  int rc = new_key(s, group, shown, strlen(shown), 0, key);
+  if (rc < 0) return rc;
+  if (b2_store_child(s, group, shown) >= 0 || b2_store_find(s, key) >= 0 ||
+      b2_store_find_group(s, key) >= 0)
+    return b2_fail(B2_E_EXIST, "%s: already in the store", key);
+  if (snprintf(rel, cap, "%s", key + 1) >= (int)cap)
+    return b2_fail(B2_E_NAMETOOLONG, "%s: path too long", key);
+  return 0;
+}
+
+int b2_store_old_group(const b2_store *s, int64_t group, const char *shown, char *rel,
+                       size_t cap, char *carrier, size_t ccap) {
+  const b2_store_entry *ge = b2_store_entry_at(s, group);
+  int64_t i = b2_store_child(s, group, shown);
+  const b2_store_entry *e = i >= 0 ? b2_store_entry_at(s, i) : NULL;
+  if (!ge || !e) return b2_fail(B2_E_NOENT, "%s: not in the store", shown);
+  if (e->kind != B2_STORE_GROUP) return b2_fail(B2_E_NOTDIR, "%s: a value", e->key);
+  if (s->form != B2_STORE_DIR) return b2_fail(B2_E_ROFS, "only a .b2d store loses groups");
+  if (e->object_root || ge->object_root)
+    return b2_fail(B2_E_ROFS, "%s: part of an object (a CTable)", e->key);
+  if (e->nchildren > 0) return b2_fail(B2_E_NOTEMPTY, "%s: holds values", e->key);
+  const b2_store_src *c = e->has_attrs ? &s->srcs[s->src[i]] : NULL;
+  if (c && c->loc != B2_STORE_IN_FILE)
+    return b2_fail(B2_E_ROFS, "%s: its attributes are embedded", e->key);
+  if (snprintf(rel, cap, "%s", e->key + 1) >= (int)cap ||
+      snprintf(carrier, ccap, "%s", c ? c->relpath : "") >= (int)ccap)
+    return b2_fail(B2_E_NAMETOOLONG, "%s: path too long", e->key);
+  return 0;
+}
+
+int b2_store_embedded(const b2_store *s, int64_t group, const char *shown, int64_t *entry) {
+  int64_t i = b2_store_child(s, group, shown);
+  const b2_store_entry *e = i >= 0 ? b2_store_entry_at(s, i) : NULL;
+  if (!e) return b2_fail(B2_E_NOENT, "%s: not in the store", shown);
+  if (e->kind == B2_STORE_GROUP) return b2_fail(B2_E_ISDIR, "%s: a group", e->key);
+  if (e->loc != B2_STORE_IN_EMBED || (s->form != B2_STORE_DIR && s->form != B2_STORE_EMBED))
+    return b2_fail(B2_E_ROFS, "%s: not a value of the EmbedStore", e->key);
+  if (b2_store_inside_object(s, i)) return b2_fail(B2_E_ROFS, "%s: part of an object (a CTable)", e->key);
+  *entry = i;
+  return 0;
+}
+
+int b2_store_embedded_target(const b2_store *s, int64_t from, int64_t group, const char *shown,
+                             int replace, char *key, size_t cap) {
+  const b2_store_entry *fe = b2_store_entry_at(s, from);
+  size_t len = strlen(shown);
+  int npy = len > 4 && strcmp(shown + len - 4, ".npy") == 0;
+  if (!fe) return b2_fail(B2_E_NOENT, "no such value");
+  if (fe->kind != B2_STORE_NDARRAY && fe->kind != B2_STORE_SCHUNK)
+    return b2_fail(B2_E_ROFS, "%s: an object keeps its key", fe->key);
+  if (npy != (fe->kind == B2_STORE_NDARRAY))
+    return b2_fail(B2_E_XDEV, "%s: an array is NAME.npy, an SChunk NAME", shown);
+  char k[B2_STORE_MAX_KEY + 2];
+  int rc = new_key(s, group, shown, npy ? len - 4 : len, 1, k);
+  if (rc < 0) return rc;
+  int64_t old = b2_store_child(s, group, shown);
+  const b2_store_entry *oe = old >= 0 ? b2_store_entry_at(s, old) : NULL;
+  if (oe && (!replace || oe->kind != fe->kind || oe->loc != B2_STORE_IN_EMBED ||
+             strcmp(oe->key, k) != 0))
+    return b2_fail(oe->kind == B2_STORE_GROUP ? B2_E_ISDIR : B2_E_EXIST,
+                   "%s: already in the store", k);
+  if (!oe && (b2_store_find(s, k) >= 0 || b2_store_find_group(s, k) >= 0))
+    return b2_fail(B2_E_EXIST, "%s: already in the store", k);
+  if (snprintf(key, cap, "%s", k) >= (int)cap)
+    return b2_fail(B2_E_NAMETOOLONG, "%s: key too long", k);
+  return 0;
+}
+
+int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, int replace,
+                       char *rel, size_t cap, int *kind) {
   size_t len = strlen(shown);
   int npy = len > 4 && strcmp(shown + len - 4, ".npy") == 0;
   char key[B2_STORE_MAX_KEY + 2];
-  int klen = snprintf(key, sizeof key, "%s/%.*s", strcmp(ge->key, "/") ? ge->key : "",
-                      (int)(npy ? len - 4 : len), shown);
-  if (klen < 0 || (size_t)klen >= sizeof key || !b2_store_key_ok(key) ||
-      b2_store_is_carrier(key, NULL) || shown[0] == '.' || hidden_file(key + 1))
-    return b2_fail(B2_E_INVAL, "%s: not a key python-blosc2 would make", shown);
-  if (b2_store_find(s, key) >= 0 || b2_store_find_group(s, key) >= 0 ||
-      b2_store_child(s, group, shown) >= 0)
-    return b2_fail(B2_E_EXIST, "%s: already in the store", key);
+  int rc = new_key(s, group, shown, npy ? len - 4 : len, 0, key);
+  if (rc < 0) return rc;
   if (snprintf(rel, cap, "%s%s", key + 1, npy ? ".b2nd" : ".b2f") >= (int)cap)
     return b2_fail(B2_E_NAMETOOLONG, "%s: path too long", key);
   *kind = npy ? B2_STORE_NDARRAY : B2_STORE_SCHUNK;
+  int64_t old = b2_store_child(s, group, shown);
+  const b2_store_entry *oe = old >= 0 ? b2_store_entry_at(s, old) : NULL;
+  if (replace && oe && oe->loc == B2_STORE_IN_FILE && oe->kind == *kind &&
+      strcmp(oe->key, key) == 0 && strcmp(oe->relpath, rel) == 0)
+    return 1; /* that very file */
+  if (replace && oe && oe->kind != B2_STORE_GROUP && oe->loc != B2_STORE_IN_FILE)
+    return b2_fail(B2_E_ROFS, "%s: an embedded value is not replaced", key);
+  if (oe || b2_store_find(s, key) >= 0 || b2_store_find_group(s, key) >= 0)
+    return b2_fail(oe && oe->kind == B2_STORE_GROUP ? B2_E_ISDIR : B2_E_EXIST,
+                   "%s: already in the store", key);
   return 0;
+}
+
+int b2_store_files_changed(int dirfd) { return b2_frame_lock_touch(dirfd, EMBED_NAME); }
+
+int b2_store_embed_rekey(const b2_store *s, const char *key, const char *newkey) {
+  b2_frame *f;
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->fd);
+  int rc = s->form == B2_STORE_DIR     ? b2_frame_open_rw_at(s->fd, EMBED_NAME, &f)
+           : s->form == B2_STORE_EMBED ? b2_frame_open_rw(proc, &f)
+                                       : b2_fail(B2_E_ROFS, "a .b2z store is read-only");
+  if (rc < 0) return b2_context(rc, "%s", EMBED_NAME); /* its lock, when shared, is held */
+  uint8_t *old = NULL, *neu = NULL;
+  size_t olen, nlen;
+  rc = read_index(f, &old, &olen);
+  if (!rc) rc = b2_embed_rekey(old, olen, key, newkey, &neu, &nlen);
+  if (!rc) rc = b2_frame_vlmeta_set(f, INDEX_VLMETA, neu, nlen);
+  if (!rc) rc = b2_frame_commit(f);
+  free(old);
+  free(neu);
+  b2_frame_close(f);
+  return rc < 0 ? b2_context(rc, "%s", EMBED_NAME) : 0;
 }
 
 int b2_store_form(const b2_store *s) { return s->form; }

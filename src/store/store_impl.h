@@ -46,6 +46,11 @@ typedef struct b2_embed_item {
 int b2_embed_parse(const uint8_t *buf, size_t len, int64_t nbytes,
                    b2_embed_item **out, int64_t *n);
 void b2_embed_free(b2_embed_item *it, int64_t n);
+/* The index `in` (estore_metadata) with key's entry removed (newkey NULL)
+ * or renamed newkey (newkey's own entry, if any, removed): a malloc'd
+ * *out.  B2_E_NOENT when key is not there, B2_E_FORMAT for a damaged index. */
+int b2_embed_rekey(const uint8_t *in, size_t len, const char *key, const char *newkey,
+                   uint8_t **out, size_t *outlen);
 
 /* Parse `_object_registry` ({KEY: {"kind": str, ...}}): the keys whose
  * kind is "ctable", malloc'd (each too).  B2_E_FORMAT when malformed. */
@@ -115,6 +120,9 @@ void b2_store_add_note(b2_store *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* Is entry i below the root of an object kept as a subtree (a CTable)? */
+int b2_store_inside_object(const b2_store *s, int64_t i);
 
 /* Whether `key` is a valid key (python's rules, plus components that can
  * name files: none empty, ".", ".." or longer than 255 bytes). */

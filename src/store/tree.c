@@ -14,9 +14,10 @@
 #include "store/store_impl.h"
 
 typedef struct item {
-  char *sortkey;  /* the key; a carrier: its group's key + "/" */
+  char *sortkey;  /* the key; a carrier or a directory: its group's key + "/" */
   int64_t src;
-  int carrier;
+  int carrier;    /* a group's __vlmeta__ carrier */
+  int dir;        /* a .b2d's directory: its group, nothing more */
 } item;
 
 static int cmp_item(const void *a, const void *b) {
@@ -114,6 +115,7 @@ static int build_entries(b2_store *s, item *it, int64_t n) {
     int rc = descend(s, stack, &depth, k, plen);
     if (rc < 0) return rc;
     int64_t top = stack[depth - 1];
+    if (it[i].dir) continue;
     if (it[i].carrier) {
       if (s->src[top] < 0) s->src[top] = it[i].src;
       continue;
@@ -122,8 +124,13 @@ static int build_entries(b2_store *s, item *it, int64_t n) {
     int64_t e = add_entry(s, k, kl, src->kind, top, it[i].src);
     if (e < 0) return (int)e;
   }
-  for (int64_t i = 0; i < s->n; i++)
+  for (int64_t i = 0; i < s->n; i++) {
+    s->e[i].bare = s->e[i].kind == B2_STORE_GROUP;
     if (s->e[i].kind == B2_STORE_GROUP) s->e[i].has_attrs = s->src[i] >= 0;
+  }
+  for (int64_t i = 0; i < s->n; i++) /* what holds a value or attributes */
+    if (s->e[i].kind != B2_STORE_GROUP || s->e[i].has_attrs)
+      for (int64_t g = i; g >= 0 && (g == i || s->e[g].bare); g = s->e[g].parent) s->e[g].bare = 0;
   return 0;
 }
 
@@ -293,7 +300,7 @@ static void mark_roots(b2_store *s) {
 }
 
 /* Is entry i below an object root? */
-static int inside_object(const b2_store *s, int64_t i) {
+int b2_store_inside_object(const b2_store *s, int64_t i) {
   for (int64_t p = s->e[i].parent; p > 0; p = s->e[p].parent)
     if (s->e[p].object_root) return 1;
   return 0;
@@ -319,8 +326,10 @@ int b2_store_build(b2_store *s) {
   for (int64_t i = 0; i < n && !rc; i++) {
     size_t glen;
     it[m].src = i;
-    if (b2_store_is_carrier(s->srcs[i].key, &glen)) {
-      it[m].carrier = 1;
+    it[m].dir = s->srcs[i].kind == B2_STORE_GROUP && s->srcs[i].loc == B2_STORE_IN_NONE;
+    if (it[m].dir) glen = strlen(s->srcs[i].key);
+    if (it[m].dir || b2_store_is_carrier(s->srcs[i].key, &glen)) {
+      it[m].carrier = !it[m].dir;
       it[m].sortkey = malloc(glen + 2);
       if (it[m].sortkey) {
         memcpy(it[m].sortkey, s->srcs[i].key, glen);
@@ -339,7 +348,8 @@ int b2_store_build(b2_store *s) {
     for (int64_t i = 0; i < m; i++) {
       if (w > 0 && !strcmp(it[w - 1].sortkey, it[i].sortkey)) {
         item *keep = &it[w - 1], *other = &it[i];
-        if (prefer(&s->srcs[other->src], &s->srcs[keep->src])) {
+        /* A directory only makes its group: any carrier of it counts more. */
+        if (!other->dir && (keep->dir || prefer(&s->srcs[other->src], &s->srcs[keep->src]))) {
           item t = *keep;
           *keep = *other;
           *other = t;
@@ -418,9 +428,9 @@ int64_t b2_store_keys(const b2_store *s, int64_t *idx, int64_t cap) {
     int64_t i = s->bykey[k];
     const b2_store_entry *e = &s->e[i];
     if (i == 0) continue;
-    if (e->kind == B2_STORE_GROUP && s->flavor != B2_STORE_FLAVOR_TREE)
+    if (e->kind == B2_STORE_GROUP && (s->flavor != B2_STORE_FLAVOR_TREE || e->bare))
       continue;
-    if (s->flavor == B2_STORE_FLAVOR_TREE && inside_object(s, i)) continue;
+    if (s->flavor == B2_STORE_FLAVOR_TREE && b2_store_inside_object(s, i)) continue;
     if (last && !strcmp(last, e->key)) continue; /* a leaf and a group */
     last = e->key;
     if (n < cap) idx[n] = i;
