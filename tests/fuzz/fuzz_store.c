@@ -1,6 +1,8 @@
 /* fuzz_store.c - libFuzzer target: python-blosc2 stores.  The first byte
  * picks what the rest is: 0 the msgpack `estore_metadata` index alone
- * (b2_embed_parse against a logical size taken from the next byte), 1 a
+ * (b2_embed_parse against a logical size taken from the next byte; an
+ * index that parses has its first key removed and renamed by
+ * b2_embed_rekey, whose output must parse again), 1 a
  * .b2e file, else a .b2z file.  A store that opens is walked whole: every
  * entry looked up by key and by shown name, every leaf opened and its first
  * bytes read in each view, raw bytes read, group attributes listed. */
@@ -60,13 +62,35 @@ static void walk(b2_store *s) {
   if (nk < 0 || nk > n) abort();
 }
 
+/* The index in (n entries, the first `key`) with key removed, then renamed:
+ * what b2_embed_rekey writes parses again, with one entry less, or the
+ * new key among the same number (one less when it replaced an entry). */
+static void rekey(const uint8_t *in, size_t len, int64_t nbytes, const char *key, int64_t n) {
+  static const char *const newkey = "/fuzz-new";
+  for (int rename = 0; rename < 2; rename++) {
+    uint8_t *out;
+    size_t olen;
+    if (b2_embed_rekey(in, len, key, rename ? newkey : NULL, &out, &olen) < 0) continue;
+    b2_embed_item *it;
+    int64_t m;
+    if (b2_embed_parse(out, olen, nbytes, &it, &m) < 0) abort();
+    int found = 0;
+    for (int64_t k = 0; k < m; k++) found += strcmp(it[k].key, newkey) == 0;
+    if (rename ? !found || (m != n && m != n - 1) : m != n - 1) abort();
+    b2_embed_free(it, m);
+    free(out);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   if (data[0] == 0) {
     b2_embed_item *it;
     int64_t n;
-    if (b2_embed_parse(data + 2, size - 2, (int64_t)data[1] << 8, &it, &n) == 0)
+    if (b2_embed_parse(data + 2, size - 2, (int64_t)data[1] << 8, &it, &n) == 0) {
+      if (n > 0) rekey(data + 2, size - 2, (int64_t)data[1] << 8, it[0].key, n);
       b2_embed_free(it, n);
+    }
     return 0;
   }
   setup();
