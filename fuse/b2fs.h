@@ -102,6 +102,8 @@ typedef struct b2fs_handle {
                                     (b2fs_handle_store_ahead) */
   int wclosing;                  /* a b2fs_wclose of it runs (inode lock):
                                     only one closer at a time */
+  unsigned wgen;                 /* read-only: the inode's wgen when it
+                                    was made current (inode lock) */
   b2_ns_node *node;              /* writable: the namespace node owning
                                     file (b2_ns.h), the inode's node while
                                     current (moved under `use` and the inode
@@ -139,6 +141,9 @@ typedef struct b2fs_inode {
   pthread_mutex_t nslock;        /* renames and removals of the entry vs.
                                     compaction and recreation */
   _Atomic int rw;                /* cur is a writable handle */
+  _Atomic unsigned wgen;         /* writable handles made current so far:
+                                    a read-only handle made before the last
+                                    one may hold an older version */
 
   pthread_mutex_t lock;          /* guards the fields below */
   b2fs_handle *cur;              /* handle of the frame's current version */
@@ -317,8 +322,10 @@ int b2fs_frame_open_own(b2fs_inode *in, int view, b2_file **f);
 b2_file *b2fs_use(b2fs_handle *h);
 void b2fs_unuse(b2fs_handle *h);
 /* Reads and fsyncs through a read-only handle h go to the inode's writable
- * handle while there is one: that handle with one more user (release it),
- * or NULL to use h itself. */
+ * handle while there is one, and to its current version once a writer
+ * came and went since h was made (what was written through the mount is
+ * read through every descriptor, as POSIX has it): that handle with one
+ * more user (release it), or NULL to use h itself. */
 b2fs_handle *b2fs_frame_redirect(b2fs_inode *in, b2fs_handle *h);
 /* The engine creates a frame anew at its path (a new .npy file once its
  * header is in, or at its first flush; a parameter set on an empty frame):

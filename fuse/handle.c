@@ -151,8 +151,11 @@ void b2fs_handle_make_cur(b2fs_inode *in, b2fs_handle *h, b2fs_handle **old) {
   h->refs = 2; /* the inode and this user */
   in->cur = h;
   if (h->writable) {
+    atomic_fetch_add(&in->wgen, 1);
     in->rw = 1;
     b2fs_wreg_add(in);
+  } else {
+    h->wgen = atomic_load(&in->wgen);
   }
 }
 

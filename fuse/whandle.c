@@ -236,12 +236,27 @@ void b2fs_unuse(b2fs_handle *h) {
 }
 
 b2fs_handle *b2fs_frame_redirect(b2fs_inode *in, b2fs_handle *h) {
-  if (h->writable || !in->rw) return NULL;
+  if (h->writable) return NULL;
+  b2fs_handle *w = NULL;
+  if (in->rw) {
+    pthread_mutex_lock(&in->lock);
+    w = in->cur && in->cur->writable ? in->cur : NULL;
+    if (w) b2fs_handle_take(in);
+    pthread_mutex_unlock(&in->lock);
+    if (w) return w;
+  }
   pthread_mutex_lock(&in->lock);
-  b2fs_handle *w = in->cur && in->cur->writable ? in->cur : NULL;
-  if (w) b2fs_handle_take(in);
+  int behind = h->wgen != atomic_load(&in->wgen);
   pthread_mutex_unlock(&in->lock);
-  return w;
+  /* A writer came and went since h was made: the version now on disk
+   * (the writer's, unless another program changed it since). */
+  if (!behind || b2fs_frame_peek(in, &w) < 0) return NULL;
+  if (w != h) return w;
+  pthread_mutex_lock(&in->lock); /* h is that version: no need to look again */
+  h->wgen = atomic_load(&in->wgen);
+  pthread_mutex_unlock(&in->lock);
+  b2fs_frame_release(in, w);
+  return NULL;
 }
 
 void b2fs_frame_touched(b2fs_inode *in) {

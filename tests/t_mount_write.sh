@@ -268,6 +268,31 @@ CHECK_WHY="grown to $g1, shrunk to $(fsize "$M/t")"
 check truncate_grow_shrink test "$g1" = 5000000 -a "$t1" = "$t2" -a "$(fsize "$M/t")" = 777 -a \
   "$(sha "$M/t")" = "$(sha "$TMP/t.bin")"
 
+# A descriptor opened before writers of the same file (each opened, written
+# and closed: the reference library writes a frame so, and reads it back
+# through a descriptor it kept) reads what they wrote, small files and
+# large, with their page cache or not.
+CHECK_WHY=$("$PY" - "$M" 2>&1 <<'PYCODE'
+import os, sys
+m = sys.argv[1]
+for name, n in (("kept_small", 97), ("kept_large", 3 << 20)):
+    p = f"{m}/{name}"
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.pwrite(fd, b"A" * n, 0); os.close(fd)
+    r = os.open(p, os.O_RDONLY)
+    assert os.pread(r, 8, 0) == b"A" * 8
+    w = os.open(p, os.O_RDWR); os.pwrite(w, b"B" * 35, n); os.close(w)
+    w = os.open(p, os.O_RDWR); os.pwrite(w, b"C" * 8, 16); os.close(w)
+    got = os.pread(r, 24, 0)
+    assert got == b"A" * 16 + b"C" * 8, (name, got)
+    assert os.pread(r, 35, n) == b"B" * 35 and os.fstat(r).st_size == n + 35
+    w = os.open(p, os.O_WRONLY); os.pwrite(w, b"D" * 4, n - 2); os.close(w)
+    assert os.pread(r, 8, n - 4) == b"AADDDDBB", (name, os.pread(r, 8, n - 4))
+    os.close(r)
+PYCODE
+)
+check read_sees_later_writers test -z "$CHECK_WHY"
+
 # Parameters of one file before its first write, vlmeta at any time.
 if command -v setfattr >/dev/null; then
   touch "$M/px"

@@ -140,6 +140,26 @@ then ok "an array changed by python-blosc2 after b2fs wrote it reads back"
 else notok "an array changed by python-blosc2 after b2fs wrote it reads back" "$(tail -c 300 "$TMP/changed.log")"; fi
 "$B2F" verify "$NEW/changed.b2nd" >/dev/null 2>&1
 check "b2f verify of it: no damage" [ $? -eq 0 ]
+# python-blosc2 pointed at the mount as at any directory: the frames it
+# writes there (header first, then chunks through descriptors it opens and
+# closes, read back through one it kept) are files like any other, and it
+# opens them again.
+if timeout 60 "$PYB2" - "$MNT" 2>"$TMP/through.log" <<'PY'
+import sys, numpy as np, blosc2
+mnt = sys.argv[1]
+a = np.arange(200_000, dtype="<f8").reshape(400, 500)
+blosc2.asarray(a, urlpath=f"{mnt}/through.b2nd", mode="w", chunks=(100, 500))
+s = blosc2.SChunk(chunksize=40_000, urlpath=f"{mnt}/through.b2frame", mode="w")
+for _ in range(3):
+    s.append_data(b"x" * 40_000)
+s.update_data(1, b"y" * 40_000, copy=True)
+b = blosc2.open(f"{mnt}/through.b2nd")
+assert b.shape == a.shape and (b[:] == a).all()
+t = blosc2.open(f"{mnt}/through.b2frame")
+assert t[:] == b"x" * 40_000 + b"y" * 40_000 + b"x" * 40_000
+PY
+then ok "python-blosc2 writes and opens frames in the mount"
+else notok "python-blosc2 writes and opens frames in the mount" "$(tail -c 300 "$TMP/through.log")"; fi
 unmount_fg "$MNT" pyb2new
 timeout 120 "$PYB2" tests/pyb2_new.py check "$NEW" "$PACK" "$ZFP"
 
