@@ -102,18 +102,28 @@ static int parse_map(b2_mp_reader *r, int64_t nbytes, b2_embed_item **out,
   return 0;
 }
 
+/* Move r, inside a map with *left entries to go, past the entries before
+ * the next one named `key`, to its value: 1, 0 at the map's end, or a
+ * code. */
+static int seek_key(b2_mp_reader *r, uint32_t *left, const char *key) {
+  while (*left > 0) {
+    const uint8_t *name;
+    uint32_t nlen;
+    --*left;
+    int rc = b2_mp_read_str(r, &name, &nlen);
+    if (rc == 0 && str_is(name, nlen, key)) return 1;
+    if (rc == 0) rc = b2_mp_skip(r);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
 /* Move r to the value of the index's first "embed_map". */
 static int seek_map(b2_mp_reader *r) {
   uint32_t n;
   int rc = b2_mp_read_map(r, &n);
-  for (uint32_t k = 0; rc == 0 && k < n; k++) {
-    const uint8_t *name;
-    uint32_t nlen;
-    rc = b2_mp_read_str(r, &name, &nlen);
-    if (rc == 0 && str_is(name, nlen, "embed_map")) return 0;
-    if (rc == 0) rc = b2_mp_skip(r);
-  }
-  return rc < 0 ? rc : b2_fail(B2_E_FORMAT, "no embed_map");
+  if (rc == 0) rc = seek_key(r, &n, "embed_map");
+  return rc < 0 ? rc : rc == 1 ? 0 : b2_fail(B2_E_FORMAT, "no embed_map");
 }
 
 int b2_embed_parse(const uint8_t *buf, size_t len, int64_t nbytes,
@@ -208,18 +218,11 @@ static int is_ctable(b2_mp_reader *r, int *yes) {
   uint32_t n;
   int rc = b2_mp_read_map(r, &n);
   *yes = 0;
-  for (uint32_t k = 0; rc == 0 && k < n; k++) {
-    const uint8_t *name;
-    uint32_t nlen;
-    rc = b2_mp_read_str(r, &name, &nlen);
-    if (rc == 0 && str_is(name, nlen, "kind")) {
-      const uint8_t *v;
-      uint32_t vlen;
-      rc = b2_mp_read_str(r, &v, &vlen);
-      if (rc == 0) *yes = str_is(v, vlen, "ctable");
-    } else if (rc == 0) {
-      rc = b2_mp_skip(r);
-    }
+  while (rc == 0 && (rc = seek_key(r, &n, "kind")) == 1) {
+    const uint8_t *v;
+    uint32_t vlen;
+    rc = b2_mp_read_str(r, &v, &vlen);
+    if (rc == 0) *yes = str_is(v, vlen, "ctable");
   }
   return rc;
 }
