@@ -102,8 +102,9 @@ typedef struct b2fs_handle {
                                     (b2fs_handle_store_ahead) */
   int wclosing;                  /* a b2fs_wclose of it runs (inode lock):
                                     only one closer at a time */
-  unsigned wgen;                 /* read-only: the inode's wgen when it
-                                    was made current (inode lock) */
+  _Atomic unsigned wgen;         /* read-only: the inode's wgen when it
+                                    was made current (or found current
+                                    since) */
   b2_ns_node *node;              /* writable: the namespace node owning
                                     file (b2_ns.h), the inode's node while
                                     current (moved under `use` and the inode

@@ -155,7 +155,7 @@ void b2fs_handle_make_cur(b2fs_inode *in, b2fs_handle *h, b2fs_handle **old) {
     in->rw = 1;
     b2fs_wreg_add(in);
   } else {
-    h->wgen = atomic_load(&in->wgen);
+    atomic_store_explicit(&h->wgen, atomic_load(&in->wgen), memory_order_relaxed);
   }
 }
 

@@ -245,16 +245,14 @@ b2fs_handle *b2fs_frame_redirect(b2fs_inode *in, b2fs_handle *h) {
     pthread_mutex_unlock(&in->lock);
     if (w) return w;
   }
-  pthread_mutex_lock(&in->lock);
-  int behind = h->wgen != atomic_load(&in->wgen);
-  pthread_mutex_unlock(&in->lock);
   /* A writer came and went since h was made: the version now on disk
    * (the writer's, unless another program changed it since). */
-  if (!behind || b2fs_frame_peek(in, &w) < 0) return NULL;
+  unsigned g = atomic_load(&in->wgen);
+  if (atomic_load_explicit(&h->wgen, memory_order_relaxed) == g ||
+      b2fs_frame_peek(in, &w) < 0)
+    return NULL;
   if (w != h) return w;
-  pthread_mutex_lock(&in->lock); /* h is that version: no need to look again */
-  h->wgen = atomic_load(&in->wgen);
-  pthread_mutex_unlock(&in->lock);
+  atomic_store_explicit(&h->wgen, g, memory_order_relaxed); /* h is that version */
   b2fs_frame_release(in, w);
   return NULL;
 }
