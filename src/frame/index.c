@@ -85,20 +85,50 @@ int b2_frame_stored_nbytes(const b2_frame *f, int64_t i, int32_t *nbytes) {
   return rc;
 }
 
+/* Chunk sizes already read, by index entry (direct-mapped): an index whose
+ * entries repeat (a special index chunk gives every chunk the same one; a
+ * crafted one may cycle through a few) costs one header read per distinct
+ * chunk, not one per chunk it claims (up to B2_FRAME_MAX_CHUNKS, each a
+ * chunk file opened in a sparse frame: minutes). */
+#define SIZE_MEMO 4096
+typedef struct size_memo {
+  int64_t entry;
+  int32_t nbytes;
+  int used;
+} size_memo;
+
 static int build_starts(b2_frame *f) {
   int64_t n = f->info.nchunks;
   f->starts = malloc(((size_t)n + 1) * sizeof *f->starts);
-  if (!f->starts)
+  size_memo *memo = calloc(SIZE_MEMO, sizeof *memo);
+  if (!f->starts || !memo) {
+    free(memo);
     return b2_fail(B2_E_NOMEM, "out of memory for %lld chunk starts",
                    (long long)n);
-  int64_t sum = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int32_t nb;
-    int rc = b2_frame_stored_nbytes(f, i, &nb);
-    if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
-    f->starts[i] = sum;
-    sum += nb; /* n <= B2_FRAME_MAX_CHUNKS, nb < 2^31: cannot overflow */
   }
+  int64_t sum = 0;
+  int rc = 0;
+  for (int64_t i = 0; i < n && !rc; i++) {
+    int64_t e = b2_frame_entry(f, i);
+    size_memo *m = &memo[((uint64_t)e * 0x9E3779B97F4A7C15u) >> 52]; /* 12 bits */
+    if (!m->used || m->entry != e) {
+      int32_t nb;
+      rc = b2_frame_stored_nbytes(f, i, &nb);
+      if (rc < 0) {
+        rc = b2_context(rc, "chunk %lld", (long long)i);
+        break;
+      }
+      *m = (size_memo){.entry = e, .nbytes = nb, .used = 1};
+    }
+    f->starts[i] = sum;
+    sum += m->nbytes; /* n <= B2_FRAME_MAX_CHUNKS, nb < 2^31: cannot overflow */
+    if (sum > f->info.nbytes) /* no need to read further */
+      rc = b2_fail(B2_E_FORMAT, "chunks 0 to %lld hold %lld bytes, more than the "
+                   "header's %lld", (long long)i, (long long)sum,
+                   (long long)f->info.nbytes);
+  }
+  free(memo);
+  if (rc < 0) return rc;
   f->starts[n] = sum;
   if (sum != f->info.nbytes)
     return b2_fail(B2_E_FORMAT, "chunks hold %lld bytes in all, the header "
