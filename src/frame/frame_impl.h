@@ -317,9 +317,9 @@ void b2_frame_image_load(b2_frame *f);
 /* Free the image (close, and frames opened for writing). */
 void b2_frame_image_drop(b2_frame *f);
 
-/* Sparse frames: open chunk file number `num` (%08X.chunk) for reading. */
-int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd,
-                         int64_t *size);
+/* Sparse frames: open chunk file number `num` (%08X.chunk) for reading;
+ * *st gets its fstat (its size bounds the chunk). */
+int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd, struct stat *st);
 
 /* ---- index and chunks ------------------------------------------------- */
 

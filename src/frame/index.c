@@ -5,6 +5,7 @@
  * variable-length chunks the table of logical starts is built here too.
  */
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -63,9 +64,11 @@ int b2_frame_stored_nbytes(const b2_frame *f, int64_t i, int32_t *nbytes) {
   int fd = f->fd;
   int64_t pos = f->base + f->data_pos + e, limit = f->base + f->data_end;
   if (f->info.layout == B2_LAYOUT_SPARSE) {
-    int rc = b2_sframe_open_chunk(f, e, &fd, &limit);
+    struct stat st;
+    int rc = b2_sframe_open_chunk(f, e, &fd, &st);
     if (rc < 0) return rc;
     pos = 0;
+    limit = (int64_t)st.st_size;
   }
   int rc = 0;
   uint8_t hdr[B2_CHUNK_HEADER_MIN];

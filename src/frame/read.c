@@ -53,6 +53,7 @@ typedef struct chunk_loc {
   int owned;
   int64_t pos;
   int64_t limit;
+  struct stat st;    /* owned (a sparse frame's chunk file): its fstat */
 } chunk_loc;
 
 static int locate(const b2_frame *f, int64_t entry, chunk_loc *l) {
@@ -60,7 +61,9 @@ static int locate(const b2_frame *f, int64_t entry, chunk_loc *l) {
   if (f->info.layout == B2_LAYOUT_SPARSE) {
     l->owned = 1;
     l->pos = 0;
-    return b2_sframe_open_chunk(f, entry, &l->fd, &l->limit);
+    int rc = b2_sframe_open_chunk(f, entry, &l->fd, &l->st);
+    l->limit = rc < 0 ? 0 : (int64_t)l->st.st_size;
+    return rc;
   }
   l->fd = f->fd;
   l->owned = 0;
@@ -112,7 +115,7 @@ static int read_head(const chunk_loc *l, b2_chunkbuf *b, size_t *have, int32_t *
 
 int b2_frame_read_stored(const b2_frame *f, int fd, int64_t pos, int64_t limit,
                          b2_chunkbuf *b, size_t *len, int32_t *nbytes, int last) {
-  chunk_loc l = {f, fd, 0, pos, limit};
+  chunk_loc l = {.f = f, .fd = fd, .owned = 0, .pos = pos, .limit = limit};
   size_t have;
   int32_t cb;
   int rc = read_head(&l, b, &have, nbytes, &cb);
@@ -161,20 +164,20 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
   if (locked < 0) return b2_context(locked, "chunk %lld", (long long)i);
   rc = locate(f, entry, &l);
   int32_t nb;
-  /* A sparse frame's chunk file, as it was around the read: another
-   * program may have written it since the checksums (the index unchanged). */
-  struct stat cst[2];
+  /* A sparse frame's chunk file, as it was around the read (its open's
+   * fstat, and one after): another program may have written it since the
+   * checksums (the index unchanged). */
+  struct stat after;
   int file = 0;
   if (rc == 0) {
-    file = l.owned && b2_frame_csum_active(f, i) && fstat(l.fd, &cst[0]) == 0;
     rc = b2_frame_read_stored(f, l.fd, l.pos, l.limit, b, len, &nb,
                               f->info.nchunks == 1);
-    file = file && fstat(l.fd, &cst[1]) == 0;
+    file = l.owned && b2_frame_csum_active(f, i) && fstat(l.fd, &after) == 0;
     release(&l);
   }
   b2_frame_lk_rd_end(f, locked);
   if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
-  rc = b2_frame_csum_check(f, i, b->p, *len, file ? &cst[0] : NULL, file ? &cst[1] : NULL);
+  rc = b2_frame_csum_check(f, i, b->p, *len, file ? &l.st : NULL, file ? &after : NULL);
   if (rc < 0) return rc;
   if (nb != expect)
     return b2_fail(B2_E_FORMAT, "chunk %lld: holds %d bytes where the frame "

@@ -10,8 +10,7 @@
 #include "b2_error.h"
 #include "frame/frame_impl.h"
 
-int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd,
-                         int64_t *size) {
+int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd, struct stat *st) {
   if (num < 0 || num > (int64_t)UINT32_MAX)
     return b2_fail(B2_E_FORMAT, "chunk file number %lld is out of range",
                    (long long)num);
@@ -21,17 +20,15 @@ int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd,
   if (cfd < 0)
     return b2_fail(b2_from_errno(errno), "chunk file %s: %s", name,
                    strerror(errno));
-  struct stat st;
-  if (fstat(cfd, &st) != 0) {
+  if (fstat(cfd, st) != 0) {
     int e = errno;
     close(cfd);
     return b2_fail(b2_from_errno(e), "chunk file %s: %s", name, strerror(e));
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (!S_ISREG(st->st_mode)) {
     close(cfd);
     return b2_fail(B2_E_FORMAT, "chunk file %s: not a regular file", name);
   }
   *fd = cfd;
-  *size = (int64_t)st.st_size;
   return 0;
 }
