@@ -1,12 +1,13 @@
 /* util.h - small internal helpers shared by the engine layers (not public).
  * Byte-order loads and stores, overflow-checked arithmetic, the monotonic
- * clock. */
+ * clock, whether two fstat results describe the same unchanged file. */
 #ifndef B2_UTIL_H
 #define B2_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static inline uint16_t b2_le16(const void *p) {
@@ -75,6 +76,14 @@ static inline uint64_t b2_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Do a and b describe the same file with the same bytes (device, inode,
+ * size, modification and change times)? */
+static inline int b2_same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
 #define B2_MIN(a, b) ((a) < (b) ? (a) : (b))

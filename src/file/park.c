@@ -28,12 +28,6 @@
 #define PARK_META_MAX ((int64_t)256 << 10)
 #define PARK_SECONDS 30
 
-static int same_file(const struct stat *a, const struct stat *b) {
-  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
 
 /* Close the frames parked for longer than PARK_SECONDS (env->park_mu
  * held); they are moved to *old for closing after the lock. */
@@ -56,7 +50,7 @@ static b2_frame *take(void *ctx, const struct stat *st) {
   b2_frame *fr = NULL;
   pthread_mutex_lock(&env->park_mu);
   for (int i = 0; i < env->npark; i++) {
-    if (!same_file(&env->park[i].st, st)) continue;
+    if (!b2_same_file(&env->park[i].st, st)) continue;
     fr = env->park[i].frame;
     env->park[i] = env->park[--env->npark];
     break;

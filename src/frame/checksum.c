@@ -367,12 +367,6 @@ int b2_frame_csum_active(const b2_frame *f, int64_t i) {
          atomic_load_explicit(&c->verify, memory_order_relaxed);
 }
 
-static int same_file(const struct stat *a, const struct stat *b) {
-  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-         time_ns(&a->st_mtim) == time_ns(&b->st_mtim) &&
-         time_ns(&a->st_ctim) == time_ns(&b->st_ctim);
-}
-
 int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p, size_t len,
                         const struct stat *before, const struct stat *after) {
   if (!b2_frame_csum_active(f, i)) return 0;
@@ -382,9 +376,9 @@ int b2_frame_csum_check(const b2_frame *f, int64_t i, const uint8_t *p, size_t l
   struct stat now;
   int stable;
   if (before && after && time_ns(&before->st_mtim) > c->stamp) /* a chunk file written since */
-    stable = same_file(before, after);
+    stable = b2_same_file(before, after);
   else if (c->foreign) /* the frame file written since */
-    stable = fstat(f->fd, &now) == 0 && same_file(&now, &c->seen);
+    stable = fstat(f->fd, &now) == 0 && b2_same_file(&now, &c->seen);
   else
     return rc; /* damaged */
   return stable ? 0
