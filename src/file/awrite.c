@@ -421,7 +421,7 @@ static ssize_t pend_write(b2_file *f, const uint8_t *buf, size_t n, int64_t off)
   }
   pthread_rwlock_wrlock(&f->szlock);
   int rc = pend_reserve(f, (size_t)end);
-  if (rc == 0) {
+  if (rc == 0 && n) {
     memcpy(f->pend + off, buf, n);
     memset(f->pend_set + off, 1, n);
     if (end > atomic_load(&f->size)) atomic_store(&f->size, end);
@@ -439,11 +439,11 @@ static int pend_resize(b2_file *f, int64_t size) {
   }
   pthread_rwlock_wrlock(&f->szlock);
   int rc = pend_reserve(f, (size_t)size);
-  if (rc == 0) {
+  if (rc == 0 && f->pend_cap > (size_t)size) { /* else no bytes held yet, maybe no buffer */
     memset(f->pend + size, 0, f->pend_cap - (size_t)size);
     memset(f->pend_set + size, 0, f->pend_cap - (size_t)size);
-    atomic_store(&f->size, size);
   }
+  if (rc == 0) atomic_store(&f->size, size);
   pthread_rwlock_unlock(&f->szlock);
   touched(f);
   return rc;
