@@ -45,6 +45,8 @@ static int entry(int pfd, const struct stat *dst, const char *src, int kind,
   struct stat d; /* a frame is opened for writing by directory + name */
   if (kind != B2_NS_PLAIN && !dst && fstatat(pfd, "", &d, AT_EMPTY_PATH) == 0) dst = &d;
   if (kind != B2_NS_PLAIN && dst) b2fs_set_home(in, dst, src);
+  if (kind != B2_NS_PLAIN && dst && S_ISREG(st.st_mode) && st.st_nlink > 1)
+    b2fs_note_place(in, dst, src);
   /* A frame file without a sidecar beside it, found with one call by its
    * directory and name: the signature need not look for it by path. */
   if ((kind == B2_NS_LOGICAL || kind == B2_NS_NPY) && S_ISREG(st.st_mode) &&

@@ -174,6 +174,11 @@ typedef struct b2fs_inode {
                                     through the mount), opened for writing
                                     while the inode has a writable handle
                                     (then that handle's node); lock */
+  struct b2fs_place *places;     /* frames with hard links: the other
+                                    directories and names they were found
+                                    under, tried when the node's name no
+                                    longer holds the file (lock) */
+  int nplaces;
   _Atomic(b2_ns_dir *) nsdir;    /* directories: the nodes' directory,
                                     made at its first frame's lookup */
   struct b2fs_warm_dir *warm;    /* directories: their last listing, for
@@ -230,10 +235,16 @@ void b2fs_inode_ident(b2fs_inode *in, dev_t *dev, ino_t *ino);
  * its node is put there (made at the first call; a node open for writing
  * moves only by b2fs_frame_moved).  0 or -errno. */
 int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name);
+/* A frame with more than one link was found as entry `name` of the
+ * directory whose lstat is dst: remembered (a few, the latest), so that
+ * b2fs_home finds the file by another name once this one is removed. */
+void b2fs_note_place(b2fs_inode *in, const struct stat *dst, const char *name);
 /* The directory of the node of frame inode `in` (one more reference:
  * b2_ns_dir_put it) and, in name (cap > 255), its source name as last
- * seen; with verify, only while that name still holds in's file.  NULL
- * when unknown or stale (then use the real path). */
+ * seen; with verify, only while that name still holds in's file, else
+ * another name it was found under that still does (b2fs_note_place; the
+ * node moves there unless open for writing).  NULL when unknown or stale
+ * (then use the real path). */
 b2_ns_dir *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
 /* The known directory inode with these numbers, SOURCE's root included,
  * pinned (give it back with b2fs_home_put); NULL when the kernel knows none. */

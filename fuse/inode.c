@@ -74,6 +74,7 @@ static void inode_free(b2fs_inode *in) {
   if (in->fd >= 0) close(in->fd);
   for (int i = 0; i < in->nold; i++) close(in->old_fds[i]);
   free(in->old_fds);
+  free(in->places);
   b2_ns_node_free(in->node); /* its file was closed with the handle */
   b2_ns_dir_put(in->nsdir);
   pthread_mutex_destroy(&in->lock);
@@ -335,16 +336,78 @@ b2_ns_node *b2fs_node_swap(b2fs_inode *in, b2_ns_node *n) {
   return old;
 }
 
+struct b2fs_place {
+  dev_t dev; /* the directory's numbers */
+  ino_t ino;
+  char name[B2_NS_NAME_MAX + 1];
+};
+
+#define PLACES_MAX 8
+
+void b2fs_note_place(b2fs_inode *in, const struct stat *dst, const char *name) {
+  if (strlen(name) > B2_NS_NAME_MAX) return;
+  pthread_mutex_lock(&in->lock);
+  int i;
+  for (i = 0; i < in->nplaces; i++) {
+    const struct b2fs_place *p = &in->places[i];
+    if (p->dev == dst->st_dev && p->ino == dst->st_ino && strcmp(p->name, name) == 0) break;
+  }
+  if (i == in->nplaces && !in->places) in->places = calloc(PLACES_MAX, sizeof *in->places);
+  if (i == in->nplaces && in->places) { /* new: the oldest makes room */
+    if (in->nplaces == PLACES_MAX) {
+      memmove(in->places, in->places + 1, (PLACES_MAX - 1) * sizeof *in->places);
+      in->nplaces--;
+    }
+    struct b2fs_place *p = &in->places[in->nplaces++];
+    p->dev = dst->st_dev;
+    p->ino = dst->st_ino;
+    snprintf(p->name, sizeof p->name, "%s", name);
+  }
+  pthread_mutex_unlock(&in->lock);
+}
+
+/* Does entry `name` of d hold the file of inode `in`? */
+static int holds(b2fs_inode *in, b2_ns_dir *d, const char *name) {
+  struct stat st;
+  return fstatat(b2_ns_dir_fd(d), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == in->dev &&
+         st.st_ino == in->ino;
+}
+
+/* b2fs_home's search of the other places, latest first. */
+static b2_ns_dir *other_place(b2fs_inode *in, char *name, size_t cap) {
+  pthread_mutex_lock(&in->lock);
+  int n = in->nplaces;
+  struct b2fs_place *copy = n ? malloc((size_t)n * sizeof *copy) : NULL;
+  if (copy) memcpy(copy, in->places, (size_t)n * sizeof *copy);
+  pthread_mutex_unlock(&in->lock);
+  b2_ns_dir *found = NULL;
+  for (int i = copy ? n - 1 : -1; i >= 0 && !found; i--) {
+    b2fs_inode *dir = b2fs_dir_find(copy[i].dev, copy[i].ino);
+    b2_ns_dir *d = dir ? dir_ns(dir) : NULL;
+    b2fs_home_put(dir);
+    if (d && strlen(copy[i].name) < cap && holds(in, d, copy[i].name)) {
+      snprintf(name, cap, "%s", copy[i].name);
+      found = d;
+    } else if (d) {
+      b2_ns_dir_put(d);
+    }
+  }
+  free(copy);
+  if (!found) return NULL;
+  pthread_mutex_lock(&in->lock);
+  if (in->node && !b2_ns_node_file(in->node)) (void)b2_ns_node_place(in->node, found, name);
+  pthread_mutex_unlock(&in->lock);
+  return found;
+}
+
 b2_ns_dir *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify) {
   pthread_mutex_lock(&in->lock);
   b2_ns_dir *d = in->node ? b2_ns_node_where(in->node, name, cap) : NULL;
   pthread_mutex_unlock(&in->lock);
   if (!d) return NULL;
-  struct stat st;
-  if (verify && (fstatat(b2_ns_dir_fd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                 st.st_dev != in->dev || st.st_ino != in->ino)) {
+  if (verify && !holds(in, d, name)) {
     b2_ns_dir_put(d);
-    return NULL;
+    return other_place(in, name, cap);
   }
   return d;
 }

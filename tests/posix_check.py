@@ -414,6 +414,29 @@ def link_survives_many_writes():
 
 
 @check
+def link_other_name_after_unlink():
+    """A linked file whose name last looked up is removed is written at once
+    through its other name, in another directory (fsstress found b2fs
+    failing this open with EIO until the kernel looked the name up again)."""
+    d = fresh()
+    d2 = os.path.join(d, "sub")
+    os.mkdir(d2)
+    a, b = os.path.join(d, "a"), os.path.join(d2, "b")
+    create(a, 0o644, b"first\n")
+    if err(os.link, a, b):
+        emit("link_other_name_write", False, "link failed")
+        return
+    time.sleep(1.2)  # past the mount's entry timeout: both names looked up again
+    lst(b)
+    lst(a)  # the name the file was last found under
+    os.unlink(a)
+    e = err(write_at, b, b"second\n", os.O_WRONLY | os.O_APPEND)
+    want_errno("link_other_name_write", e, 0)
+    want("link_other_name_content", read(b) == b"first\nsecond\n" and lst(b).st_nlink == 1,
+         "%r, nlink %d" % (read(b), lst(b).st_nlink))
+
+
+@check
 def link_writer_removed():
     """A writer open under one name of a linked file whose name is then
     removed keeps writing the file the other name shows, through rewrites
