@@ -164,6 +164,43 @@ static int set_mode(b2fs_inode *in, mode_t mode) {
   return chmod(b2fs_fd_path(in->fd, path, sizeof path), m) < 0 ? -errno : 0;
 }
 
+/* Does frame inode `in` hold a checksum table (read-only look)? */
+static int holds_table(b2fs_inode *in) {
+  b2fs_handle *h;
+  if (b2fs_frame_peek(in, &h) < 0) return 0;
+  b2_file *f = b2fs_use(h);
+  b2_frame_csum_info ci;
+  int yes = f && b2_frame_checksums(b2_file_frame(f), &ci) == 0 && ci.state != B2_CSUM_NONE;
+  b2fs_unuse(h);
+  b2fs_frame_release(in, h);
+  return yes;
+}
+
+/* Modification time t given to a frame that holds a checksum table, or is
+ * open for writing: committed by its writer, the table saying it is true
+ * at t (b2_file_set_mtime).  Set as any file's time, it would read as
+ * another program's change, and the table would vouch for nothing.
+ * Frames without a table (another program's) are not opened for writing:
+ * their time is set like a plain file's. */
+static int frame_mtime(b2fs_inode *in, const struct timespec *t) {
+  if (!in->rw && !holds_table(in)) return 0;
+  b2fs_handle *h;
+  int own;
+  int rc = rw_for(in, NULL, &h, &own);
+  if (rc == -EROFS || rc == -EOPNOTSUPP) return 0; /* not writable here: its time only */
+  if (rc < 0) return rc;
+  uint64_t g0 = b2fs_frame_gen(h);
+  b2_file *f = b2fs_use(h);
+  int brc = f ? b2_file_set_mtime(f, t) : B2_E_IO;
+  b2fs_unuse(h);
+  b2fs_frame_renewed(in, h, g0);
+  if (brc < 0) {
+    b2fs_frame_log(in, h, "set times", brc);
+    rc = -b2fs_werrno(brc);
+  }
+  return rw_done(in, h, own, rc);
+}
+
 static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
   struct timespec ts[2];
   ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
@@ -174,7 +211,12 @@ static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
   struct stat st;
   char path[PATH_MAX];
   if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
-  if (in->kind != B2_NS_PLAIN && in->rw) {
+  if (in->kind != B2_NS_PLAIN && ts[1].tv_nsec != UTIME_OMIT && !S_ISLNK(st.st_mode)) {
+    if (ts[1].tv_nsec == UTIME_NOW) clock_gettime(CLOCK_REALTIME, &ts[1]);
+    int rc = frame_mtime(in, &ts[1]);
+    if (rc < 0) return rc;
+    b2fs_frame_follow(in);
+  } else if (in->kind != B2_NS_PLAIN && in->rw) {
     /* Commit first: a later commit would change the times again. */
     b2fs_handle *h;
     int rc = b2fs_frame_peek(in, &h);

@@ -274,6 +274,20 @@ int b2_file_flush(b2_file *f) {
   return rc;
 }
 
+int b2_file_set_mtime(b2_file *f, const struct timespec *t) {
+  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
+  pthread_mutex_lock(&f->wmu);
+  int rc = b2_file_asettle(f);
+  if (rc == 0) rc = flush_locked(f);
+  if (rc == 0) {
+    pthread_mutex_lock(&f->fmu);
+    rc = b2_frame_set_mtime(f->frame, t);
+    pthread_mutex_unlock(&f->fmu);
+  }
+  pthread_mutex_unlock(&f->wmu);
+  return rc;
+}
+
 int64_t b2_file_dead_bytes(b2_file *f) {
   if (!f->writable) return 0;
   pthread_mutex_lock(&f->fmu);

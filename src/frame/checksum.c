@@ -28,7 +28,9 @@
  * is done.  The stamp is taken just below the coarse clock that file
  * times come from, so a write after the commit always leaves a later
  * time; `cp -p`, tar and rsync -a keep it.  A sparse frame's chunk files
- * get the stamp of the commit that made them.
+ * get the stamp of the commit that made them.  A time set by hand
+ * (b2_frame_set_mtime: touch or cp -p through the mount) is committed as
+ * the stamp, and given to the header file and every chunk file.
  *
  * A chunk whose bytes match its checksum is good.  One that does not is
  * damaged when nothing wrote its file since the table was written (the
@@ -54,6 +56,8 @@
  * pread itself.  A future read path that loads only some blocks of a
  * chunk must load it whole while b2_frame_csum_active says so.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -337,6 +341,7 @@ int b2_frame_csum_stage(b2_frame *f) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME_COARSE, &now);
   f->csum.stamp = time_ns(&now) > 1 ? time_ns(&now) - 1 : 1;
+  if (f->csum.stamp_at > 0) f->csum.stamp = f->csum.stamp_at;
   int rc = b2_frame_csum_fill(f, fill_budget());
   uint8_t *content = NULL, *chunk = NULL;
   size_t len = 0, clen = 0;
@@ -358,6 +363,44 @@ void b2_frame_csum_seal_fd(const b2_frame *f, int fd) {
 }
 
 void b2_frame_csum_seal(b2_frame *f) { b2_frame_csum_seal_fd(f, f->fd); }
+
+/* A sparse frame's chunk files written after the stamp would read as
+ * another program's: each gets the stamp as its time. */
+static int retime_chunk_files(b2_frame *f) {
+  struct timespec t[2] = {{0, UTIME_OMIT},
+                          {f->csum.stamp / 1000000000, f->csum.stamp % 1000000000}};
+  for (int64_t i = 0; i < f->info.nchunks; i++) {
+    int64_t e = f->offsets[i];
+    if (e < 0) continue;
+    char name[32];
+    b2_sframe_name(e, name);
+    if (utimensat(f->dirfd, name, t, AT_SYMLINK_NOFOLLOW) != 0)
+      return b2_fail(b2_from_errno(errno), "chunk file %s: cannot set its time: %s", name,
+                     strerror(errno));
+  }
+  return 0;
+}
+
+int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t) {
+  int64_t want = time_ns(t) > 0 ? time_ns(t) : 1;
+  int rc = 0;
+  /* A table on disk (this writer's last commit's, or the one it opened)
+   * says the time it is true at: commit it again saying t. */
+  if (find_vlmeta(f) >= 0 && f->csum.crc && (f->csum.stamp != want || f->w->dirty)) {
+    f->csum.stamp_at = want;
+    f->w->dirty = 1;
+    rc = b2_frame_commit_locked(f);
+    f->csum.stamp_at = 0;
+    if (rc == 0 && f->info.layout == B2_LAYOUT_SPARSE) rc = retime_chunk_files(f);
+  } else if (f->w->dirty) {
+    rc = b2_frame_commit_locked(f);
+  }
+  if (rc < 0) return rc;
+  struct timespec ts[2] = {{0, UTIME_OMIT}, {want / 1000000000, want % 1000000000}};
+  if (futimens(f->fd, ts) != 0)
+    return b2_fail(b2_from_errno(errno), "cannot set the frame's time: %s", strerror(errno));
+  return 0;
+}
 
 /* ---- reading ------------------------------------------------------------- */
 

@@ -307,6 +307,15 @@ int b2_frame_commit_locked(b2_frame *f) {
   return rc;
 }
 
+int b2_frame_set_mtime(b2_frame *f, const struct timespec *t) {
+  if (!t) return b2_fail(B2_E_INVAL, "frame time: no time");
+  int rc = b2_frame_w_begin(f);
+  if (rc < 0) return rc;
+  rc = b2_frame_csum_restamp(f, t);
+  b2_frame_w_end(f);
+  return rc;
+}
+
 int b2_frame_commit(b2_frame *f) {
   int rc = b2_frame_w_begin(f);
   if (rc < 0) return rc;

@@ -92,6 +92,8 @@ typedef struct b2_frame_csum {
                            for: the header file's, set by its writer */
   int foreign;          /* the header file's time is not the stamp:
                            another program wrote it since */
+  int64_t stamp_at;     /* > 0: the next commit's stamp, a time set by
+                           hand (b2_frame_set_mtime), not the clock's */
   struct stat seen;     /* the header file when the frame was read */
   char why[160];
 } b2_frame_csum;
@@ -473,6 +475,8 @@ int b2_frame_csum_fill(b2_frame *f, int64_t budget);
 /* Writer mutex held: stage the table as a vlmetalayer (before a commit or
  * a rewrite writes the trailer). */
 int b2_frame_csum_stage(b2_frame *f);
+/* b2_frame_set_mtime (writer held). */
+int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t);
 /* 1 when a read of chunk i verifies its stored bytes: a read path that
  * reads only part of a chunk must read it whole then (a checksum covers
  * the whole stored chunk). */

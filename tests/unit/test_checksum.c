@@ -586,6 +586,60 @@ static void changed_elsewhere(int layout) {
 static void test_changed_elsewhere_contiguous(void) { changed_elsewhere(B2_LAYOUT_CONTIGUOUS); }
 static void test_changed_elsewhere_sparse(void) { changed_elsewhere(B2_LAYOUT_SPARSE); }
 
+/* A time set by hand (touch, cp -p through the mount: b2_frame_set_mtime)
+ * keeps the table vouching, in the past and in the future; damage is still
+ * caught after it; a time set by utimensat alone reads as another
+ * program's change, as before. */
+static void set_mtime(int layout) {
+  char path[512], hdr[600];
+  tpath(path, sizeof path, layout ? "time.sparse" : "time.b2frame");
+  snprintf(hdr, sizeof hdr, "%s%s", path, layout ? "/chunks.b2frame" : "");
+  model m = {NULL, 0};
+  CHECK_EQ(write_frame(path, layout, 6, &m), 0);
+  static const struct timespec when[] = {{1577836800, 123456789}, {1956528000, 5}};
+  for (int k = 0; k < 2; k++) {
+    b2_frame *f;
+    CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+    if (!f) return;
+    CHECK_EQ(b2_frame_set_mtime(f, &when[k]), 0);
+    b2_frame_close(f);
+    struct stat st;
+    CHECK_EQ(stat(hdr, &st), 0);
+    CHECK(st.st_mtim.tv_sec == when[k].tv_sec && st.st_mtim.tv_nsec == when[k].tv_nsec);
+    b2_frame_csum_info ci;
+    CHECK_EQ(csum_state(path, &ci), 0);
+    CHECK_EQ(ci.state, B2_CSUM_ALL);
+    CHECK_EQ(ci.checked, 6);
+    CHECK(reads_as(path, &m));
+  }
+  /* The same time again: nothing to commit, the frame stays as it is. */
+  struct stat before, after;
+  CHECK_EQ(stat(hdr, &before), 0);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (f) CHECK_EQ(b2_frame_set_mtime(f, &when[1]), 0);
+  b2_frame_close(f);
+  CHECK_EQ(stat(hdr, &after), 0);
+  CHECK_EQ(after.st_size, before.st_size);
+  CHECK_EQ(damage_chunk(path, 2), 0); /* times kept: rot */
+  CHECK_EQ(b2_frame_open(path, &f), 0);
+  uint8_t buf[CS];
+  if (f) CHECK_EQ(b2_frame_decode_chunk(f, 2, buf, sizeof buf), B2_E_CHECKSUM);
+  b2_frame_close(f);
+  /* Set by utimensat alone, the time says another program wrote the frame. */
+  if (layout == B2_LAYOUT_CONTIGUOUS) {
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {1600000000, 0}};
+    CHECK_EQ(utimensat(AT_FDCWD, hdr, ts, 0), 0);
+    b2_frame_csum_info ci;
+    CHECK_EQ(csum_state(path, &ci), 0);
+    CHECK_EQ(ci.state, B2_CSUM_IGNORED);
+  }
+  free(m.b);
+}
+
+static void test_set_mtime_contiguous(void) { set_mtime(B2_LAYOUT_CONTIGUOUS); }
+static void test_set_mtime_sparse(void) { set_mtime(B2_LAYOUT_SPARSE); }
+
 /* ---- damaged tables --------------------------------------------------------- */
 
 /* Patch byte `k` of the (memcpy'd, 18-byte) table of a 3-chunk frame. */
@@ -842,6 +896,8 @@ int main(void) {
   T_RUN(test_damage_sparse);
   T_RUN(test_changed_elsewhere_contiguous);
   T_RUN(test_changed_elsewhere_sparse);
+  T_RUN(test_set_mtime_contiguous);
+  T_RUN(test_set_mtime_sparse);
   T_RUN(test_damaged_table_ignored);
   T_RUN(test_reference_frames);
   T_RUN(test_readers_during_writes);
