@@ -9,7 +9,8 @@
  * change is committed at once), but for the engine's chunk checksums
  * (b2fs.crc32c: setting them changes nothing, removing them is EPERM).
  * Other frame attributes are read-only; setting one to the value it holds
- * succeeds.
+ * succeeds, and so does setting cbytes or cratio, which measure the
+ * frame's own storage (a copy carries another frame's).
  * Plain files and directories show and take their source attributes;
  * symlinks none.  Frames shown raw (python-blosc2 objects that are not
  * data) add user.b2.kind.
@@ -176,6 +177,13 @@ static int is_user_vlmeta(const char *name) {
          name[strlen(VLMETA_PREFIX)] && !is_csum_vlmeta(name);
 }
 
+/* What the storage of this very frame measures (its compressed bytes,
+ * dead bytes of past commits included, and their ratio): another frame's
+ * value, copied by `cp -a` or `mv`, says nothing about this one. */
+static int is_measure(const char *name) {
+  return !strcmp(name, FRAME_XATTR_PREFIX "cbytes") || !strcmp(name, FRAME_XATTR_PREFIX "cratio");
+}
+
 static int is_param(const char *key) {
   for (size_t i = 0; i < sizeof param_keys / sizeof param_keys[0]; i++)
     if (!strcmp(key, param_keys[i])) return 1;
@@ -295,11 +303,11 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     rc = -ENOTSUP;
   } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), value, size, flags);
-  } else if (is_csum_vlmeta(name) || holds_value(in, name, value, size)) {
+  } else if (is_csum_vlmeta(name) || is_measure(name) || holds_value(in, name, value, size)) {
     /* `cp -a` and `mv` between frames copy every attribute: one that
-     * already holds the value, or another frame's checksums (each frame
-     * keeps those of its own chunks, stamped with its own time), change
-     * nothing. */
+     * already holds the value, another frame's checksums (each frame
+     * keeps those of its own chunks, stamped with its own time) or its
+     * storage's measures change nothing. */
     rc = 0;
   } else if (is_param(name + strlen(FRAME_XATTR_PREFIX))) {
     rc = set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size);

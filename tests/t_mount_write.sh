@@ -320,6 +320,11 @@ if command -v setfattr >/dev/null; then
   err2=$(setfattr -x user.b2.vlmeta.b2fs.crc32c "$M/px" 2>&1)
   CHECK_WHY="setfattr said '$err' / '$err2'"
   check xattr_readonly_refused test -n "$err" -a -n "$err2"
+  # Another frame's storage measures (cp -a and mv copy them): taken, unchanged.
+  cb=$(xa cbytes "$M/px")
+  err=$(setfattr -n user.b2.cbytes -v 12345 "$M/px" 2>&1; setfattr -n user.b2.cratio -v 9.99 "$M/px" 2>&1)
+  CHECK_WHY="setfattr said '$err'; cbytes $cb -> $(xa cbytes "$M/px")"
+  check xattr_measures_ignored test -z "$err" -a "$(xa cbytes "$M/px")" = "$cb" -a "$cb" != 12345
   # 17000 chunks: a checksum table of 68000 bytes, over the kernel's 64 KiB
   # per attribute; `getfattr -d` still lists and dumps the rest.
   head -c $((17000 * 256)) /dev/urandom >"$TMP/many.bin"
