@@ -6,7 +6,8 @@
  * layout before a frame's first write recreates it with that parameter
  * (b2_file_set_param; the inode is rebound to the new file); the
  * user.b2.vlmeta.NAME attributes can be set and removed at any time (each
- * change is committed at once), but for the engine's chunk checksums
+ * change is committed at once, the frame keeping its modification time),
+ * but for the engine's chunk checksums
  * (b2fs.crc32c: setting them changes nothing, removing them is EPERM).
  * Other frame attributes are read-only; setting one to the value it holds
  * succeeds, and so does setting cbytes or cratio, which measure the
@@ -255,8 +256,16 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
     if (!have && (!value || (flags & XATTR_REPLACE))) rc = -ENODATA;
   }
   if (rc == 0) {
-    brc = value ? b2_frame_vlmeta_set(fr, name, value, size) : b2_frame_vlmeta_del(fr, name);
-    if (brc == 0) brc = b2_file_flush(f);
+    /* An attribute changes the status time only (as any file system's):
+     * data written before it is committed first, with its own time, and
+     * the attribute's commit keeps that time (b2_file_set_mtime), so that
+     * `cp -a`, which sets times before attributes, keeps them. */
+    struct stat st;
+    brc = b2_file_flush(f);
+    if (brc == 0) brc = b2_file_frame_now(f, &st);
+    if (brc == 0)
+      brc = value ? b2_frame_vlmeta_set(fr, name, value, size) : b2_frame_vlmeta_del(fr, name);
+    if (brc == 0) brc = b2_file_set_mtime(f, &st.st_mtim);
     if (brc < 0) rc = brc == B2_E_NOENT ? -ENODATA : -b2fs_werrno(brc);
   }
   if (own) {

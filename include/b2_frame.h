@@ -401,7 +401,8 @@ int b2_frame_commit(b2_frame *f);
 int b2_frame_dirty(const b2_frame *f);
 
 /* Commit what is staged, then give the frame the modification time t (the
- * header file's: the frame file, or a sparse frame's chunks.b2frame).  A
+ * header file's: the frame file, or a sparse frame's chunks.b2frame and
+ * its directory).  A
  * checksum table is committed again saying it is true at t, and a sparse
  * frame's chunk files get t too: a time set by hand (touch, cp -p, rsync
  * -t through the mount) must not read as another program's change, which

@@ -316,6 +316,14 @@ if command -v setfattr >/dev/null; then
   setfattr -n user.b2.vlmeta.gone -v x "$M/px"; setfattr -x user.b2.vlmeta.gone "$M/px"
   CHECK_WHY="note '$(xa vlmeta.note "$M/px")', gone '$(xa vlmeta.gone "$M/px")'"
   check xattr_vlmeta test "$(xa vlmeta.note "$M/px")" = "hello there" -a -z "$(xa vlmeta.gone "$M/px")"
+  # An attribute changes no modification time; cp -a (times, then
+  # attributes) of a frame with one keeps its time.
+  touch -d '2003-03-03 03:03:03' "$M/px"; setfattr -n user.b2.vlmeta.when -v x "$M/px"
+  cp -a "$M/px" "$M/px_copy"
+  want_t=$(date -d '2003-03-03 03:03:03' +%s)
+  CHECK_WHY="mtime $(stat -c %Y "$M/px") / copy $(stat -c %Y "$M/px_copy"), want $want_t"
+  check xattr_keeps_mtime test "$(stat -c %Y "$M/px")" = "$want_t" -a \
+    "$(stat -c %Y "$M/px_copy")" = "$want_t" -a "$(xa vlmeta.when "$M/px_copy")" = x
   err=$(setfattr -n user.b2.nchunks -v 3 "$M/px" 2>&1)
   err2=$(setfattr -x user.b2.vlmeta.b2fs.crc32c "$M/px" 2>&1)
   CHECK_WHY="setfattr said '$err' / '$err2'"
@@ -405,7 +413,7 @@ verify_source main "$S"
 # frame's time moved otherwise reads as another program's change, vouches
 # for nothing, and b2f scrub reports the frame.
 scrub_dirs=()
-for d in "$S/m.b2frame" "$S/cp" "$S/rs" "$S/tar"; do [ -e "$d" ] && scrub_dirs+=("$d"); done
+for d in "$S/m.b2frame" "$S/px.b2frame" "$S/px_copy.b2frame" "$S/cp" "$S/rs" "$S/tar"; do [ -e "$d" ] && scrub_dirs+=("$d"); done
 if scrub_out=$($T "$B2F" scrub "${scrub_dirs[@]}" 2>&1); then ok times_set_keep_checksums
 else nok times_set_keep_checksums "$(printf '%s' "$scrub_out" | head -c 600)"; fi
 

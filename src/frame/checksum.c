@@ -397,7 +397,8 @@ int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t) {
   }
   if (rc < 0) return rc;
   struct timespec ts[2] = {{0, UTIME_OMIT}, {want / 1000000000, want % 1000000000}};
-  if (futimens(f->fd, ts) != 0)
+  /* A sparse frame's directory too (its commits change it). */
+  if (futimens(f->fd, ts) != 0 || (f->dirfd >= 0 && futimens(f->dirfd, ts) != 0))
     return b2_fail(b2_from_errno(errno), "cannot set the frame's time: %s", strerror(errno));
   return 0;
 }
