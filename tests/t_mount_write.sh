@@ -467,6 +467,9 @@ EOF
   if [ "$out" = ok ]; then ok compaction_at_close; else nok compaction_at_close "$out"; fi
   unmount_fg "$M" compact
   verify_source compact "$C"
+  # The time set, kept through the compaction, is the one its table vouches for.
+  if scrub_out=$($T "$B2F" scrub "$C/f.b2frame" 2>&1); then ok compaction_keeps_checksums
+  else nok compaction_keeps_checksums "$(printf '%s' "$scrub_out" | head -c 600)"; fi
 fi
 
 # ---- 3b. renames between layouts -----------------------------------------------

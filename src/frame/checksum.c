@@ -30,7 +30,8 @@
  * time; `cp -p`, tar and rsync -a keep it.  A sparse frame's chunk files
  * get the stamp of the commit that made them.  A time set by hand
  * (b2_frame_set_mtime: touch or cp -p through the mount) is committed as
- * the stamp, and given to the header file and every chunk file.
+ * the stamp, and given to the header file and every chunk file; a
+ * compaction, the same content, keeps the time the frame had.
  *
  * A chunk whose bytes match its checksum is good.  One that does not is
  * damaged when nothing wrote its file since the table was written (the
@@ -379,6 +380,11 @@ static int retime_chunk_files(b2_frame *f) {
                      strerror(errno));
   }
   return 0;
+}
+
+void b2_frame_csum_keep_time(b2_frame *f) {
+  struct stat st;
+  if (fstat(f->fd, &st) == 0 && time_ns(&st.st_mtim) > 0) f->csum.stamp_at = time_ns(&st.st_mtim);
 }
 
 int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t) {

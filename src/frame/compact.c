@@ -356,10 +356,15 @@ int b2_frame_compact(b2_frame *f) {
     rc = b2_frame_commit_locked(f);
     if (!rc) rc = sweep_sparse(f);
   } else {
+    /* Nothing staged: the same content, so the same time, which the new
+     * file's table vouches for (a caller keeping the times, as `cp -p`
+     * would, keeps the table in use). */
+    if (!f->w->dirty) b2_frame_csum_keep_time(f);
     rc = b2_frame_w_check_fixups(f);
     if (!rc) rc = b2_frame_w_restage(f); /* copies only checked chunks */
     if (!rc) rc = b2_frame_csum_stage(f);
     if (!rc) rc = b2_frame_rewrite(f);
+    f->csum.stamp_at = 0;
     if (rc < 0) f->w->sync_failed = 1;
   }
   b2_frame_w_end(f);

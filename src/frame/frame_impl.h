@@ -475,6 +475,9 @@ int b2_frame_csum_fill(b2_frame *f, int64_t budget);
 /* Writer mutex held: stage the table as a vlmetalayer (before a commit or
  * a rewrite writes the trailer). */
 int b2_frame_csum_stage(b2_frame *f);
+/* The next commit's stamp is the header file's time now (a rewrite of
+ * the same content). */
+void b2_frame_csum_keep_time(b2_frame *f);
 /* b2_frame_set_mtime (writer held). */
 int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t);
 /* 1 when a read of chunk i verifies its stored bytes: a read path that

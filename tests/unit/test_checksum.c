@@ -637,6 +637,34 @@ static void set_mtime(int layout) {
   free(m.b);
 }
 
+/* Compaction rewrites the same content: the new file keeps the time, and
+ * its table vouches for that time. */
+static void test_compaction_keeps_time(void) {
+  char path[512];
+  tpath(path, sizeof path, "keep.b2frame");
+  model m = {NULL, 0};
+  CHECK_EQ(write_frame(path, B2_LAYOUT_CONTIGUOUS, 6, &m), 0);
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (!f) return;
+  fill_chunk(&m, 2, 77);
+  CHECK_EQ(put_model(f, &m, 2), 0); /* the old chunk 2: dead bytes */
+  static const struct timespec t = {1234567890, 987654321};
+  CHECK_EQ(b2_frame_set_mtime(f, &t), 0);
+  b2_frame_close(f);
+  struct stat before, after;
+  CHECK_EQ(stat(path, &before), 0);
+  CHECK_EQ(b2_frame_compact_path(path), 0);
+  CHECK_EQ(stat(path, &after), 0);
+  CHECK(after.st_ino != before.st_ino && after.st_size < before.st_size);
+  CHECK(after.st_mtim.tv_sec == t.tv_sec && after.st_mtim.tv_nsec == t.tv_nsec);
+  b2_frame_csum_info ci;
+  CHECK_EQ(csum_state(path, &ci), 0);
+  CHECK_EQ(ci.state, B2_CSUM_ALL);
+  CHECK(reads_as(path, &m));
+  free(m.b);
+}
+
 static void test_set_mtime_contiguous(void) { set_mtime(B2_LAYOUT_CONTIGUOUS); }
 static void test_set_mtime_sparse(void) { set_mtime(B2_LAYOUT_SPARSE); }
 
@@ -898,6 +926,7 @@ int main(void) {
   T_RUN(test_changed_elsewhere_sparse);
   T_RUN(test_set_mtime_contiguous);
   T_RUN(test_set_mtime_sparse);
+  T_RUN(test_compaction_keeps_time);
   T_RUN(test_damaged_table_ignored);
   T_RUN(test_reference_frames);
   T_RUN(test_readers_during_writes);
