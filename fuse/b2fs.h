@@ -444,8 +444,12 @@ void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req);
  * with both -1 (the daemon is not root, or the caller is). */
 int b2fs_req_owner(fuse_req_t req, uid_t *uid, gid_t *gid);
 /* Owner and mode (and with times, the times) of `before` on the entry at
- * fd (a new file that replaced the one described by before). */
-void b2fs_copy_attrs(int fd, const struct stat *before, int times);
+ * fd (a new file that replaced the one described by before), and the
+ * user's own extended attributes of the file at `from` (-1: none). */
+void b2fs_copy_attrs(int fd, const struct stat *before, int times, int from);
+/* A frame's extended attribute that is the user's own (user.*, but the
+ * user.b2.* ones that describe the frame): kept on its source entry. */
+int b2fs_own_xattr(const char *name);
 
 /* Remove the leftovers of crashes in the directory inode `dir` (frames a
  * dead daemon was deleting, engine temporaries nobody holds), once per

@@ -12,6 +12,9 @@
  * Other frame attributes are read-only; setting one to the value it holds
  * succeeds, and so does setting cbytes or cratio, which measure the
  * frame's own storage (a copy carries another frame's).
+ * Other user.* attributes of a frame are the user's own: kept on its
+ * source entry (the frame file, a sparse frame's directory) and carried
+ * over when a rewrite replaces that file (b2fs_copy_attrs).
  * Plain files and directories show and take their source attributes;
  * symlinks none.  Frames shown raw (python-blosc2 objects that are not
  * data) add user.b2.kind.
@@ -62,6 +65,29 @@ static const char *raw_kind(b2fs_inode *in) {
   return k >= 0 && !b2_frame_kind_is_data(k) ? b2_frame_kind_name(k) : NULL;
 }
 
+/* Append the names of the user's own attributes of frame inode `in`
+ * (b2fs_own_xattr, on its source entry) to the n bytes of names in buf
+ * (size 0: only count): the new length, or -ERANGE. */
+static ssize_t add_own(b2fs_inode *in, char *buf, size_t size, ssize_t n) {
+  char path[64];
+  b2fs_fd_path(in->fd, path, sizeof path);
+  ssize_t m = plain_ok(in) ? listxattr(path, NULL, 0) : 0;
+  char *names = m > 0 ? malloc((size_t)m) : NULL;
+  if (names) m = listxattr(path, names, (size_t)m);
+  for (ssize_t k = 0; names && k < m; k += (ssize_t)strlen(names + k) + 1) {
+    size_t len = strlen(names + k) + 1;
+    if (!b2fs_own_xattr(names + k)) continue;
+    if (size && (size_t)n + len > size) {
+      n = -ERANGE;
+      break;
+    }
+    if (size) memcpy(buf + n, names + k, len);
+    n += (ssize_t)len;
+  }
+  free(names);
+  return n;
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   b2fs_inode *in = b2fs_inode_get(ino);
   char *buf = size ? b2fs_tls_buf(size) : NULL;
@@ -92,15 +118,14 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     return;
   }
   b2fs_handle *h;
-  if (b2fs_frame_peek(in, &h) < 0) { /* an unreadable frame has none */
-    reply_sized(req, size, 0, buf);
-    return;
+  ssize_t n = 0;
+  if (b2fs_frame_peek(in, &h) == 0) { /* an unreadable frame has none */
+    b2_file *f = b2fs_use(h);
+    n = f ? b2_file_xattr_list(f, buf, size) : 0;
+    b2fs_unuse(h);
+    b2fs_frame_release(in, h);
   }
-  b2_file *f = b2fs_use(h);
-  ssize_t n = f ? b2_file_xattr_list(f, buf, size) : 0;
-  b2fs_unuse(h);
-  b2fs_frame_release(in, h);
-  reply_sized(req, size, n < 0 ? -xattr_errno(n) : n, buf);
+  reply_sized(req, size, n < 0 ? -xattr_errno(n) : add_own(in, buf, size, n), buf);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -137,6 +162,13 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
       return;
     }
     ssize_t n = getxattr(b2fs_fd_path(in->fd, path, sizeof path), name, buf, size);
+    reply_sized(req, size, n < 0 ? -errno : n, buf);
+    return;
+  }
+  if (b2fs_own_xattr(name)) {
+    char path[64];
+    ssize_t n = plain_ok(in) ? getxattr(b2fs_fd_path(in->fd, path, sizeof path), name, buf, size)
+                             : (errno = ENODATA, -1);
     reply_sized(req, size, n < 0 ? -errno : n, buf);
     return;
   }
@@ -308,6 +340,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
       rc = setxattr(b2fs_fd_path(in->fd, path, sizeof path), name, value, size, flags) < 0
                ? -errno
                : 0;
+  } else if (b2fs_own_xattr(name)) {
+    char path[64];
+    rc = !plain_ok(in) ? -EPERM
+         : setxattr(b2fs_fd_path(in->fd, path, sizeof path), name, value, size, flags) < 0
+             ? -errno
+             : 0;
   } else if (strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX)) != 0) {
     rc = -ENOTSUP;
   } else if (is_user_vlmeta(name)) {
@@ -337,6 +375,11 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
       rc = -ENODATA;
     else
       rc = removexattr(b2fs_fd_path(in->fd, path, sizeof path), name) < 0 ? -errno : 0;
+  } else if (b2fs_own_xattr(name)) {
+    char path[64];
+    rc = !plain_ok(in) ? -ENODATA
+         : removexattr(b2fs_fd_path(in->fd, path, sizeof path), name) < 0 ? -errno
+                                                                          : 0;
   } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), NULL, 0, 0);
   } else if (!strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))) {

@@ -8,8 +8,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "b2fs.h"
@@ -69,9 +71,35 @@ void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req) {
     b2fs_log("cannot give %s to uid %u: %s", name, (unsigned)uid, strerror(errno));
 }
 
-void b2fs_copy_attrs(int fd, const struct stat *before, int times) {
+int b2fs_own_xattr(const char *name) {
+  return strncmp(name, "user.", 5) == 0 && strncmp(name, "user.b2.", 8) != 0;
+}
+
+/* The user's own attributes of the file at descriptor `from` onto `to`. */
+static void copy_own_xattrs(int from, int to) {
+  char pf[64], pt[64];
+  b2fs_fd_path(from, pf, sizeof pf);
+  b2fs_fd_path(to, pt, sizeof pt);
+  ssize_t n = listxattr(pf, NULL, 0);
+  char *names = n > 0 ? malloc((size_t)n) : NULL;
+  if (names) n = listxattr(pf, names, (size_t)n);
+  for (ssize_t k = 0; names && k < n; k += (ssize_t)strlen(names + k) + 1) {
+    const char *name = names + k;
+    if (!b2fs_own_xattr(name)) continue;
+    ssize_t v = getxattr(pf, name, NULL, 0);
+    char *val = v >= 0 ? malloc(v > 0 ? (size_t)v : 1) : NULL;
+    if (val) v = getxattr(pf, name, val, (size_t)v);
+    if (val && v >= 0 && setxattr(pt, name, val, (size_t)v, 0) < 0)
+      b2fs_log("cannot keep attribute %s of a rewritten frame: %s", name, strerror(errno));
+    free(val);
+  }
+  free(names);
+}
+
+void b2fs_copy_attrs(int fd, const struct stat *before, int times, int from) {
   char proc[64];
   struct stat now;
+  if (from >= 0) copy_own_xattrs(from, fd);
   if (fstatat(fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return;
   if ((now.st_uid != before->st_uid || now.st_gid != before->st_gid) &&
       fchownat(fd, "", before->st_uid, before->st_gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)

@@ -212,7 +212,7 @@ void b2fs_frame_renewed(b2fs_inode *in, b2fs_handle *h, uint64_t g0) {
   struct stat before, st;
   if (nfd >= 0 && fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
       fstat(nfd, &st) == 0 && (st.st_ino != before.st_ino || st.st_dev != before.st_dev)) {
-    b2fs_copy_attrs(nfd, &before, 1);
+    b2fs_copy_attrs(nfd, &before, 1, in->fd);
     fstat(nfd, &st);
     b2fs_inode_rebind(in, nfd, &st);
   } else if (nfd >= 0) {
@@ -276,7 +276,7 @@ static void rebind_home(b2fs_inode *in, b2fs_handle *h, const struct stat *old, 
   int fd;
   struct stat st;
   if (!h->node || b2_ns_node_current(h->node, old, &fd) != 1) return;
-  b2fs_copy_attrs(fd, old, times);
+  b2fs_copy_attrs(fd, old, times, in->fd);
   if (fstat(fd, &st) < 0) {
     close(fd);
     return;
@@ -483,7 +483,7 @@ static void compact(b2fs_inode *in, b2fs_handle *h) {
   }
   if (!S_ISDIR(before.st_mode)) {
     rebind_home(in, h, &before, 0);
-    b2fs_copy_attrs(in->fd, &before, 1); /* same content: same times */
+    b2fs_copy_attrs(in->fd, &before, 1, -1); /* same content: same times */
   }
 }
 
@@ -554,7 +554,7 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   struct stat old, st;
   if (hfd >= 0 && replaced(in, &old) && fstat(hfd, &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_ino != old.st_ino) {
-    b2fs_copy_attrs(hfd, &old, 0);
+    b2fs_copy_attrs(hfd, &old, 0, in->fd);
     fstat(hfd, &st);
     b2fs_inode_rebind(in, hfd, &st);
   } else if (hfd >= 0) {

@@ -414,6 +414,36 @@ def link_survives_many_writes():
 
 
 @check
+def user_xattrs():
+    """A regular file's own user.* attributes: set, read, listed, kept
+    through a rewrite of its content and through a rename, removed."""
+    d = fresh()
+    a = os.path.join(d, "x")
+    create(a, 0o644, b"some content\n" * 1000)
+    try:
+        os.setxattr(a, "user.tag", b"one")
+    except OSError as ex:
+        emit("xattr_user_set", False, ename(ex.errno))
+        return
+    os.setxattr(a, "user.empty", b"")
+    want("xattr_user_get", os.getxattr(a, "user.tag") == b"one" and
+         os.getxattr(a, "user.empty") == b"", "values differ")
+    want("xattr_user_list", {"user.tag", "user.empty"} <= set(os.listxattr(a)),
+         "listed %s" % sorted(os.listxattr(a)))
+    want_errno("xattr_user_create_exists",
+               err(os.setxattr, a, "user.tag", b"two", os.XATTR_CREATE), errno.EEXIST)
+    want_errno("xattr_user_replace_absent",
+               err(os.setxattr, a, "user.nope", b"two", os.XATTR_REPLACE), errno.ENODATA)
+    with open(a, "wb") as f:  # O_TRUNC and new content
+        f.write(os.urandom(300000))
+    b = os.path.join(d, "y")
+    os.rename(a, b)
+    want("xattr_user_kept", os.getxattr(b, "user.tag") == b"one", "lost with the rewrite or rename")
+    os.removexattr(b, "user.tag")
+    want_errno("xattr_user_removed", err(os.getxattr, b, "user.tag"), errno.ENODATA)
+
+
+@check
 def link_other_name_after_unlink():
     """A linked file whose name last looked up is removed is written at once
     through its other name, in another directory (fsstress found b2fs

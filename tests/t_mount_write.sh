@@ -443,6 +443,7 @@ import os, sys, time
 path, src = sys.argv[1], sys.argv[2]
 data = os.urandom(1 << 20)
 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+os.setxattr(path, "user.keep", b"me")  # the user's own attribute: on the file
 for _ in range(4):
     os.pwrite(fd, data, 0)
     os.fsync(fd)
@@ -458,7 +459,8 @@ for _ in range(100):  # the compaction runs when the kernel releases the file
 ok = (after.st_ino != before.st_ino and after.st_size < before.st_size // 2 and
       (after.st_mode & 0o7777, after.st_uid, after.st_gid, int(after.st_mtime)) ==
       (0o600, 4321, 4321, 1000000000) and open(path, "rb").read() == data and
-      os.stat(path).st_mtime == after.st_mtime)
+      os.stat(path).st_mtime == after.st_mtime and
+      os.getxattr(path, "user.keep") == b"me" and os.getxattr(src, "user.keep") == b"me")
 print("ok" if ok else "bad: %d -> %d bytes, inode %s, mode %o, owner %d:%d, mtime %d" % (
     before.st_size, after.st_size, "new" if after.st_ino != before.st_ino else "same",
     after.st_mode & 0o7777, after.st_uid, after.st_gid, after.st_mtime))
