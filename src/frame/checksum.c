@@ -390,9 +390,10 @@ void b2_frame_csum_keep_time(b2_frame *f) {
 int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t) {
   int64_t want = time_ns(t) > 0 ? time_ns(t) : 1;
   int rc = 0;
-  /* A table on disk (this writer's last commit's, or the one it opened)
-   * says the time it is true at: commit it again saying t. */
-  if (find_vlmeta(f) >= 0 && f->csum.crc && (f->csum.stamp != want || f->w->dirty)) {
+  /* A commit (what is staged, which writes the table too) or a table on
+   * disk (this writer's last commit's, or the one it opened), which says
+   * the time it is true at: committed saying t. */
+  if (f->csum.crc && (f->w->dirty || (find_vlmeta(f) >= 0 && f->csum.stamp != want))) {
     f->csum.stamp_at = want;
     f->w->dirty = 1;
     rc = b2_frame_commit_locked(f);
