@@ -8,7 +8,9 @@
  *       content LOGDIR/base<slot> (what the checker accepted after the
  *       previous crash).  Then MAXOPS (-1: until killed) random operations
  *       on NSLOT files: writes (in place, appends, past the end), truncates,
- *       fsync, fdatasync, close + reopen, reads checked against the model,
+ *       fsync, fdatasync, close + reopen, times set (futimens: on a frame
+ *       open for writing, its data and the time go in one commit),
+ *       reads checked against the model,
  *       renames to a new name, renames over another slot's file (left open),
  *       unlinks of open files, writes to those orphans, creations.  Every
  *       operation is logged to LOGDIR/log before it starts ("B ...") and
@@ -412,6 +414,10 @@ static int cmd_run(const char *dir, const char *logdir, uint64_t seed, long maxo
       int fd = ws->fd;
       ws->fd = -1;
       op_end(close(fd));
+    } else if (r < 790) { /* a time set (on a frame: its data and the time in one commit) */
+      struct timespec ts[2] = {{0, UTIME_OMIT}, {(time_t)(1000000000 + rnd(800000000)), (long)rnd(1000000000)}};
+      op_begin("utime", s, (int64_t)ts[1].tv_sec, 0, 0);
+      op_end(futimens(ws->fd, ts));
     } else if (r < 880) { /* read back through the mount */
       int64_t off = (int64_t)rnd((uint64_t)size + 1);
       int64_t len = (int64_t)rnd(200000);
