@@ -144,7 +144,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                 buf);
     return;
   }
-  if (in->kind == B2_NS_PLAIN) {
+  if (in->kind == B2_NS_PLAIN || b2fs_own_xattr(name)) { /* the source entry's */
     char path[64];
     if (!plain_ok(in)) {
       fuse_reply_err(req, ENODATA);
@@ -162,13 +162,6 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
       return;
     }
     ssize_t n = getxattr(b2fs_fd_path(in->fd, path, sizeof path), name, buf, size);
-    reply_sized(req, size, n < 0 ? -errno : n, buf);
-    return;
-  }
-  if (b2fs_own_xattr(name)) {
-    char path[64];
-    ssize_t n = plain_ok(in) ? getxattr(b2fs_fd_path(in->fd, path, sizeof path), name, buf, size)
-                             : (errno = ENODATA, -1);
     reply_sized(req, size, n < 0 ? -errno : n, buf);
     return;
   }
@@ -332,7 +325,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
   int rc;
   if (in->kind == B2_NS_STORE) {
     rc = -EROFS;
-  } else if (in->kind == B2_NS_PLAIN) {
+  } else if (in->kind == B2_NS_PLAIN || b2fs_own_xattr(name)) { /* the source entry's */
     char path[64];
     if (!plain_ok(in))
       rc = -EPERM;
@@ -340,12 +333,6 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
       rc = setxattr(b2fs_fd_path(in->fd, path, sizeof path), name, value, size, flags) < 0
                ? -errno
                : 0;
-  } else if (b2fs_own_xattr(name)) {
-    char path[64];
-    rc = !plain_ok(in) ? -EPERM
-         : setxattr(b2fs_fd_path(in->fd, path, sizeof path), name, value, size, flags) < 0
-             ? -errno
-             : 0;
   } else if (strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX)) != 0) {
     rc = -ENOTSUP;
   } else if (is_user_vlmeta(name)) {
@@ -369,17 +356,12 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   int rc;
   if (in->kind == B2_NS_STORE) {
     rc = -EROFS;
-  } else if (in->kind == B2_NS_PLAIN) {
+  } else if (in->kind == B2_NS_PLAIN || b2fs_own_xattr(name)) { /* the source entry's */
     char path[64];
     if (!plain_ok(in))
       rc = -ENODATA;
     else
       rc = removexattr(b2fs_fd_path(in->fd, path, sizeof path), name) < 0 ? -errno : 0;
-  } else if (b2fs_own_xattr(name)) {
-    char path[64];
-    rc = !plain_ok(in) ? -ENODATA
-         : removexattr(b2fs_fd_path(in->fd, path, sizeof path), name) < 0 ? -errno
-                                                                          : 0;
   } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), NULL, 0, 0);
   } else if (!strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))) {
