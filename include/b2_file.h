@@ -196,9 +196,9 @@ int b2_file_truncate(b2_file *f, int64_t size);
  * after an error the data stays in memory and a later flush retries. */
 int b2_file_flush(b2_file *f);
 
-/* Flush, then give the frame modification time t, its checksum table
- * saying it is true at t (b2_frame_set_mtime): what a time set through
- * the mount does.  B2_E_ROFS on a read-only handle. */
+/* Flush, giving the frame modification time t in the same commit, its
+ * checksum table saying it is true at t (b2_frame_set_mtime): what a
+ * time set through the mount does.  B2_E_ROFS on a read-only handle. */
 int b2_file_set_mtime(b2_file *f, const struct timespec *t);
 
 /* 1 if the handle can be written. */

@@ -400,15 +400,14 @@ int b2_frame_commit(b2_frame *f);
 /* 1 if something is staged and not committed. */
 int b2_frame_dirty(const b2_frame *f);
 
-/* Commit what is staged, then give the frame the modification time t (the
- * header file's: the frame file, or a sparse frame's chunks.b2frame and
- * its directory).  A
- * checksum table is committed again saying it is true at t, and a sparse
- * frame's chunk files get t too: a time set by hand (touch, cp -p, rsync
- * -t through the mount) must not read as another program's change, which
- * the table would then no longer vouch for (a sparse frame given a time
- * in the future takes a later change of a chunk file by another program
- * for damage). */
+/* Give the frame the modification time t (the header file's: the frame
+ * file, or a sparse frame's chunks.b2frame and its directory), committing
+ * what is staged in the same commit.  The checksum table is committed
+ * saying it is true at t, and a sparse frame's chunk files get t too: a
+ * time set by hand (touch, cp -p, rsync -t through the mount) must not
+ * read as another program's change, which the table would then no longer
+ * vouch for (a sparse frame given a time in the future takes a later
+ * change of a chunk file by another program for damage). */
 int b2_frame_set_mtime(b2_frame *f, const struct timespec *t);
 
 /* Bytes a compaction would reclaim: contiguous, the bytes between the

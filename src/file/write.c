@@ -243,9 +243,12 @@ int b2_file_truncate(b2_file *f, int64_t size) {
   return rc;
 }
 
-/* Flush and commit (wmu held). */
-/* Every dirty chunk compressed and put into the frame (not committed). */
-static int push_locked(b2_file *f) {
+/* Flush and commit (wmu held); with t, in the commit that gives the frame
+ * that modification time (b2_frame_set_mtime), made even when nothing
+ * was written. */
+static int flush_locked(b2_file *f, const struct timespec *t) {
+  uint64_t gen = atomic_load(&f->gen);
+  if (!t && gen == atomic_load(&f->committed_gen) && !b2_frame_dirty(f->frame)) return 0;
   /* Compressions started by writes first; a flush that overlapped a size
    * change reports B2_E_BUSY and is simply run again (no size change can
    * start now: wmu is ours). */
@@ -255,39 +258,20 @@ static int push_locked(b2_file *f) {
     rc = b2_cache_flush_file(f->env->cache, f->id, f->env->pool);
     if (rc != B2_E_BUSY || tries == 3) break;
   }
-  return rc;
-}
-
-/* push_locked, then commit with `commit` (b2_frame_commit, or a caller's
- * that also commits). */
-static int flush_with(b2_file *f, int (*commit)(b2_frame *, const void *), const void *arg,
-                      int always) {
-  uint64_t gen = atomic_load(&f->gen);
-  if (!always && gen == atomic_load(&f->committed_gen) && !b2_frame_dirty(f->frame)) return 0;
-  int rc = push_locked(f);
   if (rc == 0) {
     pthread_mutex_lock(&f->fmu);
-    rc = commit(f->frame, arg);
+    rc = t ? b2_frame_set_mtime(f->frame, t) : b2_frame_commit(f->frame);
     pthread_mutex_unlock(&f->fmu);
   }
   if (rc == 0) atomic_store(&f->committed_gen, gen);
   return rc;
 }
 
-static int plain_commit(b2_frame *fr, const void *arg) {
-  (void)arg;
-  return b2_frame_commit(fr);
-}
-
-static int timed_commit(b2_frame *fr, const void *t) { return b2_frame_set_mtime(fr, t); }
-
-static int flush_locked(b2_file *f) { return flush_with(f, plain_commit, NULL, 0); }
-
 int b2_file_flush(b2_file *f) {
   if (!f->writable) return 0;
   pthread_mutex_lock(&f->wmu);
   int rc = b2_file_asettle(f);
-  if (rc == 0) rc = flush_locked(f);
+  if (rc == 0) rc = flush_locked(f, NULL);
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }
@@ -296,8 +280,7 @@ int b2_file_set_mtime(b2_file *f, const struct timespec *t) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
   pthread_mutex_lock(&f->wmu);
   int rc = b2_file_asettle(f);
-  /* What is written and the time in one commit. */
-  if (rc == 0) rc = flush_with(f, timed_commit, t, 1);
+  if (rc == 0) rc = flush_locked(f, t); /* what is written and the time: one commit */
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }
@@ -313,7 +296,7 @@ int64_t b2_file_dead_bytes(b2_file *f) {
 int b2_file_compact(b2_file *f) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
   pthread_mutex_lock(&f->wmu);
-  int rc = flush_locked(f);
+  int rc = flush_locked(f, NULL);
   if (rc == 0) {
     pthread_mutex_lock(&f->fmu);
     rc = b2_frame_compact(f->frame);
@@ -495,7 +478,7 @@ static void *idler_main(void *arg) {
       /* An error stays for the owner's next flush; a new .npy file still
        * waiting for its header is left alone (its writer may be slow). */
       pthread_mutex_lock(&f->wmu);
-      if (!f->pending) flush_locked(f);
+      if (!f->pending) flush_locked(f, NULL);
       pthread_mutex_unlock(&f->wmu);
     }
   }

@@ -393,14 +393,12 @@ int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t) {
   /* A commit (what is staged, which writes the table too) or a table on
    * disk (this writer's last commit's, or the one it opened), which says
    * the time it is true at: committed saying t. */
-  if (f->csum.crc && (f->w->dirty || (find_vlmeta(f) >= 0 && f->csum.stamp != want))) {
+  if (f->w->dirty || (find_vlmeta(f) >= 0 && f->csum.stamp != want)) {
     f->csum.stamp_at = want;
     f->w->dirty = 1;
     rc = b2_frame_commit_locked(f);
     f->csum.stamp_at = 0;
     if (rc == 0 && f->info.layout == B2_LAYOUT_SPARSE) rc = retime_chunk_files(f);
-  } else if (f->w->dirty) {
-    rc = b2_frame_commit_locked(f);
   }
   if (rc < 0) return rc;
   struct timespec ts[2] = {{0, UTIME_OMIT}, {want / 1000000000, want % 1000000000}};
