@@ -450,6 +450,9 @@ void b2fs_copy_attrs(int fd, const struct stat *before, int times, int from);
 /* A frame's extended attribute that is the user's own (user.*, but the
  * user.b2.* ones that describe the frame): kept on its source entry. */
 int b2fs_own_xattr(const char *name);
+/* The names of the user's own attributes of the file at descriptor fd, as
+ * listxattr gives them (malloc'd, *len bytes), or NULL (*len 0): none. */
+char *b2fs_own_xattr_names(int fd, size_t *len);
 
 /* Remove the leftovers of crashes in the directory inode `dir` (frames a
  * dead daemon was deleting, engine temporaries nobody holds), once per

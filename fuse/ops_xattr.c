@@ -69,21 +69,11 @@ static const char *raw_kind(b2fs_inode *in) {
  * (b2fs_own_xattr, on its source entry) to the n bytes of names in buf
  * (size 0: only count): the new length, or -ERANGE. */
 static ssize_t add_own(b2fs_inode *in, char *buf, size_t size, ssize_t n) {
-  char path[64];
-  b2fs_fd_path(in->fd, path, sizeof path);
-  ssize_t m = plain_ok(in) ? listxattr(path, NULL, 0) : 0;
-  char *names = m > 0 ? malloc((size_t)m) : NULL;
-  if (names) m = listxattr(path, names, (size_t)m);
-  for (ssize_t k = 0; names && k < m; k += (ssize_t)strlen(names + k) + 1) {
-    size_t len = strlen(names + k) + 1;
-    if (!b2fs_own_xattr(names + k)) continue;
-    if (size && (size_t)n + len > size) {
-      n = -ERANGE;
-      break;
-    }
-    if (size) memcpy(buf + n, names + k, len);
-    n += (ssize_t)len;
-  }
+  size_t m = 0;
+  char *names = plain_ok(in) ? b2fs_own_xattr_names(in->fd, &m) : NULL;
+  if (size && (size_t)n + m > size) n = -ERANGE;
+  else if (size && m) memcpy(buf + n, names, m);
+  if (n >= 0) n += (ssize_t)m;
   free(names);
   return n;
 }

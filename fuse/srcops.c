@@ -75,17 +75,37 @@ int b2fs_own_xattr(const char *name) {
   return strncmp(name, "user.", 5) == 0 && strncmp(name, "user.b2.", 8) != 0;
 }
 
+char *b2fs_own_xattr_names(int fd, size_t *len) {
+  char path[64];
+  b2fs_fd_path(fd, path, sizeof path);
+  *len = 0;
+  ssize_t n = listxattr(path, NULL, 0);
+  char *names = n > 0 ? malloc((size_t)n) : NULL;
+  if (names) n = listxattr(path, names, (size_t)n);
+  size_t kept = 0;
+  for (ssize_t k = 0; names && k < n; k += (ssize_t)strlen(names + k) + 1) {
+    size_t l = strlen(names + k) + 1;
+    if (!b2fs_own_xattr(names + k)) continue;
+    memmove(names + kept, names + k, l); /* kept <= k: in place */
+    kept += l;
+  }
+  if (!kept) {
+    free(names);
+    return NULL;
+  }
+  *len = kept;
+  return names;
+}
+
 /* The user's own attributes of the file at descriptor `from` onto `to`. */
 static void copy_own_xattrs(int from, int to) {
   char pf[64], pt[64];
   b2fs_fd_path(from, pf, sizeof pf);
   b2fs_fd_path(to, pt, sizeof pt);
-  ssize_t n = listxattr(pf, NULL, 0);
-  char *names = n > 0 ? malloc((size_t)n) : NULL;
-  if (names) n = listxattr(pf, names, (size_t)n);
-  for (ssize_t k = 0; names && k < n; k += (ssize_t)strlen(names + k) + 1) {
+  size_t n;
+  char *names = b2fs_own_xattr_names(from, &n);
+  for (size_t k = 0; k < n; k += strlen(names + k) + 1) {
     const char *name = names + k;
-    if (!b2fs_own_xattr(name)) continue;
     ssize_t v = getxattr(pf, name, NULL, 0);
     char *val = v >= 0 ? malloc(v > 0 ? (size_t)v : 1) : NULL;
     if (val) v = getxattr(pf, name, val, (size_t)v);
