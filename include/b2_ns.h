@@ -290,6 +290,9 @@ int b2_ns_is_sparse(int kind, const struct stat *st);
  *      is then kept (m->kept) for the caller to delete when it is done
  *      with it (b2_ns_delete); a process that dies first leaves it to the
  *      sweep.
+ *   Between 2 and 3, a frame file's `NAME.b2lock` sidecar (or a store
+ *   zip's) is renamed along (RENAME_NOREPLACE); when the target name has
+ *   one already, that one stays and the moved frame's is removed.
  *
  * The caller keeps others from changing these entries meanwhile (the
  * daemon: its namespace locks) and takes care of its own writers (they

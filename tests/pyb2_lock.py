@@ -35,6 +35,10 @@ sees exactly the last state.
   pyb2_lock.py mountwrite FILE SECONDS DONEFILE
       writes states of a plain file through a mount (open, write, truncate,
       close: one commit each); the last k to DONEFILE
+  pyb2_lock.py holdlock FRAME SECONDS HELD RELEASED
+      python-blosc2 (locking=True) makes an SChunk at FRAME, then holds its
+      exclusive lock (holding_lock()) for SECONDS: HELD appears once it is
+      held, RELEASED once it is let go
   pyb2_lock.py pyread FRAME SECONDS DONEFILE
       python-blosc2 (locking=True) reads the frame b2fs writes, whole under
       holding_lock() and chunk by chunk, until DONEFILE appears, then
@@ -415,6 +419,18 @@ def cmd_pyarrayread(frame, seconds, donefile):
               % (n["opens"], n["renewed"], final))
 
 
+def cmd_holdlock(frame, seconds, held, released):
+    import blosc2
+
+    s = blosc2.SChunk(chunksize=SCHUNK_CHUNK, urlpath=frame, mode="w", locking=True)
+    s.append_data(bytes([7]) * SCHUNK_CHUNK)
+    with s.holding_lock():
+        open(held, "w").close()
+        time.sleep(seconds)
+    open(released, "w").close()
+    print("ok holdlock: held %.1f s" % seconds)
+
+
 def cmd_pyread(frame, seconds, donefile):
     """python-blosc2 reads with locking: the whole frame in one
     holding_lock() bracket (one state, exactly), and single chunks outside it
@@ -578,6 +594,8 @@ def main():
         cmd_npywrite(args[0], float(args[1]), args[2])
     elif cmd == "pyarrayread":
         cmd_pyarrayread(args[0], float(args[1]), args[2])
+    elif cmd == "holdlock":
+        cmd_holdlock(args[0], float(args[1]), args[2], args[3])
     elif cmd == "pyread":
         cmd_pyread(args[0], float(args[1]), args[2])
     else:

@@ -88,6 +88,28 @@ mount_bg lock2 "$SRC" "$M1" "timeout=1,locking=on" || { notok lock_mount_on "no 
 run_pair b2fs_writes "$PYB2" "$L" mountwrite "$M1/plain" "$SECS" "$TMP/done2" -- \
   "$PYB2" "$L" pyread "$SRC/plain.b2frame" "$SECS" "$TMP/done2"
 [ -f "$SRC/plain.b2frame.b2lock" ] && ok lock_on_sidecar || notok lock_on_sidecar "no sidecar made"
+# A rename through the mount takes the sidecar along: a python-blosc2
+# process that holds the frame's lock while it is renamed still excludes
+# b2fs's readers of the new name (a new sidecar there would split them).
+rm -f "$TMP/held" "$TMP/released"
+"$PYB2" "$L" holdlock "$SRC/held.b2frame" 3 "$TMP/held" "$TMP/released" >"$TMP/holdlock.out" 2>&1 &
+hp=$!
+for _ in $(seq 200); do [ -e "$TMP/held" ] && break; sleep 0.05; done
+held_ino=$(stat -c %i "$SRC/held.b2frame.b2lock" 2>/dev/null)
+mv "$M1/held" "$M1/renamed" 2>"$TMP/mv.err"
+if [ -e "$TMP/released" ]; then notok rename_sidecar_excludes "the rename waited for the lock: the check cannot tell"
+else
+  cmp -s <(head -c 40000 /dev/zero | tr '\0' '\7') "$M1/renamed"
+  same=$?
+  if [ -e "$TMP/released" ] && [ "$same" = 0 ]; then ok rename_sidecar_excludes
+  else notok rename_sidecar_excludes "read before python-blosc2 let go (released: $([ -e "$TMP/released" ] && echo yes || echo no), cmp $same)"; fi
+fi
+wait $hp
+cat "$TMP/holdlock.out" >&2
+if [ -n "$held_ino" ] && [ ! -e "$SRC/held.b2frame.b2lock" ] &&
+  [ "$(stat -c %i "$SRC/renamed.b2frame.b2lock" 2>/dev/null)" = "$held_ino" ]; then ok rename_sidecar_moved
+else notok rename_sidecar_moved "$(ls -ai "$SRC" | grep -e held -e renamed | tr '\n' ' ')"; fi
+rm -f "$M1/renamed"
 # removing a frame removes its sidecar, as the reference library does
 rm -f "$M1/plain"
 if [ ! -e "$SRC/plain.b2frame" ] && [ ! -e "$SRC/plain.b2frame.b2lock" ]; then ok unlink_sidecar

@@ -73,6 +73,25 @@ static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat
     (void)unlinkat(dirfd, lk, 0);
 }
 
+/* The sidecar of a frame file (or a store's zip file) moved from src in
+ * m->pfd to target in m->qfd follows it, so that processes holding it
+ * (their descriptors stay on it) and those that open the new name lock
+ * alike.  If the new name has a sidecar already, that one stays: another
+ * process may hold it, and two sidecars of one name would split the
+ * locking; the old one goes, as when its name is removed. */
+static void move_sidecar(const b2_ns_move *m) {
+  char from[B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX];
+  char to[B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX];
+  struct stat ls;
+  if (m->kind == B2_NS_PLAIN || !S_ISREG(m->st.st_mode) || b2_ns_name_hidden(m->src) ||
+      (size_t)snprintf(from, sizeof from, "%s" B2_FRAME_LOCK_SUFFIX, m->src) >= sizeof from ||
+      (size_t)snprintf(to, sizeof to, "%s" B2_FRAME_LOCK_SUFFIX, m->target) >= sizeof to ||
+      fstatat(m->pfd, from, &ls, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(ls.st_mode))
+    return;
+  if (renameat2(m->pfd, from, m->qfd, to, RENAME_NOREPLACE) < 0 && errno == EEXIST)
+    (void)unlinkat(m->pfd, from, 0);
+}
+
 int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                  char *hidden, size_t cap) {
   int rc = ns_remove(dirfd, src, kind, st, keep, hidden, cap);
@@ -173,6 +192,7 @@ int b2_ns_rename(b2_ns_move *m, int ebusy) {
   }
   if (m->marked) b2_ns_restore_unmark(m->qfd, m->hidden); /* the target name is taken */
   m->marked = 0;
+  move_sidecar(m);
   if (!aside) return 0;
   char kept[B2_NS_HIDDEN_MAX];
   int rc = b2_ns_remove(m->qfd, m->hidden, m->ekind, &m->est, ebusy, kept, sizeof kept);

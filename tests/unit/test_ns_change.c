@@ -151,6 +151,55 @@ static void test_rename(void) {
   rmroot(r);
 }
 
+/* Plan and carry out the rename of shown `name` (0, or the failed step's code). */
+static int move(int pfd, int qfd, const char *name, const char *newname) {
+  b2_ns_move m;
+  memset(&m, 0, sizeof m);
+  m.pfd = pfd;
+  m.qfd = qfd;
+  int rc = b2_ns_plan_rename(&m, name, newname, 0);
+  return rc == 0 ? b2_ns_rename(&m, 0) : -1000 + rc;
+}
+
+/* A frame file's `.b2lock` sidecar follows a rename; a sidecar the new
+ * name has already stays (another process may hold it) and the moved
+ * frame's own goes.  A plain file's look-alike is not touched. */
+static void test_rename_sidecar(void) {
+  int r = mkroot();
+  CHECK(r >= 0);
+  if (r < 0) return;
+  struct stat before, after;
+  put(r, "a.b2frame", "a");
+  put(r, "a.b2frame.b2lock", "");
+  CHECK_EQ(fstatat(r, "a.b2frame.b2lock", &before, AT_SYMLINK_NOFOLLOW), 0);
+  CHECK_EQ(move(r, r, "a", "b"), 0);
+  CHECK(!exists(r, "a.b2frame") && !exists(r, "a.b2frame.b2lock"));
+  CHECK(fstatat(r, "b.b2frame.b2lock", &after, AT_SYMLINK_NOFOLLOW) == 0 &&
+        after.st_ino == before.st_ino);
+  /* over a frame with a sidecar of its own: that one stays */
+  put(r, "c.b2frame", "c");
+  put(r, "c.b2frame.b2lock", "");
+  CHECK_EQ(fstatat(r, "b.b2frame.b2lock", &before, AT_SYMLINK_NOFOLLOW), 0);
+  CHECK_EQ(move(r, r, "c", "b"), 0);
+  CHECK(!exists(r, "c.b2frame") && !exists(r, "c.b2frame.b2lock"));
+  CHECK(fstatat(r, "b.b2frame.b2lock", &after, AT_SYMLINK_NOFOLLOW) == 0 &&
+        after.st_ino == before.st_ino);
+  /* into another directory */
+  CHECK_EQ(mkdirat(r, "sub", 0755), 0);
+  int sub = openat(r, "sub", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  CHECK(sub >= 0);
+  CHECK_EQ(move(r, sub, "b", "e"), 0);
+  CHECK(!exists(r, "b.b2frame.b2lock") && exists(sub, "e.b2frame") &&
+        exists(sub, "e.b2frame.b2lock"));
+  if (sub >= 0) close(sub);
+  /* a plain file: a name ending in .b2lock beside it is not its sidecar */
+  put(r, "p", "p");
+  put(r, "p.b2lock", "");
+  CHECK_EQ(move(r, r, "p", "q"), 0);
+  CHECK(exists(r, "q") && exists(r, "p.b2lock") && !exists(r, "q.b2lock"));
+  rmroot(r);
+}
+
 /* Read the whole logical content of frame `name` of dfd into buf. */
 static ssize_t read_frame(b2_env *env, int dfd, const char *name, char *buf, size_t cap) {
   b2_file *f;
@@ -330,6 +379,7 @@ static void test_store_node(void) {
 int main(void) {
   T_RUN(test_remove);
   T_RUN(test_rename);
+  T_RUN(test_rename_sidecar);
   T_RUN(test_node_moves);
   T_RUN(test_probe_attrs);
   T_RUN(test_store_node);
