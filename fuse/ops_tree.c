@@ -530,9 +530,62 @@ static int rename_store(fuse_req_t req, b2fs_inode *p, const char *name, b2fs_in
   return rc;
 }
 
+/* Swap what is shown as `name` in p and `newname` in q (RENAME_EXCHANGE:
+ * two plain entries, or two frames of one kind; b2_ns_plan_exchange):
+ * their writers commit first and follow their frames.  0 or -errno. */
+static int exchange_shown(b2fs_inode *p, const char *name, b2fs_inode *q, const char *newname) {
+  move *m = calloc(1, sizeof *m);
+  if (!m) return -ENOMEM;
+  m->pfd = p->fd;
+  m->qfd = q->fd;
+  int rc = b2_ns_plan_exchange(m, name, newname);
+  if (rc < 0) rc = -b2_to_errno(rc);
+  if (rc == 0 && m->kind == B2_NS_STORE) rc = -EROFS; /* stores are not moved */
+  if (rc != 0) {
+    free(m);
+    return rc < 0 ? rc : 0;
+  }
+  b2fs_inode *a = b2fs_inode_find(&m->st, m->kind);
+  b2fs_inode *b = b2fs_inode_find(&m->est, m->ekind);
+  b2fs_nslock2(a, b);
+  int herr = 0;
+  void *held = b2fs_frame_hold(a, b, &herr);
+  rc = herr ? herr : b2_ns_exchange(m);
+  if (rc < 0 && !herr) rc = -ns_errno(rc);
+  if (m->note[0]) b2fs_log("rename: %s", m->note);
+  if (rc == 0) {
+    if (a) b2fs_frame_moved(held, a, m->qfd, m->esrc);
+    if (b) b2fs_frame_moved(held, b, m->pfd, m->src);
+    if (m->kind != B2_NS_PLAIN) { /* opened by directory + name */
+      struct stat pd, qd;
+      memset(&pd, 0, sizeof pd);
+      memset(&qd, 0, sizeof qd);
+      pd.st_dev = p->dev;
+      pd.st_ino = p->ino;
+      qd.st_dev = q->dev;
+      qd.st_ino = q->ino;
+      if (a) b2fs_set_home(a, &qd, m->esrc);
+      if (b) b2fs_set_home(b, &pd, m->src);
+    }
+  }
+  b2fs_frame_unhold(held);
+  b2fs_nsunlock2(a, b);
+  b2fs_frame_hold_drop(held);
+  if (a) b2fs_inode_forget(a, 1);
+  if (b) b2fs_inode_forget(b, 1);
+  free(m);
+  return rc;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags) {
-  if (flags & ~(unsigned)RENAME_NOREPLACE) { /* RENAME_EXCHANGE, WHITEOUT */
+  if (flags == RENAME_EXCHANGE) {
+    if (!dir_of(req, parent) || !dir_of(req, newparent)) return;
+    fuse_reply_err(req, -exchange_shown(b2fs_inode_get(parent), name,
+                                        b2fs_inode_get(newparent), newname));
+    return;
+  }
+  if (flags & ~(unsigned)RENAME_NOREPLACE) { /* RENAME_WHITEOUT, several */
     fuse_reply_err(req, EINVAL);
     return;
   }

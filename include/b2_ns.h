@@ -301,6 +301,24 @@ int b2_ns_is_sparse(int kind, const struct stat *st);
  * problem after the rename happened is described in m->note. */
 int b2_ns_rename(b2_ns_move *m, int ebusy);
 
+/* The exchange of what is shown as `name` in m->pfd and `newname` in
+ * m->qfd (renameat2 RENAME_EXCHANGE): fills m->src, m->kind, m->st (the
+ * first), m->esrc (= m->target), m->ekind, m->est (the second).  Both must
+ * exist and be of one kind whose source names differ as the shown ones do
+ * (two plain entries, two frames under one suffix, each of them contiguous
+ * or both sparse), so that swapping what the two source names hold shows
+ * each entry under the other's name and changes nothing else.  0, 1 (one
+ * file under both names: nothing to do), or a negative code: B2_E_NOENT,
+ * B2_E_INVAL (not of one kind), B2_E_NAMETOOLONG. */
+int b2_ns_plan_exchange(b2_ns_move *m, const char *name, const char *newname);
+
+/* Carry out the exchange m planned (b2_ns_plan_exchange gave 0): one
+ * renameat2(RENAME_EXCHANGE) of the two source entries, atomic; then two
+ * frame files swap their `.b2lock` sidecars too (one alone moves to the
+ * other name).  0 or a negative code (nothing changed); a sidecar left in
+ * place is told in m->note. */
+int b2_ns_exchange(b2_ns_move *m);
+
 /* Remove entry `src` of dirfd, of B2_NS_* kind `kind` and lstat `st` (as
  * b2_ns_resolve gives them).  With `keep` (the caller still uses the
  * entry: a frame open for writing, whose writer may rewrite it by name,

@@ -11,6 +11,7 @@ child that drops its groups and sets its ids.
 Regular files created here are frames on b2fs (NAME.b2frame in SOURCE):
 every check on a "file" checks a frame there.
 """
+import ctypes
 import errno
 import os
 import stat
@@ -741,6 +742,49 @@ def renames():
     os.symlink("t", os.path.join(d, "sl"))
     os.rename(os.path.join(d, "sl"), os.path.join(d, "sl2"))
     want("rename_symlink", os.readlink(os.path.join(d, "sl2")) == "t", "link text")
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def exchange(a, b):
+    """renameat2(a, b, RENAME_EXCHANGE); raises OSError"""
+    if _libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), a)
+
+
+@check
+def exchanges():
+    d = fresh()
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    create(a, 0o644, b"first A")
+    create(b, 0o600, b"second")
+    ia, ib = lst(a).st_ino, lst(b).st_ino
+    e = err(exchange, a, b)
+    want("exchange_files", e == 0 and read(a) == b"second" and read(b) == b"first A",
+         "%s; a %r, b %r" % (ename(e), read(a), read(b)))
+    want("exchange_files_inodes", lst(a).st_ino == ib and lst(b).st_ino == ia and
+         stat.S_IMODE(lst(a).st_mode) == 0o600, "inodes or modes did not follow")
+    # a file open for writing keeps writing to its own file, now the other name
+    fd = os.open(a, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b" +1")
+    e = err(exchange, a, b)
+    os.write(fd, b" +2")
+    os.close(fd)
+    want("exchange_open_writer", e == 0 and read(b) == b"second +1 +2" and read(a) == b"first A",
+         "%s; a %r, b %r" % (ename(e), read(a), read(b)))
+    s, t = os.path.join(d, "s"), os.path.join(d, "t")
+    os.mkdir(s)
+    os.mkdir(t)
+    create(os.path.join(s, "in_s"), 0o644, b"s")
+    e = err(exchange, s, t)
+    want("exchange_dirs", e == 0 and os.path.exists(os.path.join(t, "in_s")) and
+         not os.listdir(s), "%s; s %s, t %s" % (ename(e), os.listdir(s), os.listdir(t)))
+    want_errno("exchange_enoent", err(exchange, os.path.join(d, "nope"), a), errno.ENOENT)
+    e = err(exchange, a, s)
+    want("exchange_file_dir", e == 0 and os.path.isdir(a) and read(s) == b"first A",
+         "%s" % ename(e))
 
 
 def main():

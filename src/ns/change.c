@@ -23,6 +23,9 @@
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
 
 static _Thread_local int last_err;
 
@@ -73,6 +76,20 @@ static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat
     (void)unlinkat(dirfd, lk, 0);
 }
 
+/* The name of source entry src's `.b2lock` sidecar into out (cap
+ * B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX): 0, or -1 when it does not
+ * fit. */
+static int sidecar_name(char *out, size_t cap, const char *src) {
+  return (size_t)snprintf(out, cap, "%s" B2_FRAME_LOCK_SUFFIX, src) < cap ? 0 : -1;
+}
+
+static int is_file_at(int dirfd, const char *name) {
+  struct stat ls;
+  return fstatat(dirfd, name, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ls.st_mode);
+}
+
+#define SIDECAR_CAP (B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX)
+
 /* The sidecar of a frame file (or a store's zip file) moved from src in
  * m->pfd to target in m->qfd follows it, so that processes holding it
  * (their descriptors stay on it) and those that open the new name lock
@@ -80,13 +97,10 @@ static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat
  * process may hold it, and two sidecars of one name would split the
  * locking; the old one goes, as when its name is removed. */
 static void move_sidecar(const b2_ns_move *m) {
-  char from[B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX];
-  char to[B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX];
-  struct stat ls;
+  char from[SIDECAR_CAP], to[SIDECAR_CAP];
   if (m->kind == B2_NS_PLAIN || !S_ISREG(m->st.st_mode) || b2_ns_name_hidden(m->src) ||
-      (size_t)snprintf(from, sizeof from, "%s" B2_FRAME_LOCK_SUFFIX, m->src) >= sizeof from ||
-      (size_t)snprintf(to, sizeof to, "%s" B2_FRAME_LOCK_SUFFIX, m->target) >= sizeof to ||
-      fstatat(m->pfd, from, &ls, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(ls.st_mode))
+      sidecar_name(from, sizeof from, m->src) < 0 || sidecar_name(to, sizeof to, m->target) < 0 ||
+      !is_file_at(m->pfd, from))
     return;
   if (renameat2(m->pfd, from, m->qfd, to, RENAME_NOREPLACE) < 0 && errno == EEXIST)
     (void)unlinkat(m->pfd, from, 0);
@@ -200,5 +214,24 @@ int b2_ns_rename(b2_ns_move *m, int ebusy) {
     snprintf(m->note, sizeof m->note, "cannot remove the replaced %s (left as %s): %s", m->esrc,
              m->hidden, b2_last_detail());
   m->kept = rc == 1;
+  return 0;
+}
+
+int b2_ns_exchange(b2_ns_move *m) {
+  last_err = 0;
+  m->note[0] = 0;
+  if (renameat2(m->pfd, m->src, m->qfd, m->esrc, RENAME_EXCHANGE) < 0) return fail_at(m->src, errno);
+  /* Frame files swap their sidecars too (each stays with its frame). */
+  char a[SIDECAR_CAP], b[SIDECAR_CAP];
+  if (m->kind == B2_NS_PLAIN || !S_ISREG(m->st.st_mode) || !S_ISREG(m->est.st_mode) ||
+      sidecar_name(a, sizeof a, m->src) < 0 || sidecar_name(b, sizeof b, m->esrc) < 0)
+    return 0;
+  int ha = is_file_at(m->pfd, a), hb = is_file_at(m->qfd, b), rc = 0;
+  if (ha && hb) rc = renameat2(m->pfd, a, m->qfd, b, RENAME_EXCHANGE);
+  else if (ha) rc = renameat2(m->pfd, a, m->qfd, b, RENAME_NOREPLACE);
+  else if (hb) rc = renameat2(m->qfd, b, m->pfd, a, RENAME_NOREPLACE);
+  if (rc < 0)
+    snprintf(m->note, sizeof m->note, "the lock sidecars of %s and %s stay: %s", m->src, m->esrc,
+             strerror(errno));
   return 0;
 }

@@ -309,3 +309,25 @@ int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int 
                      m->target, is_frame ? B2_NS_FRAME : B2_NS_PRESENT};
   return b2_ns_name_check(newname, m->target, is_frame, b2_ns_overlay_probe, &o);
 }
+
+int b2_ns_plan_exchange(b2_ns_move *m, const char *name, const char *newname) {
+  m->kind = b2_ns_resolve(m->pfd, name, m->src, &m->st);
+  if (m->kind < 0) return m->kind;
+  m->ekind = b2_ns_resolve(m->qfd, newname, m->esrc, &m->est);
+  if (m->ekind < 0) return m->ekind;
+  snprintf(m->target, sizeof m->target, "%s", m->esrc);
+  if (m->est.st_dev == m->st.st_dev && m->est.st_ino == m->st.st_ino) return 1;
+  /* Each source name must be what the other entry would take under the
+   * other's shown name: the names in SOURCE stay, only what they hold
+   * swaps, so every name shows what it showed, the two entries swapped. */
+  char ta[B2_NS_NAME_MAX + 1], tb[B2_NS_NAME_MAX + 1];
+  int s = S_ISDIR(m->st.st_mode), e = S_ISDIR(m->est.st_mode);
+  if (m->kind != m->ekind || (m->kind != B2_NS_PLAIN && s != e) ||
+      b2_ns_name_target(m->kind, b2_ns_name_suffix(m->src), newname, ta, sizeof ta) < 0 ||
+      b2_ns_name_target(m->ekind, b2_ns_name_suffix(m->esrc), name, tb, sizeof tb) < 0 ||
+      strcmp(ta, m->esrc) != 0 || strcmp(tb, m->src) != 0 ||
+      changes_kind(m->kind, m->pfd, m->src, &m->st, m->esrc) ||
+      changes_kind(m->ekind, m->qfd, m->esrc, &m->est, m->src))
+    return B2_E_INVAL;
+  return 0;
+}

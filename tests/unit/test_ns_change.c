@@ -200,6 +200,66 @@ static void test_rename_sidecar(void) {
   rmroot(r);
 }
 
+/* Plan and carry out the exchange of shown `name` and `newname` of dfd. */
+static int swap(int dfd, const char *name, const char *newname) {
+  b2_ns_move m;
+  memset(&m, 0, sizeof m);
+  m.pfd = m.qfd = dfd;
+  int rc = b2_ns_plan_exchange(&m, name, newname);
+  return rc == 0 ? b2_ns_exchange(&m) : rc;
+}
+
+/* Reads the first bytes of entry name (0-terminated into buf). */
+static const char *head_of(int dfd, const char *name, char *buf, size_t cap) {
+  buf[0] = 0;
+  int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return buf;
+  ssize_t n = read(fd, buf, cap - 1);
+  buf[n > 0 ? n : 0] = 0;
+  close(fd);
+  return buf;
+}
+
+/* RENAME_EXCHANGE: two plain entries or two frames under one suffix swap
+ * in SOURCE, frame files with their sidecars; a frame and a plain entry,
+ * or frames under two suffixes, are refused (what the names show would
+ * change) and left as they were. */
+static void test_exchange(void) {
+  int r = mkroot();
+  CHECK(r >= 0);
+  if (r < 0) return;
+  char buf[16];
+  put(r, "p", "P");
+  put(r, "q", "Q");
+  CHECK_EQ(swap(r, "p", "q"), 0);
+  CHECK(!strcmp(head_of(r, "p", buf, sizeof buf), "Q") && !strcmp(head_of(r, "q", buf, sizeof buf), "P"));
+  put(r, "a.b2frame", "A");
+  put(r, "a.b2frame.b2lock", "la");
+  put(r, "b.b2frame", "B");
+  CHECK_EQ(swap(r, "a", "b"), 0); /* one sidecar: it goes with its frame */
+  CHECK(!strcmp(head_of(r, "b.b2frame", buf, sizeof buf), "A") &&
+        !strcmp(head_of(r, "b.b2frame.b2lock", buf, sizeof buf), "la") &&
+        !exists(r, "a.b2frame.b2lock"));
+  put(r, "a.b2frame.b2lock", "lb");
+  CHECK_EQ(swap(r, "a", "b"), 0); /* two: they swap */
+  CHECK(!strcmp(head_of(r, "a.b2frame", buf, sizeof buf), "A") &&
+        !strcmp(head_of(r, "a.b2frame.b2lock", buf, sizeof buf), "la") &&
+        !strcmp(head_of(r, "b.b2frame.b2lock", buf, sizeof buf), "lb"));
+  /* refused, nothing changed */
+  CHECK_EQ(swap(r, "a", "p"), B2_E_INVAL);
+  put(r, "c.b2", "C");
+  CHECK_EQ(swap(r, "a", "c"), B2_E_INVAL); /* .b2frame and .b2 */
+  CHECK(!strcmp(head_of(r, "a.b2frame", buf, sizeof buf), "A") &&
+        !strcmp(head_of(r, "p", buf, sizeof buf), "Q") && !strcmp(head_of(r, "c.b2", buf, sizeof buf), "C"));
+  CHECK_EQ(swap(r, "a", "nothing"), B2_E_NOENT);
+  CHECK_EQ(linkat(r, "q", r, "q2", 0), 0);
+  b2_ns_move m;
+  memset(&m, 0, sizeof m);
+  m.pfd = m.qfd = r;
+  CHECK_EQ(b2_ns_plan_exchange(&m, "q", "q2"), 1); /* one file: nothing to do */
+  rmroot(r);
+}
+
 /* Read the whole logical content of frame `name` of dfd into buf. */
 static ssize_t read_frame(b2_env *env, int dfd, const char *name, char *buf, size_t cap) {
   b2_file *f;
@@ -380,6 +440,7 @@ int main(void) {
   T_RUN(test_remove);
   T_RUN(test_rename);
   T_RUN(test_rename_sidecar);
+  T_RUN(test_exchange);
   T_RUN(test_node_moves);
   T_RUN(test_probe_attrs);
   T_RUN(test_store_node);
