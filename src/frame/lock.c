@@ -132,7 +132,8 @@ static int effective_mode(void) {
 }
 
 /* The frame file's real path: paths of the form /proc/self/fd/N (how the
- * daemon opens frames) name a descriptor, not a place for a sidecar. */
+ * daemon opens frames) name a descriptor, not a place for a sidecar.
+ * B2_E_NOENT (no detail) when no name leads to that file any more. */
 static int real_path(const char *path, char *out, size_t cap) {
   if (strncmp(path, "/proc/self/fd/", 14) != 0) {
     if (strlen(path) >= cap) return b2_fail(B2_E_LIMIT, "path too long for a lock file");
@@ -145,6 +146,12 @@ static int real_path(const char *path, char *out, size_t cap) {
   if (n < 0)
     return b2_fail(B2_E_IO, "cannot resolve %s for its lock file", path);
   out[n] = 0;
+  /* The name must still lead to the file: one removed meanwhile reads as
+   * "PATH (deleted)", and no other program can open it to lock it. */
+  struct stat a, b;
+  if (stat(path, &a) == 0 &&
+      (lstat(out, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+    return B2_E_NOENT;
   return 0;
 }
 

@@ -1766,6 +1766,21 @@ static void test_locking(void) {
     unlink(lock);
     CHECK_EQ(locked_as(path, B2_LOCKING_AUTO), 0);
     CHECK_EQ(b2_frame_lock_gen(path, &g), B2_E_NOENT);
+    if (!layout) {
+      /* Opened by /proc/self/fd/N once its name is gone (readlink then
+       * says "PATH (deleted)"): no name leads to it, so no sidecar, and
+       * none made beside it under that text. */
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      char proc[64], gone[700];
+      snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+      snprintf(gone, sizeof gone, "%s (deleted)" B2_FRAME_LOCK_SUFFIX, path);
+      CHECK_EQ(locked_as(proc, B2_LOCKING_ON), 1); /* named: its sidecar */
+      CHECK_EQ(unlink(path), 0);
+      unlink(lock);
+      CHECK_EQ(locked_as(proc, B2_LOCKING_ON), 0);
+      CHECK(access(gone, F_OK) != 0);
+      if (fd >= 0) close(fd);
+    }
     free(m.b);
   }
   b2_frame_set_locking(B2_LOCKING_AUTO);
