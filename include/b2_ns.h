@@ -331,8 +331,8 @@ int b2_ns_exchange(b2_ns_move *m);
  * writer is done, b2_ns_delete).  Without `keep` the
  * entry is deleted: one name of a hard-linked file unlinked (the file
  * lives on under the others), a file unlinked, a sparse frame's directory emptied
- * and removed.  When the last name of a contiguous frame goes, its
- * `NAME.b2lock` sidecar goes too, as the reference library removes it.
+ * and removed.  When a name of a contiguous frame goes (its last or not),
+ * its `NAME.b2lock` sidecar goes too, as the reference library removes it.
  * 0 (deleted), 1 (kept under `hidden`), or a negative code with a
  * detail. */
 int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,

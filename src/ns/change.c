@@ -62,9 +62,11 @@ int b2_ns_delete(int dirfd, const char *name) {
 static int ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                      char *hidden, size_t cap);
 
-/* The `.b2lock` sidecar of a contiguous frame whose last name went: the
- * reference library removes it with the frame (other processes holding
- * it keep their descriptors). */
+/* The `.b2lock` sidecar of a contiguous frame's name that went: the
+ * reference library removes it with the frame's path (other processes
+ * holding it keep their descriptors).  Also for one name of a hard-linked
+ * frame: the sidecar belongs to the name (the other names have their own),
+ * and nothing can open the frame by that name any more. */
 static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat *st) {
   char lk[B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX];
   struct stat ls;
@@ -109,7 +111,7 @@ static void move_sidecar(const b2_ns_move *m) {
 int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                  char *hidden, size_t cap) {
   int rc = ns_remove(dirfd, src, kind, st, keep, hidden, cap);
-  if (rc >= 0 && !(S_ISREG(st->st_mode) && st->st_nlink > 1)) drop_sidecar(dirfd, src, kind, st);
+  if (rc >= 0) drop_sidecar(dirfd, src, kind, st);
   return rc;
 }
 

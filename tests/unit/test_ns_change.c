@@ -105,6 +105,16 @@ static void test_remove(void) {
   CHECK_EQ(b2_ns_delete(r, hidden), 0);
   CHECK(fstatat(r, "d.b2frame", &ds, AT_SYMLINK_NOFOLLOW) == 0 && ds.st_nlink == 1);
   CHECK_EQ(count_prefixed(r, B2_NS_GONE_PREFIX), 0);
+  /* the sidecar of the name removed goes, the other name's stays, linked or not */
+  CHECK_EQ(linkat(r, "d.b2frame", r, "f.b2frame", 0), 0);
+  put(r, "d.b2frame.b2lock", "");
+  put(r, "f.b2frame.b2lock", "");
+  fstatat(r, "f.b2frame", &st, AT_SYMLINK_NOFOLLOW);
+  CHECK_EQ(b2_ns_remove(r, "f.b2frame", B2_NS_LOGICAL, &st, 0, hidden, sizeof hidden), 0);
+  CHECK(!exists(r, "f.b2frame.b2lock") && exists(r, "d.b2frame.b2lock"));
+  fstatat(r, "d.b2frame", &st, AT_SYMLINK_NOFOLLOW);
+  CHECK_EQ(b2_ns_remove(r, "d.b2frame", B2_NS_LOGICAL, &st, 0, hidden, sizeof hidden), 0);
+  CHECK(!exists(r, "d.b2frame") && !exists(r, "d.b2frame.b2lock"));
   /* a failed call keeps its own errno */
   CHECK(b2_ns_delete(r, "nothing") < 0);
   CHECK_EQ(b2_ns_last_errno(), ENOENT);
