@@ -5,7 +5,8 @@
  * then a summary line.  Frames are regular files with a frame suffix
  * (.b2frame .b2f .b2 .b2nd) or starting with the frame magic, and
  * directories holding a regular chunks.b2frame (sparse frames, not
- * descended into).  Exit status 1 if anything is damaged or unreadable,
+ * descended into); the engine's hidden temporaries and `.b2lock` sidecars
+ * in a tree are not frames.  Exit status 1 if anything is damaged or unreadable,
  * 0 otherwise, 2 on a usage error. */
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "b2_b2nd.h"
 #include "b2_error.h"
 #include "b2_frame.h"
+#include "b2_ns.h"
 #include "cli/cli.h"
 
 typedef struct scrub {
@@ -152,6 +154,9 @@ static void visit(scrub *s, const char *path, int named) {
   if (S_ISDIR(st.st_mode)) {
     if (is_sparse_dir(path)) scrub_frame(s, path);
     else walk(s, path);
+  } else if (!named && b2_ns_name_hidden(base)) {
+    /* the engine's temporaries and lock sidecars (b2_ns.h): a frame being
+     * made, or a leftover the next mount sweeps, never data */
   } else if (S_ISREG(st.st_mode)) {
     if (named || has_suffix(base) || has_magic(path)) scrub_frame(s, path);
   } else if (named) {
