@@ -193,10 +193,12 @@ int b2_frame_csum_load(b2_frame *f) {
   rc = parse(c, data, len, f->info.nchunks);
   free(data);
   if (rc <= 0) b2_frame_csum_free(f);
+  if (rc > 0 && !c->foreign) c->on_disk = c->stamp;
   return rc < 0 ? rc : 0;
 }
 
 void b2_frame_csum_free(b2_frame *f) {
+  f->csum.on_disk = 0;
   free(f->csum.crc);
   free(f->csum.unknown);
   f->csum.crc = NULL;
@@ -363,7 +365,17 @@ void b2_frame_csum_seal_fd(const b2_frame *f, int fd) {
   (void)futimens(fd, t); /* failing, the table vouches for less: nothing worse */
 }
 
-void b2_frame_csum_seal(b2_frame *f) { b2_frame_csum_seal_fd(f, f->fd); }
+void b2_frame_csum_seal(b2_frame *f) {
+  b2_frame_csum_seal_fd(f, f->fd);
+  f->csum.on_disk = f->csum.crc && f->csum.stamp > 0 ? f->csum.stamp : 0;
+}
+
+void b2_frame_csum_hold(const b2_frame *f) {
+  int64_t s = f->csum.on_disk;
+  if (s <= 0 || f->info.layout == B2_LAYOUT_SPARSE) return;
+  struct timespec t[2] = {{0, UTIME_OMIT}, {s / 1000000000, s % 1000000000}};
+  (void)futimens(f->fd, t); /* failing, the table vouches for less: nothing worse */
+}
 
 /* A sparse frame's chunk files written after the stamp would read as
  * another program's: each gets the stamp as its time. */

@@ -86,6 +86,7 @@ static int commit_contiguous(b2_frame *f) {
   int64_t pos = w->append_pos;
   int64_t fsize = pos + (int64_t)total;
   rc = b2_io_pwrite(f->fd, buf, total, pos);
+  b2_frame_csum_hold(f); /* the committed frame is unchanged until the header */
   free(buf);
   /* Whatever happened, these bytes are never reused: a header written by
    * an attempt that seemed to fail may point at them. */
@@ -108,6 +109,7 @@ static int commit_contiguous(b2_frame *f) {
     free(h);
     return b2_context(keep, "commit: header");
   }
+  b2_frame_csum_seal_fd(f, f->fd); /* at once: a crash from here keeps the table good */
   rc = b2_io_fdatasync(f->fd);
   /* The new header may be on disk even if the sync failed: adopt it in
    * memory either way (the old frame's bytes stay intact too). */

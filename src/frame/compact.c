@@ -153,6 +153,7 @@ static int replace_in_place(b2_frame *f, int dirfd, const char *base, const char
   char redo[NAME_MAX + 2];
   if (redo_name(base, redo, sizeof redo) < 0)
     return b2_fail(B2_E_LIMIT, "file name too long for a redo file");
+  b2_frame_csum_seal_fd(f, tfd); /* the time its table vouches for, for a redo to copy */
   int rc = b2_io_renameat(dirfd, tmp, dirfd, redo, 0);
   if (!rc) rc = b2_io_fsync(dirfd);
   if (rc < 0) {
@@ -161,6 +162,7 @@ static int replace_in_place(b2_frame *f, int dirfd, const char *base, const char
   }
   rc = copy_over(tfd, f->fd, fsize);
   if (rc < 0) return rc; /* the redo file stays: the copy must be done */
+  b2_frame_csum_seal_fd(f, f->fd); /* before the redo file goes: a crash keeps the time */
   (void)b2_io_unlinkat(dirfd, redo, 0);
   return b2_io_fsync(dirfd);
 }
@@ -185,6 +187,9 @@ int b2_frame_redo(int dirfd, const char *name) {
     rc = b2_fail(B2_E_IO, "%s: cannot stat for the redo", base);
   } else {
     rc = copy_over(rfd, ffd, (int64_t)rs.st_size);
+    /* The redo file's time is the one its checksum table vouches for. */
+    struct timespec t[2] = {{0, UTIME_OMIT}, rs.st_mtim};
+    if (rc == 0) (void)futimens(ffd, t);
   }
   if (ffd >= 0) close(ffd);
   b2_io_close(rfd);

@@ -94,6 +94,9 @@ typedef struct b2_frame_csum {
                            another program wrote it since */
   int64_t stamp_at;     /* > 0: the next commit's stamp, a time set by
                            hand (b2_frame_set_mtime), not the clock's */
+  int64_t on_disk;      /* > 0: the stamp of the table on disk, true of the
+                           committed frame (loaded and trusted, or sealed
+                           by this writer's last commit); 0: none */
   struct stat seen;     /* the header file when the frame was read */
   char why[160];
 } b2_frame_csum;
@@ -469,6 +472,12 @@ void b2_frame_csum_seal(b2_frame *f);
 /* The same for a sparse frame's chunk file open at fd, as its commit
  * syncs it. */
 void b2_frame_csum_seal_fd(const b2_frame *f, int fd);
+/* After a write to a contiguous frame's file that leaves the committed
+ * frame as it is (chunks staged past its end, their trim, the index and
+ * trailer before the header points at them): its time back to the stamp
+ * of the table on disk, so that a crash before the commit leaves a table
+ * still good for the frame. */
+void b2_frame_csum_hold(const b2_frame *f);
 /* Writer mutex held: compute the unknown checksums (reading those
  * chunks) when they cover at most `budget` stored bytes (< 0: always). */
 int b2_frame_csum_fill(b2_frame *f, int64_t budget);

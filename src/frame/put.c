@@ -210,6 +210,7 @@ static int put_parsed(b2_frame *f, int64_t i, const void *chunk, size_t len,
   } else if (!rc) {
     b2_frame_w *w = f->w;
     rc = b2_io_pwrite(f->fd, chunk, len, w->append_pos);
+    b2_frame_csum_hold(f); /* staged past the frame: it is unchanged */
     if (rc < 0) rc = b2_context(rc, "put chunk %lld", (long long)i);
     entry = w->append_pos - f->data_pos;
     if (!rc) w->append_pos += (int64_t)len;

@@ -337,8 +337,10 @@ int b2_frame_w_init(b2_frame *f) {
     if (!rc) rc = fill_sizes_contiguous(f);
     /* Bytes past frame_size belong to no committed frame (an abandoned
      * staged state): drop them. */
-    if (!rc && f->file_size > f->info.frame_size)
+    if (!rc && f->file_size > f->info.frame_size) {
       rc = b2_io_ftruncate(f->fd, f->info.frame_size);
+      b2_frame_csum_hold(f);
+    }
     w->append_pos = f->info.frame_size;
     f->data_end = w->append_pos;
   }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "b2_chunk.h"
@@ -665,6 +666,49 @@ static void test_compaction_keeps_time(void) {
   free(m.b);
 }
 
+/* A writer that dies before its commit (staged chunks past the frame's
+ * end, the daemon killed): the file keeps the time its table vouches for,
+ * so the table still checks the frame as committed; the next writer drops
+ * the staged bytes and keeps it so too. */
+static void test_crash_before_commit(void) {
+  char path[512];
+  tpath(path, sizeof path, "crashed.b2frame");
+  model m = {NULL, 0};
+  CHECK_EQ(write_frame(path, B2_LAYOUT_CONTIGUOUS, 4, &m), 0);
+  struct stat before, after;
+  CHECK_EQ(stat(path, &before), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    b2_frame *f;
+    model x = {NULL, 0};
+    if (b2_frame_open_rw(path, &f) < 0) _exit(2);
+    model_resize(&x, m.n + CS);
+    memcpy(x.b, m.b, (size_t)m.n);
+    fill_chunk(&x, 1, 99);
+    fill_chunk(&x, 4, 98);
+    _exit(put_model(f, &x, 1) == 0 && put_model(f, &x, 4) == 0 ? 0 : 3); /* no commit */
+  }
+  int st = -1;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_EQ(stat(path, &after), 0);
+  CHECK(after.st_size > before.st_size); /* staged bytes past the frame */
+  CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+        after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+  b2_frame_csum_info ci;
+  CHECK_EQ(csum_state(path, &ci), 0);
+  CHECK_EQ(ci.state, B2_CSUM_ALL);
+  CHECK(reads_as(path, &m));
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0); /* trims the staged bytes */
+  b2_frame_close(f);
+  CHECK_EQ(stat(path, &after), 0);
+  CHECK(after.st_size == before.st_size && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+  CHECK_EQ(csum_state(path, &ci), 0);
+  CHECK_EQ(ci.state, B2_CSUM_ALL);
+  free(m.b);
+}
+
 static void test_set_mtime_contiguous(void) { set_mtime(B2_LAYOUT_CONTIGUOUS); }
 static void test_set_mtime_sparse(void) { set_mtime(B2_LAYOUT_SPARSE); }
 
@@ -927,6 +971,7 @@ int main(void) {
   T_RUN(test_set_mtime_contiguous);
   T_RUN(test_set_mtime_sparse);
   T_RUN(test_compaction_keeps_time);
+  T_RUN(test_crash_before_commit);
   T_RUN(test_damaged_table_ignored);
   T_RUN(test_reference_frames);
   T_RUN(test_readers_during_writes);
