@@ -231,7 +231,8 @@ int b2_ns_choose_new(int dirfd, const char *shown, mode_t type, int frames, char
                      size_t cap, int *frame);
 
 /* Source name for a second name `shown` in dirfd of the frame of `kind`
- * whose source name is `src` (its suffix is kept, as a rename would): the
+ * whose source name is `src` (its suffix is kept, as a rename would; a
+ * hidden src, a name kept for a writer, gives B2_NS_NEW_SUFFIX): the
  * name must be free and the directory must then show it as `shown`.  0,
  * B2_E_EXIST, B2_E_INVAL, B2_E_NAMETOOLONG, B2_E_XDEV. */
 int b2_ns_choose_link(int dirfd, const char *shown, int kind, const char *src, char *out,

@@ -468,6 +468,28 @@ def link_other_name_after_unlink():
 
 
 @check
+def link_while_removed_name_written():
+    """A file open for writing whose name (the one it was opened by) is
+    removed while another name stays takes new links meanwhile (b2fs
+    refused them with EEXIST until the writer closed: a kill -9 campaign's
+    find)."""
+    d = fresh()
+    f, x, y = (os.path.join(d, n) for n in ("f", "x", "y"))
+    create(f, 0o644, os.urandom(100000))
+    os.link(f, x)
+    fd = os.open(x, os.O_RDWR)
+    try:
+        os.pwrite(fd, b"abc", 0)
+        os.unlink(x)
+        e = err(os.link, f, y)
+    finally:
+        os.close(fd)
+    want_errno("link_while_removed_name_written", e, 0)
+    want("link_while_removed_name_same", os.path.exists(y) and read(y) == read(f) and
+         read(y)[:3] == b"abc", "y %s" % os.path.exists(y))
+
+
+@check
 def link_writer_removed():
     """A writer open under one name of a linked file whose name is then
     removed keeps writing the file the other name shows, through rewrites

@@ -248,7 +248,10 @@ int b2_ns_choose_new(int dirfd, const char *shown, mode_t type, int frames, char
 
 int b2_ns_choose_link(int dirfd, const char *shown, int kind, const char *src, char *out,
                       size_t cap) {
-  int rc = b2_ns_name_target(kind, b2_ns_name_suffix(src), shown, out, cap);
+  /* A hidden name (one kept for a writer after its name was removed) says
+   * nothing of the frame's suffix: a new frame's then. */
+  const char *sfx = b2_ns_name_hidden(src) ? B2_NS_NEW_SUFFIX : b2_ns_name_suffix(src);
+  int rc = b2_ns_name_target(kind, sfx, shown, out, cap);
   if (rc < 0) return rc;
   if (b2_ns_name_hidden(out) || b2_ns_name_hidden(shown)) return B2_E_INVAL;
   int t = b2_ns_probe_dir(&dirfd, out);
