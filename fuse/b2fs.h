@@ -380,6 +380,10 @@ int b2fs_frame_any_writable(void);
  * (open, committing, compacting: the engine's temporaries are in use)?
  * 1 also when that cannot be told. */
 int b2fs_frame_writing_at(int dirfd, const char *name);
+/* The same, and a writer closing there (its compaction may be replacing
+ * the file) is waited for and its inode follows its file: then the entry
+ * found at that name is the one the inode has. */
+int b2fs_frame_settle_at(int dirfd, const char *name);
 
 /* Internals shared by handle.c and whandle.c (inode lock held where said). */
 b2fs_handle *b2fs_handle_new(b2_file *f, const b2fs_sig *sig);

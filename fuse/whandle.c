@@ -354,6 +354,12 @@ int b2fs_frame_writing_at(int dirfd, const char *name) {
   return writing_at(dst.st_dev, dst.st_ino, name, 0);
 }
 
+int b2fs_frame_settle_at(int dirfd, const char *name) {
+  struct stat dst;
+  if (!b2fs_frame_any_writable() || fstat(dirfd, &dst) < 0) return 0;
+  return writing_at(dst.st_dev, dst.st_ino, name, 1);
+}
+
 /* Renames and removals.  A writable frame moved or set aside through the
  * mount is committed first (its data on disk before its name changes: a
  * failed commit fails the rename) and its uses are held off (`use`

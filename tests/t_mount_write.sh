@@ -473,6 +473,38 @@ EOF
   if scrub_out=$($T "$B2F" scrub "$C/f.b2frame" 2>&1); then ok compaction_keeps_checksums
   else nok compaction_keeps_checksums "$(printf '%s' "$scrub_out" | head -c 600)"; fi
 fi
+# A rename right after the close whose compaction replaces the file, then
+# an open for writing of the new name: the inode the rename moves must be
+# the one that follows the compacted file (before, 1-2% of these opens
+# failed with EIO for a second: "directory and name are not known").
+C2=$TMP/c2src
+mkdir -p "$C2"
+if mount_bg compact2 "$C2" "$M" "compact_min=0,compact_pct=1"; then
+  out=$($T "$PY" - "$M" <<'EOF'
+import os, sys
+d = sys.argv[1]
+os.mkdir(os.path.join(d, "sub"))
+bad = []
+for i in range(300):
+    a, b = os.path.join(d, "a%d" % i), os.path.join(d, "sub", "b%d" % i)
+    os.close(os.open(a, os.O_CREAT | os.O_WRONLY, 0o644))
+    fd = os.open(a, os.O_WRONLY)
+    os.pwrite(fd, b"x" * 644, 546142)  # a second commit at close: dead bytes, compacted
+    os.close(fd)
+    os.rename(a, b)
+    try:
+        fd = os.open(b, os.O_WRONLY)
+        os.pwrite(fd, b"y", 0)
+        os.close(fd)
+    except OSError as e:
+        bad.append("%d: %s" % (i, e.strerror))
+print("ok" if not bad else "%d of 300 failed: %s" % (len(bad), "; ".join(bad[:3])))
+EOF
+)
+  if [ "$out" = ok ]; then ok rename_after_compaction_writable; else nok rename_after_compaction_writable "$out"; fi
+  unmount_fg "$M" compact2
+  verify_source compact2 "$C2"
+fi
 
 # ---- 3b. renames between layouts -----------------------------------------------
 # A sparse frame (a directory in SOURCE) renamed over a contiguous one (a
