@@ -315,9 +315,7 @@ static int rewrite(b2_frame *f) {
   return 0;
 }
 
-/* Sparse: delete chunk files no staged entry uses, and a leftover
- * temporary index. */
-static int sweep_sparse(b2_frame *f) {
+int b2_frame_sweep_sparse(b2_frame *f) {
   b2_frame_w *w = f->w;
   int fd = dup(f->dirfd);
   if (fd < 0) return b2_fail(b2_from_errno(errno), "dup: %s", strerror(errno));
@@ -359,7 +357,7 @@ int b2_frame_compact(b2_frame *f) {
     /* out of memory */
   } else if (f->info.layout == B2_LAYOUT_SPARSE) {
     rc = b2_frame_commit_locked(f);
-    if (!rc) rc = sweep_sparse(f);
+    if (!rc) rc = b2_frame_sweep_sparse(f);
   } else {
     /* Nothing staged: the same content, so the same time, which the new
      * file's table vouches for (a caller keeping the times, as `cp -p`

@@ -472,6 +472,10 @@ void b2_frame_csum_seal(b2_frame *f);
 /* The same for a sparse frame's chunk file open at fd, as its commit
  * syncs it. */
 void b2_frame_csum_seal_fd(const b2_frame *f, int fd);
+/* Sparse, writer state loaded: delete the chunk files no staged entry
+ * uses (left by a writer that died before its commit, or dropped by a
+ * compaction) and a leftover temporary index. */
+int b2_frame_sweep_sparse(b2_frame *f);
 /* After a write to a contiguous frame's file that leaves the committed
  * frame as it is (chunks staged past its end, their trim, the index and
  * trailer before the header points at them): its time back to the stamp

@@ -324,6 +324,9 @@ int b2_frame_w_init(b2_frame *f) {
     if (!rc) rc = b2_frame_lk_wr_begin(f); /* others' writers wait from here */
     if (!rc && changed_since_open(f)) rc = B2_E_AGAIN_INTERNAL;
     if (!rc) rc = fill_sizes_sparse(f);
+    /* Chunk files no committed index uses (an abandoned staged state, as
+     * the bytes past a contiguous frame's end): dropped. */
+    if (!rc) (void)b2_frame_sweep_sparse(f);
   } else {
     /* Strict paths are canonical already, and must not be re-resolved
      * through links. */
