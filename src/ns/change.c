@@ -62,25 +62,8 @@ int b2_ns_delete(int dirfd, const char *name) {
 static int ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                      char *hidden, size_t cap);
 
-/* The `.b2lock` sidecar of a contiguous frame's name that went: the
- * reference library removes it with the frame's path (other processes
- * holding it keep their descriptors).  Also for one name of a hard-linked
- * frame: the sidecar belongs to the name (the other names have their own),
- * and nothing can open the frame by that name any more. */
-static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat *st) {
-  char lk[B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX];
-  struct stat ls;
-  if (kind == B2_NS_PLAIN || kind == B2_NS_STORE || !S_ISREG(st->st_mode) ||
-      b2_ns_name_hidden(src) ||
-      (size_t)snprintf(lk, sizeof lk, "%s" B2_FRAME_LOCK_SUFFIX, src) >= sizeof lk)
-    return;
-  if (fstatat(dirfd, lk, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ls.st_mode))
-    (void)unlinkat(dirfd, lk, 0);
-}
-
 /* The name of source entry src's `.b2lock` sidecar into out (cap
- * B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX): 0, or -1 when it does not
- * fit. */
+ * SIDECAR_CAP): 0, or -1 when it does not fit. */
 static int sidecar_name(char *out, size_t cap, const char *src) {
   return (size_t)snprintf(out, cap, "%s" B2_FRAME_LOCK_SUFFIX, src) < cap ? 0 : -1;
 }
@@ -91,6 +74,19 @@ static int is_file_at(int dirfd, const char *name) {
 }
 
 #define SIDECAR_CAP (B2_NS_NAME_MAX + sizeof B2_FRAME_LOCK_SUFFIX)
+
+/* The `.b2lock` sidecar of a contiguous frame's name that went: the
+ * reference library removes it with the frame's path (other processes
+ * holding it keep their descriptors).  Also for one name of a hard-linked
+ * frame: the sidecar belongs to the name (the other names have their own),
+ * and nothing can open the frame by that name any more. */
+static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat *st) {
+  char lk[SIDECAR_CAP];
+  if (kind == B2_NS_PLAIN || kind == B2_NS_STORE || !S_ISREG(st->st_mode) ||
+      b2_ns_name_hidden(src) || sidecar_name(lk, sizeof lk, src) < 0)
+    return;
+  if (is_file_at(dirfd, lk)) (void)unlinkat(dirfd, lk, 0);
+}
 
 /* The sidecar of a frame file (or a store's zip file) moved from src in
  * m->pfd to target in m->qfd follows it, so that processes holding it
