@@ -502,6 +502,34 @@ print("ok" if not bad else "%d of 300 failed: %s" % (len(bad), "; ".join(bad[:3]
 EOF
 )
   if [ "$out" = ok ]; then ok rename_after_compaction_writable; else nok rename_after_compaction_writable "$out"; fi
+  # The same for chown, chmod and link right after such a close: they must
+  # reach the compacted file (before, most owners and modes were set on
+  # the file it replaced, and some links failed with ENOENT).
+  out=$($T "$PY" - "$M" "$C2" <<'EOF'
+import os, sys, time
+d, src = sys.argv[1], sys.argv[2]
+bad = []
+for i in range(200):
+    a, b = os.path.join(d, "c%d" % i), os.path.join(d, "l%d" % i)
+    os.close(os.open(a, os.O_CREAT | os.O_WRONLY, 0o644))
+    fd = os.open(a, os.O_WRONLY)
+    os.pwrite(fd, b"x" * 644, 546142)
+    os.close(fd)
+    os.chown(a, 1000 + i, 2000 + i)
+    os.chmod(a, 0o600)
+    try:
+        os.link(a, b)
+    except OSError as e:
+        bad.append("link %d: %s" % (i, e.strerror))
+time.sleep(1.5)  # the mount's attribute timeout
+for i in range(200):
+    for st in (os.stat(os.path.join(d, "c%d" % i)), os.stat(os.path.join(src, "c%d.b2frame" % i))):
+        if (st.st_uid, st.st_gid, st.st_mode & 0o777) != (1000 + i, 2000 + i, 0o600):
+            bad.append("c%d: %d:%d %o" % (i, st.st_uid, st.st_gid, st.st_mode & 0o777))
+print("ok" if not bad else "%d wrong: %s" % (len(bad), "; ".join(bad[:3])))
+EOF
+)
+  if [ "$out" = ok ]; then ok attrs_after_compaction_kept; else nok attrs_after_compaction_kept "$out"; fi
   unmount_fg "$M" compact2
   verify_source compact2 "$C2"
 fi
