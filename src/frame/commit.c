@@ -193,6 +193,7 @@ static int commit_sparse(b2_frame *f) {
   if (!rc) rc = b2_io_pwrite(fd, it, total, (int64_t)hl);
   free(it);
   if (!rc) rc = b2_io_fsync(fd);
+  if (!rc) b2_frame_csum_seal_fd(f, fd); /* its table's time before it is the index */
   if (!rc)
     rc = b2_io_renameat(f->dirfd, SPARSE_TMP, f->dirfd,
                         B2_FRAME_SPARSE_INDEX, 0);
@@ -267,6 +268,7 @@ static int restage_chunk(b2_frame *f, int64_t i) {
     rc = b2_fail(B2_E_IO, "written since the last commit, it no longer reads back as written: "
                  "lost when a sync failed");
   if (!rc) rc = b2_io_pwrite(fd, buf, len, at);
+  if (fd == f->fd) b2_frame_csum_hold(f); /* staged past the frame: it is unchanged */
   free(buf);
   if (fd != f->fd) b2_io_close(fd);
   return rc;

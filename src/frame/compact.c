@@ -153,7 +153,6 @@ static int replace_in_place(b2_frame *f, int dirfd, const char *base, const char
   char redo[NAME_MAX + 2];
   if (redo_name(base, redo, sizeof redo) < 0)
     return b2_fail(B2_E_LIMIT, "file name too long for a redo file");
-  b2_frame_csum_seal_fd(f, tfd); /* the time its table vouches for, for a redo to copy */
   int rc = b2_io_renameat(dirfd, tmp, dirfd, redo, 0);
   if (!rc) rc = b2_io_fsync(dirfd);
   if (rc < 0) {
@@ -258,6 +257,9 @@ static int rewrite(b2_frame *f) {
     rc = b2_io_pwrite(s.fd, h, B2_FH_FIXED, 0);
   }
   if (!rc) rc = b2_io_fsync(s.fd);
+  /* The time its table vouches for before it takes the frame's name (or
+   * becomes the redo file a crash leaves). */
+  if (!rc) b2_frame_csum_seal_fd(f, s.fd);
   free(it);
   free(s.buf);
   if (!rc && linked) {
