@@ -121,6 +121,20 @@ check "verify of an intact frame" [ $? -eq 0 ]
 "$B2F" scrub -q "$T/b/dmg.b2f" | grep -c "checksum mismatch" >"$tmp/n"
 check "damage still reported after compaction" [ "$(cat "$tmp/n")" -eq 2 ]
 
+# A hard-linked frame's in-place rewrite cut short: the frame is torn and
+# its redo file beside it; scrub says so, and `b2f compact` finishes it.
+mkdir -p "$tmp/redo"
+cp "$T/a/good.b2frame" "$tmp/redo/x.b2frame"
+cp "$T/a/good.b2frame" "$tmp/redo/.x.b2frame.redo.b2tmp"
+printf 'torn torn torn torn' | dd of="$tmp/redo/x.b2frame" conv=notrunc status=none
+"$B2F" scrub "$tmp/redo" >"$tmp/out" 2>&1; rc=$?
+check "scrub of a torn frame: status 1" [ "$rc" -eq 1 ]
+grep -q "x.b2frame: .*its redo file is beside it" "$tmp/out"
+check "scrub names the redo file of a torn frame" [ $? -eq 0 ]
+"$B2F" compact "$tmp/redo/x.b2frame" >/dev/null 2>&1 && "$B2F" scrub -q "$tmp/redo" &&
+  [ ! -e "$tmp/redo/.x.b2frame.redo.b2tmp" ]
+check "b2f compact finishes the rewrite" [ $? -eq 0 ]
+
 # Usage errors.
 "$B2F" scrub >/dev/null 2>&1
 check "scrub without DIR: status 2" [ $? -eq 2 ]

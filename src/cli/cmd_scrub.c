@@ -6,7 +6,9 @@
  * (.b2frame .b2f .b2 .b2nd) or starting with the frame magic, and
  * directories holding a regular chunks.b2frame (sparse frames, not
  * descended into); the engine's hidden temporaries and `.b2lock` sidecars
- * in a tree are not frames.  Exit status 1 if anything is damaged or unreadable,
+ * in a tree are not frames; a frame torn by a crash inside an in-place
+ * rewrite says that its redo file will finish it.  Exit status 1 if
+ * anything is damaged or unreadable,
  * 0 otherwise, 2 on a usage error. */
 #include <dirent.h>
 #include <errno.h>
@@ -75,12 +77,29 @@ static const char *detail(int rc) {
   return d && *d ? d : b2_strerror(rc);
 }
 
+/* Whether the frame file at path has a redo file beside it: an in-place
+ * rewrite (of a hard-linked frame) that a crash interrupted. */
+static int redo_pending(const char *path) {
+  char redo[PATH_MAX];
+  const char *base = strrchr(path, '/');
+  int dl = base ? (int)(base - path) + 1 : 0;
+  if (snprintf(redo, sizeof redo, "%.*s.%s" B2_FRAME_REDO_SUFFIX, dl, path, path + dl) >=
+      (int)sizeof redo)
+    return 0;
+  struct stat st;
+  return lstat(redo, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 static void scrub_frame(scrub *s, const char *path) {
   b2_frame *f;
   s->frames++;
   int rc = b2_frame_open(path, &f);
   if (rc < 0) {
-    printf("%s: %s\n", path, detail(rc));
+    printf("%s: %s%s\n", path, detail(rc),
+           redo_pending(path) ? " (an in-place rewrite cut short: its redo file is beside it; "
+                                "a mount of the directory, or `b2f compact` of the frame, "
+                                "finishes it)"
+                              : "");
     s->frames_bad++;
     return;
   }
