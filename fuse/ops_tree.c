@@ -454,18 +454,20 @@ static int do_move(move *m, b2fs_inode *sin, b2fs_inode *ein, void *held) {
 /* Plan and carry out the rename of what is shown as `name` in m->pfd to
  * `newname` in m->qfd, a directory of device qdev and inode qino: 0 or
  * -errno. */
+/* A writer closing at either entry of a planned move may be replacing its
+ * file (a compaction): the inode found by the entry must be the one that
+ * follows it.  1 when there was such a writer (then plan again). */
+static int settled(const move *m) {
+  int a = b2fs_frame_settle_at(m->pfd, m->src);
+  int b = m->ekind >= 0 && b2fs_frame_settle_at(m->qfd, m->esrc);
+  return a || b;
+}
+
 static int rename_shown(move *m, const char *name, const char *newname, int noreplace,
                         dev_t qdev, ino_t qino) {
   int rc = b2_ns_plan_rename(m, name, newname, noreplace);
-  /* A writer closing at either entry may be replacing its file (a
-   * compaction): the inode found by the entry must be the one that
-   * follows it, so plan again once it has. */
-  for (int k = 0; k < 3 && rc == 0; k++) {
-    int a = b2fs_frame_settle_at(m->pfd, m->src);
-    int b = m->ekind >= 0 && b2fs_frame_settle_at(m->qfd, m->esrc);
-    if (!a && !b) break;
+  for (int k = 0; k < 3 && rc == 0 && settled(m); k++)
     rc = b2_ns_plan_rename(m, name, newname, noreplace);
-  }
   if (rc < 0) rc = -b2_to_errno(rc);
   if (rc >= 0 && (m->kind == B2_NS_STORE || m->ekind == B2_NS_STORE))
     rc = -EROFS; /* stores are not moved, nor replaced */
@@ -548,12 +550,8 @@ static int exchange_shown(b2fs_inode *p, const char *name, b2fs_inode *q, const 
   m->pfd = p->fd;
   m->qfd = q->fd;
   int rc = b2_ns_plan_exchange(m, name, newname);
-  for (int k = 0; k < 3 && rc == 0; k++) { /* as in rename_shown */
-    int a = b2fs_frame_settle_at(m->pfd, m->src);
-    int b = b2fs_frame_settle_at(m->qfd, m->esrc);
-    if (!a && !b) break;
+  for (int k = 0; k < 3 && rc == 0 && settled(m); k++)
     rc = b2_ns_plan_exchange(m, name, newname);
-  }
   if (rc < 0) rc = -b2_to_errno(rc);
   if (rc == 0 && m->kind == B2_NS_STORE) rc = -EROFS; /* stores are not moved */
   if (rc != 0) {

@@ -430,6 +430,9 @@ int b2_frame_compact(b2_frame *f);
 /* Suffix of the redo file of a hard-linked frame rewritten in place (a
  * hidden engine temporary, see b2_frame_compact). */
 #define B2_FRAME_REDO_SUFFIX ".redo.b2tmp"
+/* The name of the redo file of frame file `base` (a name, no directory)
+ * into out: 0, or -1 when it does not fit in cap or in NAME_MAX. */
+int b2_frame_redo_name(const char *base, char *out, size_t cap);
 /* Finish the in-place rewrite recorded by the redo file `name` in dirfd
  * (a crash interrupted the copy): copy it over its frame, sync, remove it.
  * 0 done (or not a redo name), 1 when a writer holds the frame (its own

@@ -80,11 +80,11 @@ static const char *detail(int rc) {
 /* Whether the frame file at path has a redo file beside it: an in-place
  * rewrite (of a hard-linked frame) that a crash interrupted. */
 static int redo_pending(const char *path) {
-  char redo[PATH_MAX];
+  char redo[PATH_MAX], name[NAME_MAX + 1];
   const char *base = strrchr(path, '/');
   int dl = base ? (int)(base - path) + 1 : 0;
-  if (snprintf(redo, sizeof redo, "%.*s.%s" B2_FRAME_REDO_SUFFIX, dl, path, path + dl) >=
-      (int)sizeof redo)
+  if (b2_frame_redo_name(path + dl, name, sizeof name) < 0 ||
+      snprintf(redo, sizeof redo, "%.*s%s", dl, path, name) >= (int)sizeof redo)
     return 0;
   struct stat st;
   return lstat(redo, &st) == 0 && S_ISREG(st.st_mode);

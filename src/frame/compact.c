@@ -117,8 +117,7 @@ static int still_ours(const b2_frame *f, int dirfd, const char *base) {
   return 0;
 }
 
-/* Name of the redo file of frame `base` (cap > NAME_MAX): 0 or -1. */
-static int redo_name(const char *base, char *out, size_t cap) {
+int b2_frame_redo_name(const char *base, char *out, size_t cap) {
   int n = snprintf(out, cap, ".%s" B2_FRAME_REDO_SUFFIX, base);
   return n > 0 && (size_t)n < cap && n <= NAME_MAX ? 0 : -1;
 }
@@ -151,7 +150,7 @@ static int copy_over(int from, int to, int64_t n) {
 static int replace_in_place(b2_frame *f, int dirfd, const char *base, const char *tmp,
                             int tfd, int64_t fsize) {
   char redo[NAME_MAX + 2];
-  if (redo_name(base, redo, sizeof redo) < 0)
+  if (b2_frame_redo_name(base, redo, sizeof redo) < 0)
     return b2_fail(B2_E_LIMIT, "file name too long for a redo file");
   int rc = b2_io_renameat(dirfd, tmp, dirfd, redo, 0);
   if (!rc) rc = b2_io_fsync(dirfd);

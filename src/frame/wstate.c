@@ -403,7 +403,7 @@ static int finish_redo(int dirfd, const char *base) {
   }
   int rc = 0;
   struct stat st;
-  if (snprintf(redo, sizeof redo, ".%s" B2_FRAME_REDO_SUFFIX, base) < (int)sizeof redo &&
+  if (b2_frame_redo_name(base, redo, sizeof redo) == 0 &&
       fstatat(dirfd, redo, &st, AT_SYMLINK_NOFOLLOW) == 0)
     rc = b2_frame_redo(dirfd, redo);
   if (own) b2_io_close(dirfd);
