@@ -666,6 +666,26 @@ static void test_compaction_keeps_time(void) {
   free(m.b);
 }
 
+/* A writer that puts a new chunk 1 and appends chunk 4 to the frame of
+ * model m at path, then dies before any commit (a child process): 0 when
+ * it got that far. */
+static int die_staging(const char *path, const model *m) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    b2_frame *f;
+    model x = {NULL, 0};
+    if (b2_frame_open_rw(path, &f) < 0) _exit(2);
+    model_resize(&x, m->n + CS);
+    memcpy(x.b, m->b, (size_t)m->n);
+    fill_chunk(&x, 1, 99);
+    fill_chunk(&x, 4, 98);
+    _exit(put_model(f, &x, 1) == 0 && put_model(f, &x, 4) == 0 ? 0 : 3); /* no commit */
+  }
+  int st = -1;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* A writer that dies before its commit (staged chunks past the frame's
  * end, the daemon killed): the file keeps the time its table vouches for,
  * so the table still checks the frame as committed; the next writer drops
@@ -677,20 +697,7 @@ static void test_crash_before_commit(void) {
   CHECK_EQ(write_frame(path, B2_LAYOUT_CONTIGUOUS, 4, &m), 0);
   struct stat before, after;
   CHECK_EQ(stat(path, &before), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    b2_frame *f;
-    model x = {NULL, 0};
-    if (b2_frame_open_rw(path, &f) < 0) _exit(2);
-    model_resize(&x, m.n + CS);
-    memcpy(x.b, m.b, (size_t)m.n);
-    fill_chunk(&x, 1, 99);
-    fill_chunk(&x, 4, 98);
-    _exit(put_model(f, &x, 1) == 0 && put_model(f, &x, 4) == 0 ? 0 : 3); /* no commit */
-  }
-  int st = -1;
-  waitpid(pid, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_EQ(die_staging(path, &m), 0);
   CHECK_EQ(stat(path, &after), 0);
   CHECK(after.st_size > before.st_size); /* staged bytes past the frame */
   CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
@@ -729,20 +736,7 @@ static void test_crash_before_commit_sparse(void) {
   model m = {NULL, 0};
   CHECK_EQ(write_frame(path, B2_LAYOUT_SPARSE, 4, &m), 0);
   int before = count_chunk_files(path);
-  pid_t pid = fork();
-  if (pid == 0) {
-    b2_frame *f;
-    model x = {NULL, 0};
-    if (b2_frame_open_rw(path, &f) < 0) _exit(2);
-    model_resize(&x, m.n + CS);
-    memcpy(x.b, m.b, (size_t)m.n);
-    fill_chunk(&x, 1, 99);
-    fill_chunk(&x, 4, 98);
-    _exit(put_model(f, &x, 1) == 0 && put_model(f, &x, 4) == 0 ? 0 : 3); /* no commit */
-  }
-  int st = -1;
-  waitpid(pid, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_EQ(die_staging(path, &m), 0);
   CHECK_EQ(count_chunk_files(path), before + 2);
   CHECK(reads_as(path, &m));
   b2_frame *f;
