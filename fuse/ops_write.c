@@ -257,15 +257,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
   /* A frame's mode and owner under its namespace lock: a compaction at
    * the last close (which holds it) may be replacing the file, and the
    * inode's descriptor follows the new one only when it is done. */
-  int ids = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
-  if (ids && in->kind != B2_NS_PLAIN) b2fs_nslock2(in, NULL);
+  int locked = in->kind != B2_NS_PLAIN &&
+               (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID));
+  if (locked) b2fs_nslock2(in, NULL);
   if (to_set & FUSE_SET_ATTR_MODE) rc = set_mode(in, attr->st_mode);
   if (!rc && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
     uid_t u = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
     gid_t g = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
     if (fchownat(in->fd, "", u, g, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) rc = -errno;
   }
-  if (ids && in->kind != B2_NS_PLAIN) b2fs_nsunlock2(in, NULL);
+  if (locked) b2fs_nsunlock2(in, NULL);
   if (!rc && (to_set & FUSE_SET_ATTR_SIZE)) rc = set_size(in, attr->st_size, fi);
   if (!rc && (to_set & FUSE_SET_ATTR_SIZE) && !(to_set & FUSE_SET_ATTR_MODE))
     b2fs_kill_privs(req, in); /* a truncate is a write */

@@ -358,11 +358,15 @@ int b2_frame_csum_stage(b2_frame *f) {
   return rc < 0 ? b2_context(rc, "checksums") : 0;
 }
 
+/* The modification time of file fd set to `ns`; failing, the table vouches
+ * for less: nothing worse. */
+static void set_mtime_ns(int fd, int64_t ns) {
+  struct timespec t[2] = {{0, UTIME_OMIT}, {ns / 1000000000, ns % 1000000000}};
+  (void)futimens(fd, t);
+}
+
 void b2_frame_csum_seal_fd(const b2_frame *f, int fd) {
-  if (!f->csum.crc || f->csum.stamp <= 0) return;
-  struct timespec t[2] = {{0, UTIME_OMIT},
-                          {f->csum.stamp / 1000000000, f->csum.stamp % 1000000000}};
-  (void)futimens(fd, t); /* failing, the table vouches for less: nothing worse */
+  if (f->csum.crc && f->csum.stamp > 0) set_mtime_ns(fd, f->csum.stamp);
 }
 
 void b2_frame_csum_seal(b2_frame *f) {
@@ -371,10 +375,8 @@ void b2_frame_csum_seal(b2_frame *f) {
 }
 
 void b2_frame_csum_hold(const b2_frame *f) {
-  int64_t s = f->csum.on_disk;
-  if (s <= 0 || f->info.layout == B2_LAYOUT_SPARSE) return;
-  struct timespec t[2] = {{0, UTIME_OMIT}, {s / 1000000000, s % 1000000000}};
-  (void)futimens(f->fd, t); /* failing, the table vouches for less: nothing worse */
+  if (f->csum.on_disk > 0 && f->info.layout != B2_LAYOUT_SPARSE)
+    set_mtime_ns(f->fd, f->csum.on_disk);
 }
 
 /* A sparse frame's chunk files written after the stamp would read as
