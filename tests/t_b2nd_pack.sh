@@ -101,6 +101,16 @@ if "$B2F" pack --raw "$tmp/u1-2d.npy" "$tmp/raw.b2frame" 2>"$tmp/err" &&
 else
   notok "pack --raw" "$(head -c 300 "$tmp/err")"
 fi
+# cat --npy of a frame that is no array: its bytes when they are a .npy
+# file (pack --raw above), else an error and nothing written
+check "cat --npy of a .npy kept as bytes" bash -c "'$B2F' cat --npy '$tmp/raw.b2frame' | cmp -s - '$tmp/u1-2d.npy'"
+printf 'not an array at all' >"$tmp/text.bin"
+"$B2F" pack "$tmp/text.bin" "$tmp/text.b2frame" 2>/dev/null
+if "$B2F" cat --npy "$tmp/text.b2frame" >"$tmp/out" 2>"$tmp/err"; then
+  notok "cat --npy of an SChunk fails" "exit 0, $(wc -c <"$tmp/out") bytes"
+else
+  check "cat --npy of an SChunk fails" bash -c "[ ! -s '$tmp/out' ] && grep -q 'not a b2nd array' '$tmp/err'"
+fi
 # --force replaces a frame; without it an existing OUT is kept
 check "no overwrite" bash -c "! '$B2F' pack '$tmp/u1-2d.npy' '$tmp/f8-1d.b2nd' 2>/dev/null"
 if "$B2F" pack --force "$tmp/u1-2d.npy" "$tmp/f8-1d.b2nd" &&

@@ -42,10 +42,11 @@ struct b2_file;
 int b2f_env(struct b2_env **env);
 /* Write `size` bytes that rd(ctx, buf, n, off) reads (pread-like) to fd
  * (errors name `name`); returns the exit status.  b2f_copy_file: the
- * whole view of an open handle. */
+ * whole of an open handle, opened in `view` (B2_VIEW_NPY of a frame that
+ * is no array: its bytes must be a .npy file, else B2_E_FORMAT). */
 typedef ssize_t (*b2f_reader)(void *ctx, void *buf, size_t n, int64_t off);
 int b2f_copy(b2f_reader rd, void *ctx, int64_t size, const char *name, int fd);
-int b2f_copy_file(struct b2_file *f, const char *name, int fd);
+int b2f_copy_file(struct b2_file *f, int view, const char *name, int fd);
 /* `b2f cat STORE KEY` (cmd_store.c): the value of KEY in `view`, or its
  * raw frame; objects that are not data always as their raw frame. */
 int b2f_cat_store(const char *store, const char *key, int view, int raw, int fd);

@@ -41,7 +41,21 @@ static ssize_t file_reader(void *ctx, void *buf, size_t n, int64_t off) {
   return b2_file_pread(ctx, buf, n, off);
 }
 
-int b2f_copy_file(b2_file *f, const char *name, int fd) {
+/* A frame that is no array shows its own bytes in the .npy view (a .npy
+ * file written somewhere and kept as its bytes): those must then be a .npy
+ * file, else --npy would write something that is not one. */
+static int npy_check(b2_file *f, int view) {
+  if (view != B2_VIEW_NPY || b2_file_array(f)) return 0;
+  char magic[6];
+  ssize_t n = b2_file_size(f) >= 6 ? b2_file_pread(f, magic, sizeof magic, 0) : 0;
+  if (n < 0) return (int)n;
+  if (n == 6 && !memcmp(magic, "\x93NUMPY", 6)) return 0;
+  return b2_fail(B2_E_FORMAT, "not a b2nd array (no 'b2nd' metalayer), nor a .npy file kept as its bytes");
+}
+
+int b2f_copy_file(b2_file *f, int view, const char *name, int fd) {
+  int rc = npy_check(f, view);
+  if (rc < 0) return b2f_report(name, rc);
   return b2f_copy(file_reader, f, b2_file_size(f), name, fd);
 }
 
@@ -53,7 +67,7 @@ int b2f_copy_content(const char *path, int view, int fd, int show_progress) {
   if (rc < 0) return b2f_report(path, rc);
   b2_file *f;
   rc = b2_file_open(env, path, view, B2_OPEN_RDONLY, &f);
-  int status = rc < 0 ? b2f_report(path, rc) : b2f_copy_file(f, path, fd);
+  int status = rc < 0 ? b2f_report(path, rc) : b2f_copy_file(f, view, path, fd);
   if (rc == 0) b2_file_close(f);
   b2_env_destroy(env);
   return status;

@@ -114,7 +114,7 @@ int b2f_cat_store(const char *store, const char *key, int view, int raw, int fd)
     if (rc < 0) {
       status = b2f_report(name, rc);
     } else {
-      status = b2f_copy_file(f, name, fd);
+      status = b2f_copy_file(f, view, name, fd);
       b2_file_close(f);
     }
   }
