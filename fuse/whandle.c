@@ -541,7 +541,10 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
 
   pthread_mutex_lock(&in->nslock);
   if (rc == 0 && worth_compacting(h->file)) compact(in, h);
-  int64_t size = h->file ? b2_file_size(h->file) : -1;
+  int64_t size = h->file ? b2_file_reopen_size(h->file) : -1;
+  /* The kernel holds the writer's size for up to its timeout; a .npy
+   * header its writer spelled otherwise than numpy.save makes another. */
+  int resized = h->file && size != b2_file_size(h->file);
   /* The last try of a failed commit (at the close) may rewrite the file
    * (an empty frame): where that lands, before the handle goes. */
   int hfd = -1;
@@ -579,5 +582,7 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   pthread_mutex_unlock(&in->nslock);
   note_size(in, rc == 0 ? size : -1);
   pthread_mutex_unlock(&in->wlock);
+  if (resized && b2fs_g.se) /* attributes only: no page is waited for */
+    fuse_lowlevel_notify_inval_inode(b2fs_g.se, b2fs_inode_id(in), -1, 0);
   return rc;
 }

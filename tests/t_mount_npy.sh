@@ -300,3 +300,40 @@ for layout in contiguous sparse; do
   fi
   unmount_fg "$M" "ex2_$layout"
 done
+
+# ---- 5. .npy files not written by numpy.save --------------------------------------
+# A header padded or spelled otherwise (cnpy and old numpy align to 16
+# bytes; extra padding) makes the same array; once closed the file shows
+# numpy.save's header, and its size is that of the bytes served.
+S5=$TMP/src5
+mkdir -p "$S5"
+if mount_bg npy5 "$S5" "$MNT" "clevel=1"; then
+  if "$PY" - "$MNT" >"$TMP/npy5.out" 2>&1 <<'PY'
+import os, sys, numpy as np
+mnt = sys.argv[1]
+a = np.arange(24, dtype="<f8").reshape(4, 6)
+bad = []
+for name, align, extra in (("al16", 16, 0), ("long", 64, 64), ("nospace", 16, 0)):
+    h = "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 6), }"
+    if name == "nospace":
+        h = "{'shape':(4,6),'fortran_order':False,'descr':'<f8'}"
+    h = (h + " " * ((-(10 + len(h) + 1)) % align + extra) + "\n").encode()
+    hdr = b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h
+    p = f"{mnt}/{name}.npy"
+    for flags in (os.O_WRONLY, os.O_RDWR):
+        fd = os.open(p, flags | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, hdr); os.write(fd, a.tobytes())
+        if flags == os.O_RDWR: os.fstat(fd)
+        os.close(fd)
+        data = open(p, "rb").read()
+        size = os.stat(p).st_size
+        ok = size == len(data) and np.array_equal(np.load(p), a)
+        if not ok: bad.append(f"{name}/{flags}: size {size}, {len(data)} bytes served")
+print("; ".join(bad) or "ok")
+sys.exit(1 if bad else 0)
+PY
+  then ok npy_foreign_header_size; else nok npy_foreign_header_size "$(tail -2 "$TMP/npy5.out")"; fi
+  unmount_fg "$MNT" npy5
+else
+  nok npy_foreign_header_size "cannot mount"
+fi

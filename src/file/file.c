@@ -291,6 +291,13 @@ int b2_file_close(b2_file *f) {
 }
 
 int64_t b2_file_size(const b2_file *f) { return atomic_load(&f->size); }
+
+int64_t b2_file_reopen_size(const b2_file *f) {
+  int64_t size = atomic_load(&f->size);
+  if (f->view != B2_VIEW_NPY || !f->has_array) return size;
+  int n = b2_npy_header(&f->array, NULL, 0);
+  return n < 0 ? size : size - (int64_t)f->npylen + n;
+}
 b2_frame *b2_file_frame(const b2_file *f) { return f->frame; }
 
 int b2_file_frame_now(b2_file *f, struct stat *st) {
