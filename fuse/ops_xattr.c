@@ -5,7 +5,8 @@
  * Setting user.b2.codec, clevel, filters, typesize, chunksize, blocksize or
  * layout before a frame's first write recreates it with that parameter
  * (b2_file_set_param; the inode is rebound to the new file); the
- * user.b2.vlmeta.NAME attributes can be set and removed at any time (each
+ * user.b2.vlmeta.NAME attributes (each one msgpack object, as python-blosc2
+ * reads them: else EINVAL) can be set and removed at any time (each
  * change is committed at once, the frame keeping its modification time),
  * but for the engine's chunk checksums
  * (b2fs.crc32c: setting them changes nothing, removing them is EPERM).
@@ -247,6 +248,10 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
   b2fs_handle *h = NULL;
   b2_file *own = NULL;
   int rc = 0;
+  if (value && b2_frame_vlmeta_check(value, size) < 0) {
+    b2fs_log("%s: %s", name, b2_last_detail());
+    return -EINVAL;
+  }
   if (in->kind == B2_NS_LOGICAL) {
     rc = b2fs_frame_open_rw(in, &h, NULL);
     if (rc < 0) return rc;

@@ -390,6 +390,12 @@ int b2_frame_meta_set(b2_frame *f, const char *name, const void *data,
 int b2_frame_vlmeta_set(b2_frame *f, const char *name, const void *data,
                         size_t len);
 int b2_frame_vlmeta_del(b2_frame *f, const char *name);
+/* python-blosc2 reads the content of every vlmetalayer as one msgpack
+ * object, and all of a frame's at once (`vlmeta.getall()`, `dict(vlmeta)`):
+ * 0 when data is exactly one, else B2_E_INVAL saying what it is instead.
+ * Content other programs set (b2fs's user.b2.vlmeta.* attributes) must
+ * pass; b2_frame_vlmeta_set itself stores any bytes. */
+int b2_frame_vlmeta_check(const void *data, size_t len);
 
 /* Make everything staged durable and visible.  On failure (I/O error, no
  * space) returns the error: the files still hold the last committed frame

@@ -312,10 +312,35 @@ if command -v setfattr >/dev/null; then
   CHECK_WHY="source: $(ls -la "$S" | grep sp)"
   check xattr_layout_sparse test -d "$S/sp.b2frame" -a -f "$S/sp.b2frame/chunks.b2frame" -a \
     "$(sha "$M/sp")" = "$(seq 1 100000 | sha256sum | cut -c1-64)"
-  setfattr -n user.b2.vlmeta.note -v 'hello there' "$M/px"
+  # vlmeta values are msgpack objects, as python-blosc2 reads them: the
+  # string "hello there", the integer 120 ("x"); bare text is refused.
+  setfattr -n user.b2.vlmeta.note -v 0xab68656c6c6f207468657265 "$M/px"
   setfattr -n user.b2.vlmeta.gone -v x "$M/px"; setfattr -x user.b2.vlmeta.gone "$M/px"
   CHECK_WHY="note '$(xa vlmeta.note "$M/px")', gone '$(xa vlmeta.gone "$M/px")'"
-  check xattr_vlmeta test "$(xa vlmeta.note "$M/px")" = "hello there" -a -z "$(xa vlmeta.gone "$M/px")"
+  check xattr_vlmeta test "$(xa vlmeta.note "$M/px")" = $'\xab''hello there' -a -z "$(xa vlmeta.gone "$M/px")"
+  err=$(setfattr -n user.b2.vlmeta.bad -v 'hello there' "$M/px" 2>&1)
+  CHECK_WHY="setfattr said '$err', value '$(xa vlmeta.bad "$M/px")'"
+  check xattr_vlmeta_not_msgpack_refused test -n "$err" -a -z "$(xa vlmeta.bad "$M/px")"
+  # python-blosc2 reads them all at once, b2fs's own among them (the
+  # shapes an empty .npy file waits with).
+  PYB2=${PYB2:-$PWD/build/venv/bin/python}
+  if [ -x "$PYB2" ] && "$PYB2" -c 'import blosc2' 2>/dev/null; then
+    touch "$M/shp.npy"; setfattr -n user.b2.chunkshape -v 10,10 "$M/shp.npy"
+    out=$("$PYB2" - "$S" 2>&1 <<'PY'
+import sys, os, blosc2
+s = sys.argv[1]
+px = blosc2.open(os.path.join(s, "px.b2frame"))
+assert dict(px.vlmeta)["note"] == "hello there", dict(px.vlmeta)
+e = blosc2.open(os.path.join(s, [n for n in os.listdir(s) if n.startswith("shp.")][0]))
+print(sorted(dict(e.vlmeta)))
+PY
+)
+    CHECK_WHY="$out"
+    check xattr_vlmeta_python_blosc2 test "$out" = "['b2fs.crc32c', 'b2fs.npy']"
+    rm -f "$M/shp.npy"
+  else
+    echo "skip xattr_vlmeta_python_blosc2: no python-blosc2 ($PYB2)"
+  fi
   # An attribute changes no modification time; cp -a (times, then
   # attributes) of a frame with one keeps its time.
   touch -d '2003-03-03 03:03:03' "$M/px"; setfattr -n user.b2.vlmeta.when -v x "$M/px"
@@ -429,7 +454,7 @@ if mount_bg main2 "$S" "$M" "timeout=1"; then
   fi
   tool_check cp_after_remount "$M/cp"
   command -v getfattr >/dev/null &&
-    { CHECK_WHY="note '$(xa vlmeta.note "$M/px")'"; check vlmeta_after_remount test "$(xa vlmeta.note "$M/px")" = "hello there"; }
+    { CHECK_WHY="note '$(xa vlmeta.note "$M/px")'"; check vlmeta_after_remount test "$(xa vlmeta.note "$M/px")" = $'\xab''hello there'; }
   unmount_fg "$M" main2
   verify_source main2 "$S"
 fi

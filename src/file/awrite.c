@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "b2_error.h"
+#include "common/msgpack.h"
 #include "common/util.h"
 #include "file/file_impl.h"
 
@@ -294,15 +295,28 @@ static int save_wanted(b2_file *f) {
   char buf[512] = "";
   if (f->want_nc) put_dims(buf, sizeof buf, "chunkshape", f->want_cs, f->want_nc);
   if (f->want_nb) put_dims(buf, sizeof buf, "blockshape", f->want_bs, f->want_nb);
-  return b2_frame_vlmeta_set(f->frame, WANT_VLMETA, buf, strlen(buf));
+  /* A msgpack string, as python-blosc2 reads every vlmetalayer. */
+  uint8_t mp[sizeof buf + 8];
+  b2_mp_writer w;
+  b2_mp_writer_init(&w, mp, sizeof mp);
+  int rc = b2_mp_put_str(&w, buf, strlen(buf));
+  return rc < 0 ? rc : b2_frame_vlmeta_set(f->frame, WANT_VLMETA, mp, w.len);
 }
 
 static void load_wanted(b2_file *f) {
   uint8_t *v = NULL;
   size_t n = 0;
   if (b2_frame_vlmeta_get(f->frame, WANT_VLMETA, &v, &n) < 0 || !v) return;
+  /* A msgpack string (or, as written before 28 November 2026, its bytes). */
+  const uint8_t *text = v;
+  uint32_t tlen = (uint32_t)B2_MIN(n, (size_t)UINT32_MAX);
+  b2_mp_reader r;
+  b2_mp_reader_init(&r, v, n);
+  const uint8_t *s;
+  uint32_t slen;
+  if (b2_mp_read_str(&r, &s, &slen) == 0 && r.pos == n) text = s, tlen = slen;
   char buf[512];
-  snprintf(buf, sizeof buf, "%.*s", (int)B2_MIN(n, sizeof buf - 1), (const char *)v);
+  snprintf(buf, sizeof buf, "%.*s", (int)B2_MIN(tlen, sizeof buf - 1), (const char *)text);
   free(v);
   char *save = NULL;
   for (char *tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "b2_error.h"
+#include "common/msgpack.h"
 #include "frame/frame_impl.h"
 
 /* Largest fixed-length metalayer accepted (the header is read whole). */
@@ -126,6 +127,20 @@ int b2_frame_vlmeta_set(b2_frame *f, const char *name, const void *data,
   b2_frame_w_end(f);
   free(chunk);
   return rc;
+}
+
+int b2_frame_vlmeta_check(const void *data, size_t len) {
+  b2_mp_reader r;
+  b2_mp_reader_init(&r, data, len);
+  int rc = len ? b2_mp_skip(&r) : B2_E_TRUNCATED;
+  if (rc < 0)
+    return b2_fail(B2_E_INVAL, "a vlmetalayer's content must be one msgpack object (%s)",
+                   len ? "these bytes are not one" : "it is empty");
+  if (r.pos != len)
+    return b2_fail(B2_E_INVAL,
+                   "a vlmetalayer's content must be one msgpack object (%zu bytes follow it)",
+                   len - r.pos);
+  return 0;
 }
 
 int b2_frame_vlmeta_del(b2_frame *f, const char *name) {
