@@ -241,20 +241,32 @@ static int set_param(b2fs_inode *in, const char *key, const char *value, size_t 
   return rc ? rc : rc2;
 }
 
+/* Is a writer of `in` open (its handle then takes every change)? */
+static int writing(b2fs_inode *in) {
+  pthread_mutex_lock(&in->lock);
+  int w = in->cur && in->cur->writable;
+  pthread_mutex_unlock(&in->lock);
+  return w;
+}
+
 /* Set (value != NULL) or remove a variable-length metalayer, committed at
- * once.  .npy views get a writable logical handle of their own. */
+ * once.  Through the open writer when there is one (cp -a sets attributes
+ * before it closes); else .npy views get a writable logical handle of
+ * their own. */
 static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_t size,
                       int flags) {
   b2fs_handle *h = NULL;
   b2_file *own = NULL;
   int rc = 0;
+  uint64_t g0 = 0;
   if (value && b2_frame_vlmeta_check(value, size) < 0) {
     b2fs_log("%s: %s", name, b2_last_detail());
     return -EINVAL;
   }
-  if (in->kind == B2_NS_LOGICAL) {
+  if (in->kind == B2_NS_LOGICAL || writing(in)) {
     rc = b2fs_frame_open_rw(in, &h, NULL);
     if (rc < 0) return rc;
+    g0 = b2fs_frame_gen(h);
   } else {
     int brc = b2fs_frame_open_own(in, B2_VIEW_LOGICAL, &own);
     if (brc < 0) return brc == B2_E_UNSUPPORTED ? -EROFS : -b2fs_errno(brc);
@@ -265,9 +277,17 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
     b2fs_frame_release(in, h);
     return -EIO;
   }
+  /* An attribute changes the status time only (as any file system's):
+   * data written before it is committed first, with its own time (a new
+   * .npy file's held header settles: the frame may be made anew), and the
+   * attribute's commit keeps that time (b2_file_set_mtime), so that
+   * `cp -a`, which sets times before attributes, keeps them. */
+  struct stat st;
+  int brc = b2_file_flush(f);
+  if (h) b2fs_frame_note(f);
+  if (brc == 0) brc = b2_file_frame_now(f, &st);
   b2_frame *fr = b2_file_frame(f);
-  int brc = 0;
-  if (!value || (flags & (XATTR_CREATE | XATTR_REPLACE))) {
+  if (brc == 0 && (!value || (flags & (XATTR_CREATE | XATTR_REPLACE)))) {
     uint8_t *old = NULL;
     size_t len;
     int have = b2_frame_vlmeta_get(fr, name, &old, &len) == 0;
@@ -276,13 +296,6 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
     if (!have && (!value || (flags & XATTR_REPLACE))) rc = -ENODATA;
   }
   if (rc == 0) {
-    /* An attribute changes the status time only (as any file system's):
-     * data written before it is committed first, with its own time, and
-     * the attribute's commit keeps that time (b2_file_set_mtime), so that
-     * `cp -a`, which sets times before attributes, keeps them. */
-    struct stat st;
-    brc = b2_file_flush(f);
-    if (brc == 0) brc = b2_file_frame_now(f, &st);
     if (brc == 0)
       brc = value ? b2_frame_vlmeta_set(fr, name, value, size) : b2_frame_vlmeta_del(fr, name);
     if (brc == 0) brc = b2_file_set_mtime(f, &st.st_mtim);
@@ -293,6 +306,7 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
     if (rc == 0 && crc < 0) rc = -b2fs_werrno(crc);
   } else {
     b2fs_unuse(h);
+    b2fs_frame_renewed(in, h, g0);
     b2fs_frame_follow(in);
     int rc2 = b2fs_frame_release(in, h);
     if (rc == 0) rc = rc2;

@@ -333,6 +333,16 @@ print("; ".join(bad) or "ok")
 sys.exit(1 if bad else 0)
 PY
   then ok npy_foreign_header_size; else nok npy_foreign_header_size "$(tail -2 "$TMP/npy5.out")"; fi
+  # cp -a sets the attributes on the descriptor it wrote, before closing:
+  # the writer takes the vlmeta (python-blosc2's user attributes).
+  if command -v setfattr >/dev/null; then
+    "$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], np.arange(1000.))' "$MNT/orig.npy"
+    setfattr -n user.b2.vlmeta.units -v 0xa36d2f73 "$MNT/orig.npy"
+    cp -a "$MNT/orig.npy" "$MNT/copy.npy" 2>"$TMP/cpa.err"
+    got=$(getfattr --only-values -n user.b2.vlmeta.units "$MNT/copy.npy" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+    [ "$got" = a36d2f73 ] && cmp -s "$MNT/orig.npy" "$MNT/copy.npy" && ok npy_cp_a_keeps_vlmeta ||
+      nok npy_cp_a_keeps_vlmeta "copy's units: '$got'; $(head -c 200 "$TMP/cpa.err")"
+  fi
   unmount_fg "$MNT" npy5
 else
   nok npy_foreign_header_size "cannot mount"
