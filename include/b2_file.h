@@ -200,6 +200,14 @@ int b2_file_truncate(b2_file *f, int64_t size);
  * close all come down to this).  0 or the first error (B2_E_NOSPC, ...);
  * after an error the data stays in memory and a later flush retries. */
 int b2_file_flush(b2_file *f);
+/* The last close of a writer: b2_file_flush, and a new .npy file whose
+ * writer stopped short of the size its header gives (killed, out of
+ * space) is made anew as a plain frame of the bytes written, as any file
+ * system keeps them, rather than an array padded with zeros that numpy
+ * and python-blosc2 would take for complete (b2_file_take_note says so).
+ * A header alone stays an array of zeros (numpy's open_memmap writes it,
+ * closes, then writes the items through a mapping of its own). */
+int b2_file_finish(b2_file *f);
 
 /* Flush, giving the frame modification time t in the same commit, its
  * checksum table saying it is true at t (b2_frame_set_mtime): what a

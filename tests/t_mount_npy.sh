@@ -333,6 +333,36 @@ print("; ".join(bad) or "ok")
 sys.exit(1 if bad else 0)
 PY
   then ok npy_foreign_header_size; else nok npy_foreign_header_size "$(tail -2 "$TMP/npy5.out")"; fi
+  # A .npy file whose writer stops short of its header's size (killed, out
+  # of space) keeps the bytes written, as on any file system: numpy.load
+  # then fails as it should, instead of reading zeros it never got.
+  # open_memmap writes the last byte: an array, zeros where not written.
+  if "$PY" - "$MNT" >"$TMP/short.out" 2>&1 <<'PY'
+import io, os, sys, numpy as np
+from numpy.lib.format import open_memmap
+mnt = sys.argv[1]
+b = io.BytesIO(); np.save(b, np.arange(1000.0)); raw = b.getvalue()
+short = raw[:128 + 100 * 8 + 3]
+with open(f"{mnt}/short.npy", "wb") as f:
+    f.write(short)
+got = open(f"{mnt}/short.npy", "rb").read()
+assert got == short and os.stat(f"{mnt}/short.npy").st_size == len(short), (len(got), len(short))
+try:
+    np.load(f"{mnt}/short.npy"); sys.exit("np.load read a short file")
+except ValueError:
+    pass
+m = open_memmap(f"{mnt}/mm.npy", mode="w+", dtype="<i4", shape=(500, 300))
+m[0] = 7; m.flush(); del m
+a = np.load(f"{mnt}/mm.npy")
+assert a.shape == (500, 300) and (a[0] == 7).all() and not a[1:].any()
+PY
+  then
+    [ -f "$S5/short.npy.b2frame" ] && [ ! -e "$S5/short.b2nd" ] && [ -f "$S5/mm.b2nd" ] &&
+      "$B2F" cat "$S5/short.npy.b2frame" | cmp -s - <(head -c 931 "$MNT/short.npy") &&
+      ok npy_short_keeps_bytes || nok npy_short_keeps_bytes "SOURCE: $(ls "$S5" | tr '\n' ' ')"
+  else
+    nok npy_short_keeps_bytes "$(tail -2 "$TMP/short.out")"
+  fi
   # cp -a sets the attributes on the descriptor it wrote, before closing:
   # the writer takes the vlmeta (python-blosc2's user attributes).
   if command -v setfattr >/dev/null; then

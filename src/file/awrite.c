@@ -25,11 +25,16 @@
  * still incomplete at a flush (close, fsync) or past PEND_MAX bytes, makes the file a plain
  * frame of the bytes written, with a note saying why (b2_file_take_note).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "b2_error.h"
+#include "common/fileio.h"
 #include "common/msgpack.h"
 #include "common/util.h"
 #include "file/file_impl.h"
@@ -330,15 +335,21 @@ static void load_wanted(b2_file *f) {
   }
 }
 
-/* The header did not make an array: a plain frame of the bytes written. */
-static int to_plain(b2_file *f) {
-  b2_frame_params p = f->newp;
+/* Parameters of a plain frame for the bytes of a .npy file. */
+static void plain_params(b2_file *f, b2_frame_params *p) {
+  *p = f->newp;
   /* Bytes that are no array cannot keep an array's codec or filters (an
    * empty file keeps them, for the array it may become). */
-  if (atomic_load(&f->size) > 0 && b2_cparams_check(&p.cparams) < 0)
-    b2_file_env_params(f->env, &p);
-  p.nmeta = 0;
-  p.meta = NULL;
+  if (atomic_load(&f->size) > 0 && b2_cparams_check(&p->cparams) < 0)
+    b2_file_env_params(f->env, p);
+  p->nmeta = 0;
+  p->meta = NULL;
+}
+
+/* The header did not make an array: a plain frame of the bytes written. */
+static int to_plain(b2_file *f) {
+  b2_frame_params p;
+  plain_params(f, &p);
   int rc = b2_file_recreate(f, &p, 0);
   if (rc < 0) return rc;
   held h;
@@ -385,6 +396,8 @@ static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
   f->npy = npy;
   f->npylen = hl;
   f->pending = 0;
+  f->npy_born = 1;
+  f->npy_hw = h.size;
   atomic_store(&f->size, (int64_t)hl + b2_b2nd_nbytes(&f->array));
   pthread_rwlock_unlock(&f->szlock);
   int64_t want = atomic_load(&f->size);
@@ -489,6 +502,7 @@ static int restart(b2_file *f) {
   f->npylen = 0;
   f->pending = 1;
   f->npy_plain = 0;
+  f->npy_born = 0;
   f->view = B2_VIEW_NPY;
   atomic_store(&f->size, 0);
   pthread_rwlock_unlock(&f->szlock);
@@ -518,6 +532,7 @@ ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
     left -= h;
   }
   int rc = left ? items_write(f, src, left, off - hdr) : 0;
+  if (rc == 0 && end > f->npy_hw) f->npy_hw = end;
   touched(f);
   return rc < 0 ? rc : (ssize_t)n;
 }
@@ -530,6 +545,7 @@ int b2_file_aresize(b2_file *f, int64_t size) {
   pthread_rwlock_wrlock(&f->szlock);
   int rc = set_rows(f, size);
   pthread_rwlock_unlock(&f->szlock);
+  if (rc == 0) f->npy_hw = size; /* the file is that long now */
   return rc;
 }
 
@@ -572,3 +588,88 @@ int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off) {
 }
 
 int b2_file_asettle(b2_file *f) { return f->pending ? settle(f, 1) : 0; }
+
+/* An unnamed file beside the frame (or in memory) for n bytes. */
+static int spill_open(b2_file *f) {
+  const char *name = NULL, *base;
+  int dfd = b2_frame_home(f->frame, &name);
+  if (dfd < 0 && f->path) dfd = b2_io_open_parent(f->path, &base);
+  int fd = dfd >= 0 ? openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
+  if (dfd >= 0) close(dfd);
+  if (fd < 0) fd = memfd_create("b2fs-npy", MFD_CLOEXEC);
+  return fd < 0 ? b2_fail(b2_from_errno(errno), "%s: no room for its bytes", f->path) : fd;
+}
+
+#define SPILL_PIECE ((size_t)1 << 20)
+
+/* Bytes [0, n) of the file (as its writer sees them) into fd and back. */
+static int spill_copy(b2_file *f, int fd, int64_t n, int out) {
+  uint8_t *buf = malloc(SPILL_PIECE);
+  if (!buf) return b2_fail(B2_E_NOMEM, "no memory to keep a .npy file's bytes");
+  int rc = 0;
+  for (int64_t off = 0; rc == 0 && off < n;) {
+    size_t k = (size_t)B2_MIN((int64_t)SPILL_PIECE, n - off);
+    ssize_t got;
+    if (out) {
+      got = b2_file_pread(f, buf, k, off);
+      ssize_t w = got == (ssize_t)k ? pwrite(fd, buf, k, off) : got;
+      if (got == (ssize_t)k && w != got)
+        got = b2_fail(b2_from_errno(w < 0 ? errno : ENOSPC), "%s: keeping its bytes", f->path);
+    } else {
+      got = pread(fd, buf, k, off);
+      if (got != (ssize_t)k) got = b2_fail(B2_E_IO, "%s: reading its kept bytes back", f->path);
+      else got = b2_file_lwrite(f, buf, k, off);
+    }
+    if (got >= 0 && got != (ssize_t)k) got = b2_fail(B2_E_IO, "%s: short copy", f->path);
+    rc = got < 0 ? (int)got : 0;
+    off += (int64_t)k;
+  }
+  free(buf);
+  return rc;
+}
+
+/* A new .npy file whose writer stopped short of the size its header gives
+ * (killed, out of space, or cut off on purpose) is kept as the bytes
+ * written, as any file system keeps them: as an array padded with zeros,
+ * numpy.load and python-blosc2 would take it for complete.  A header
+ * alone stays an array: numpy's open_memmap writes it, closes, and maps
+ * the file again to write the items. */
+int b2_file_ashort(b2_file *f) {
+  int64_t hw = f->npy_hw, size = atomic_load(&f->size);
+  if (!f->npy_born || !f->has_array || f->pending || hw >= size || hw <= (int64_t)f->npylen)
+    return 0;
+  int fd = spill_open(f);
+  if (fd < 0) return fd;
+  int rc = spill_copy(f, fd, hw, 1);
+  if (rc < 0) {
+    close(fd);
+    return rc;
+  }
+  /* The array goes, as at a restart. */
+  if (f->env->pool) b2_pool_wait(f->env->pool, &f->group);
+  pthread_rwlock_wrlock(&f->szlock);
+  pthread_mutex_lock(&f->fmu);
+  f->has_array = 0;
+  atomic_fetch_add(&f->epoch, 1);
+  pthread_mutex_unlock(&f->fmu);
+  b2_cache_discard_file(f->env->cache, f->id);
+  b2_b2nd_free(&f->array);
+  free(f->npy);
+  f->npy = NULL;
+  f->npylen = 0;
+  f->npy_born = 0;
+  f->npy_plain = 1;
+  f->view = B2_VIEW_LOGICAL;
+  atomic_store(&f->size, 0);
+  pthread_rwlock_unlock(&f->szlock);
+  b2_frame_params p;
+  plain_params(f, &p);
+  rc = b2_file_recreate(f, &p, 0);
+  if (rc == 0) rc = spill_copy(f, fd, hw, 0);
+  close(fd);
+  snprintf(f->note, sizeof f->note,
+           "%s: stored as a plain frame of the %lld bytes written: its .npy header gives %lld",
+           f->path, (long long)hw, (long long)size);
+  touched(f);
+  return rc;
+}

@@ -112,6 +112,11 @@ struct b2_file {
   int npy_plain;              /* a .npy view of a frame without a b2nd
                                  metalayer (its bytes): written anew when
                                  empty or truncated to 0 */
+  int npy_born;               /* its array was made from the header its
+                                 writer wrote (a new .npy file) */
+  int64_t npy_hw;             /* the end of what that writer wrote or
+                                 sized: short of the array's size at the
+                                 last close, the file keeps its bytes */
   uint8_t *pend;              /* held bytes [0, pend_cap) */
   uint8_t *pend_set;          /* 1 for each held byte written */
   size_t pend_cap;
@@ -162,6 +167,9 @@ int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off);
 /* A new .npy file still held is flushed (or closed): store it now, as an
  * array or a plain frame. */
 int b2_file_asettle(b2_file *f);
+/* The last writer of a new .npy file is done: one that ends short of the
+ * size its header gives becomes a plain frame of the bytes written. */
+int b2_file_ashort(b2_file *f);
 
 /* b2_frame_open (b2_frame_open_at when dirfd is not -1: path is a name in
  * it), taking back a parked frame of the same file unchanged instead of

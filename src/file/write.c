@@ -276,6 +276,16 @@ int b2_file_flush(b2_file *f) {
   return rc;
 }
 
+int b2_file_finish(b2_file *f) {
+  if (!f->writable) return 0;
+  pthread_mutex_lock(&f->wmu);
+  int rc = b2_file_asettle(f);
+  if (rc == 0) rc = b2_file_ashort(f);
+  if (rc == 0) rc = flush_locked(f, NULL);
+  pthread_mutex_unlock(&f->wmu);
+  return rc;
+}
+
 int b2_file_set_mtime(b2_file *f, const struct timespec *t) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
   pthread_mutex_lock(&f->wmu);
