@@ -476,6 +476,25 @@ static int pend_resize(b2_file *f, int64_t size) {
   return rc;
 }
 
+/* Forget the array under the handle and its chunks in the cache (the
+ * pool's jobs for the file done first; szlock taken by the caller after
+ * that): the view is empty.  Whether there was an array. */
+static int drop_array(b2_file *f) {
+  int was = f->has_array;
+  pthread_mutex_lock(&f->fmu);
+  f->has_array = 0;
+  atomic_fetch_add(&f->epoch, 1); /* flushes under way store nothing */
+  pthread_mutex_unlock(&f->fmu);
+  b2_cache_discard_file(f->env->cache, f->id);
+  if (was) b2_b2nd_free(&f->array);
+  free(f->npy);
+  f->npy = NULL;
+  f->npylen = 0;
+  f->npy_born = 0;
+  atomic_store(&f->size, 0);
+  return was;
+}
+
 /* A .npy file written anew: an array's .npy view truncated to 0, or a
  * .npy file kept as its bytes written again while empty (or truncated to
  * 0).  Its bytes are held as a new file's; the frame on disk stays as it
@@ -484,27 +503,15 @@ static int pend_resize(b2_file *f, int64_t size) {
 static int restart(b2_file *f) {
   if (f->env->pool) b2_pool_wait(f->env->pool, &f->group);
   pthread_rwlock_wrlock(&f->szlock);
-  int was_array = f->has_array;
-  pthread_mutex_lock(&f->fmu);
-  f->has_array = 0;
-  atomic_fetch_add(&f->epoch, 1); /* flushes under way store nothing */
-  pthread_mutex_unlock(&f->fmu);
-  b2_cache_discard_file(f->env->cache, f->id);
-  if (was_array) {
-    b2_b2nd_free(&f->array);
+  if (drop_array(f)) {
     b2_file_env_params(f->env, &f->newp);
   } else {
     b2_file_params_of(f->frame, &f->newp);
     load_wanted(f);
   }
-  free(f->npy);
-  f->npy = NULL;
-  f->npylen = 0;
   f->pending = 1;
   f->npy_plain = 0;
-  f->npy_born = 0;
   f->view = B2_VIEW_NPY;
-  atomic_store(&f->size, 0);
   pthread_rwlock_unlock(&f->szlock);
   touched(f);
   return 0;
@@ -645,25 +652,15 @@ int b2_file_ashort(b2_file *f) {
     close(fd);
     return rc;
   }
+  b2_frame_params p;
+  plain_params(f, &p); /* while the size says there are bytes */
   /* The array goes, as at a restart. */
   if (f->env->pool) b2_pool_wait(f->env->pool, &f->group);
   pthread_rwlock_wrlock(&f->szlock);
-  pthread_mutex_lock(&f->fmu);
-  f->has_array = 0;
-  atomic_fetch_add(&f->epoch, 1);
-  pthread_mutex_unlock(&f->fmu);
-  b2_cache_discard_file(f->env->cache, f->id);
-  b2_b2nd_free(&f->array);
-  free(f->npy);
-  f->npy = NULL;
-  f->npylen = 0;
-  f->npy_born = 0;
+  drop_array(f);
   f->npy_plain = 1;
   f->view = B2_VIEW_LOGICAL;
-  atomic_store(&f->size, 0);
   pthread_rwlock_unlock(&f->szlock);
-  b2_frame_params p;
-  plain_params(f, &p);
   rc = b2_file_recreate(f, &p, 0);
   if (rc == 0) rc = spill_copy(f, fd, hw, 0);
   close(fd);
