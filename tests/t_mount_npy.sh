@@ -351,6 +351,12 @@ try:
     np.load(f"{mnt}/short.npy"); sys.exit("np.load read a short file")
 except ValueError:
     pass
+# Bytes past the items its header describes (written with them): no array
+# holds them, so the file keeps its bytes (was: dropped, or rows added).
+for n, extra in (("trail15", b"x" * 15), ("trail16", b"y" * 16)):
+    with open(f"{mnt}/{n}.npy", "wb") as f:
+        f.write(raw + extra)
+    assert open(f"{mnt}/{n}.npy", "rb").read() == raw + extra, n
 m = open_memmap(f"{mnt}/mm.npy", mode="w+", dtype="<i4", shape=(500, 300))
 m[0] = 7; m.flush(); del m
 a = np.load(f"{mnt}/mm.npy")
@@ -358,6 +364,7 @@ assert a.shape == (500, 300) and (a[0] == 7).all() and not a[1:].any()
 PY
   then
     [ -f "$S5/short.npy.b2frame" ] && [ ! -e "$S5/short.b2nd" ] && [ -f "$S5/mm.b2nd" ] &&
+      [ -f "$S5/trail15.npy.b2frame" ] && [ -f "$S5/trail16.npy.b2frame" ] &&
       "$B2F" cat "$S5/short.npy.b2frame" | cmp -s - <(head -c 931 "$MNT/short.npy") &&
       ok npy_short_keeps_bytes || nok npy_short_keeps_bytes "SOURCE: $(ls "$S5" | tr '\n' ' ')"
   else

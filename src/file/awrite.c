@@ -433,6 +433,13 @@ static int settle(b2_file *f, int final) {
                           f->want_nb == ndim ? f->want_bs : NULL,
                           b2_cparams_min_side(&f->newp.cparams));
   free(descr);
+  int64_t got = atomic_load(&f->size);
+  if (rc == 0 && got > (int64_t)hl + b2_b2nd_nbytes(&a)) {
+    /* More bytes than its header describes: no array holds them all. */
+    rc = b2_fail(B2_E_INVAL, "%lld bytes follow the items its header describes",
+                 (long long)(got - (int64_t)hl - b2_b2nd_nbytes(&a)));
+    b2_b2nd_free(&a);
+  }
   if (rc == 0) return to_array(f, &a, hl);
   snprintf(f->note, sizeof f->note, "%s: stored as a plain frame, not a b2nd array: %s", f->path,
            rc == B2_E_TRUNCATED ? "the .npy header is incomplete"
