@@ -343,7 +343,8 @@ b2fs_handle *b2fs_frame_redirect(b2fs_inode *in, b2fs_handle *h);
  * header is in, or at its first flush; a parameter set on an empty frame):
  * take b2fs_frame_gen(h) before a use of h that may do so, and call
  * b2fs_frame_renewed after it (b2fs_unuse done): the inode then moves to
- * the new entry, with the old one's owner, mode and times. */
+ * the new entry, with the old one's owner and mode (its times are the new
+ * content's: its checksum table vouches for them). */
 uint64_t b2fs_frame_gen(b2fs_handle *h);
 void b2fs_frame_renewed(b2fs_inode *in, b2fs_handle *h, uint64_t g0);
 /* Log what became of a new .npy file (a plain frame, and why), once. */

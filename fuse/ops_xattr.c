@@ -209,7 +209,7 @@ static int is_param(const char *key) {
 
 /* A new creation parameter for an empty frame (or a new .npy file): the
  * engine creates the frame anew, so the inode moves to the new file (owner,
- * mode and times of the old one kept: b2fs_frame_renewed). */
+ * mode of the old one kept: b2fs_frame_renewed). */
 static int set_param(b2fs_inode *in, const char *key, const char *value, size_t size) {
   char *val = malloc(size + 1);
   if (!val) return -ENOMEM;

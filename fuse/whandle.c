@@ -212,7 +212,9 @@ void b2fs_frame_renewed(b2fs_inode *in, b2fs_handle *h, uint64_t g0) {
   struct stat before, st;
   if (nfd >= 0 && fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
       fstat(nfd, &st) == 0 && (st.st_ino != before.st_ino || st.st_dev != before.st_dev)) {
-    b2fs_copy_attrs(nfd, &before, 1, in->fd);
+    /* Not its times: new content, whose checksum table vouches for the
+     * time its commit gave it (the old one's would leave it stale). */
+    b2fs_copy_attrs(nfd, &before, 0, in->fd);
     fstat(nfd, &st);
     b2fs_inode_rebind(in, nfd, &st);
   } else if (nfd >= 0) {

@@ -370,6 +370,13 @@ PY
   else
     nok npy_short_keeps_bytes "$(tail -2 "$TMP/short.out")"
   fi
+  # Times set to 1970 and before (tar --mtime=@0): the checksum tables
+  # vouch for them (scrub below).
+  echo u >"$MNT/zero"; touch -d @0 "$MNT/zero"
+  echo u >"$MNT/neg"; touch -d '1969-12-31 23:59:59.5 UTC' "$MNT/neg"
+  # numpy's open_memmap closed before any item is written: an array of
+  # zeros, made anew from the empty file at its header (scrub below).
+  "$PY" -c 'import sys, numpy as np; m = np.lib.format.open_memmap(sys.argv[1], mode="w+", dtype="<f8", shape=(1000,)); del m' "$MNT/hdronly.npy"
   # cp -a sets the attributes on the descriptor it wrote, before closing:
   # the writer takes the vlmeta (python-blosc2's user attributes).
   if command -v setfattr >/dev/null; then
@@ -381,6 +388,8 @@ PY
       nok npy_cp_a_keeps_vlmeta "copy's units: '$got'; $(head -c 200 "$TMP/cpa.err")"
   fi
   unmount_fg "$MNT" npy5
+  "$B2F" scrub "$S5" >"$TMP/scrub5.out" 2>&1 && [ "$(stat -c %Y "$S5/zero.b2frame")" = 0 ] &&
+    ok npy_scrub_clean || nok npy_scrub_clean "$(head -c 400 "$TMP/scrub5.out")"
 else
   nok npy_foreign_header_size "cannot mount"
 fi

@@ -106,6 +106,13 @@ static int64_t time_ns(const struct timespec *t) {
   return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
 }
 
+/* The inverse (times before 1970 too: the nanoseconds stay in [0, 1e9)). */
+static struct timespec ns_time(int64_t ns) {
+  int64_t sec = ns / 1000000000, nsec = ns % 1000000000;
+  if (nsec < 0) sec--, nsec += 1000000000;
+  return (struct timespec){(time_t)sec, (long)nsec};
+}
+
 /* ---- reading the vlmetalayer -------------------------------------------- */
 
 static int find_vlmeta(const b2_frame *f) {
@@ -121,13 +128,14 @@ static int parse(b2_frame_csum *c, const uint8_t *data, size_t len,
   b2_mp_reader r;
   b2_mp_reader_init(&r, data, len);
   uint32_t nelem, clen, blen = 0;
-  uint64_t version, count, stamp = 0;
+  uint64_t version, count;
+  int64_t stamp = 0;
   const uint8_t *crcs, *bits = NULL;
   b2_mp_item it;
   if (b2_mp_read_array(&r, &nelem) < 0 || nelem < 4 ||
       b2_mp_read_uint(&r, &version) < 0 || b2_mp_read_uint(&r, &count) < 0 ||
       b2_mp_read_bin(&r, &crcs, &clen) < 0 || b2_mp_next(&r, &it) < 0 ||
-      (nelem == 5 && b2_mp_read_uint(&r, &stamp) < 0)) {
+      (nelem == 5 && b2_mp_read_int(&r, &stamp) < 0)) {
     set_why(c, "not a checksum table");
     return 0;
   }
@@ -154,11 +162,11 @@ static int parse(b2_frame_csum *c, const uint8_t *data, size_t len,
     set_why(c, "malformed map of unknown checksums");
     return 0;
   }
-  if (stamp != (uint64_t)c->stamp) {
+  if (stamp != c->stamp) {
     set_why(c, "the frame changed after its checksums were written (another program, or "
                "its time was set): chunks that differ are read unchecked");
     c->foreign = 1;
-    c->stamp = (int64_t)stamp;
+    c->stamp = stamp;
   }
   c->crc = malloc(n > 0 ? (size_t)n * sizeof *c->crc : 1);
   if (bits) c->unknown = malloc(blen > 0 ? blen : 1);
@@ -193,12 +201,15 @@ int b2_frame_csum_load(b2_frame *f) {
   rc = parse(c, data, len, f->info.nchunks);
   free(data);
   if (rc <= 0) b2_frame_csum_free(f);
-  if (rc > 0 && !c->foreign) c->on_disk = c->stamp;
+  if (rc > 0 && !c->foreign) {
+    c->on_disk = c->stamp;
+    c->has_on_disk = 1;
+  }
   return rc < 0 ? rc : 0;
 }
 
 void b2_frame_csum_free(b2_frame *f) {
-  f->csum.on_disk = 0;
+  f->csum.has_on_disk = 0;
   free(f->csum.crc);
   free(f->csum.unknown);
   f->csum.crc = NULL;
@@ -325,7 +336,7 @@ static int encode(const b2_frame *f, uint8_t **out, size_t *olen) {
     b2_mp_put_bin(&w, bits, (size_t)(n + 7) / 8);
   else
     b2_mp_put_nil(&w);
-  int rc = b2_mp_put_uint(&w, (uint64_t)c->stamp);
+  int rc = b2_mp_put_int(&w, c->stamp); /* signed: times before 1970 too */
   free(le);
   free(bits);
   if (rc < 0) {
@@ -344,7 +355,7 @@ int b2_frame_csum_stage(b2_frame *f) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME_COARSE, &now);
   f->csum.stamp = time_ns(&now) > 1 ? time_ns(&now) - 1 : 1;
-  if (f->csum.stamp_at > 0) f->csum.stamp = f->csum.stamp_at;
+  if (f->csum.has_at) f->csum.stamp = f->csum.stamp_at;
   int rc = b2_frame_csum_fill(f, fill_budget());
   uint8_t *content = NULL, *chunk = NULL;
   size_t len = 0, clen = 0;
@@ -361,29 +372,29 @@ int b2_frame_csum_stage(b2_frame *f) {
 /* The modification time of file fd set to `ns`; failing, the table vouches
  * for less: nothing worse. */
 static void set_mtime_ns(int fd, int64_t ns) {
-  struct timespec t[2] = {{0, UTIME_OMIT}, {ns / 1000000000, ns % 1000000000}};
+  struct timespec t[2] = {{0, UTIME_OMIT}, ns_time(ns)};
   (void)futimens(fd, t);
 }
 
 void b2_frame_csum_seal_fd(const b2_frame *f, int fd) {
-  if (f->csum.crc && f->csum.stamp > 0) set_mtime_ns(fd, f->csum.stamp);
+  if (f->csum.crc) set_mtime_ns(fd, f->csum.stamp); /* staged by the commit */
 }
 
 void b2_frame_csum_seal(b2_frame *f) {
   b2_frame_csum_seal_fd(f, f->fd);
-  f->csum.on_disk = f->csum.crc && f->csum.stamp > 0 ? f->csum.stamp : 0;
+  f->csum.on_disk = f->csum.stamp;
+  f->csum.has_on_disk = f->csum.crc != NULL;
 }
 
 void b2_frame_csum_hold(const b2_frame *f) {
-  if (f->csum.on_disk > 0 && f->info.layout != B2_LAYOUT_SPARSE)
+  if (f->csum.has_on_disk && f->info.layout != B2_LAYOUT_SPARSE)
     set_mtime_ns(f->fd, f->csum.on_disk);
 }
 
 /* A sparse frame's chunk files written after the stamp would read as
  * another program's: each gets the stamp as its time. */
 static int retime_chunk_files(b2_frame *f) {
-  struct timespec t[2] = {{0, UTIME_OMIT},
-                          {f->csum.stamp / 1000000000, f->csum.stamp % 1000000000}};
+  struct timespec t[2] = {{0, UTIME_OMIT}, ns_time(f->csum.stamp)};
   for (int64_t i = 0; i < f->info.nchunks; i++) {
     int64_t e = f->offsets[i];
     if (e < 0) continue;
@@ -398,24 +409,28 @@ static int retime_chunk_files(b2_frame *f) {
 
 void b2_frame_csum_keep_time(b2_frame *f) {
   struct stat st;
-  if (fstat(f->fd, &st) == 0 && time_ns(&st.st_mtim) > 0) f->csum.stamp_at = time_ns(&st.st_mtim);
+  if (fstat(f->fd, &st) == 0) {
+    f->csum.stamp_at = time_ns(&st.st_mtim);
+    f->csum.has_at = 1;
+  }
 }
 
 int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t) {
-  int64_t want = time_ns(t) > 0 ? time_ns(t) : 1;
+  int64_t want = time_ns(t);
   int rc = 0;
   /* A commit (what is staged, which writes the table too) or a table on
    * disk (this writer's last commit's, or the one it opened), which says
    * the time it is true at: committed saying t. */
   if (f->w->dirty || (find_vlmeta(f) >= 0 && f->csum.stamp != want)) {
     f->csum.stamp_at = want;
+    f->csum.has_at = 1;
     f->w->dirty = 1;
     rc = b2_frame_commit_locked(f);
-    f->csum.stamp_at = 0;
+    f->csum.has_at = 0;
     if (rc == 0 && f->info.layout == B2_LAYOUT_SPARSE) rc = retime_chunk_files(f);
   }
   if (rc < 0) return rc;
-  struct timespec ts[2] = {{0, UTIME_OMIT}, {want / 1000000000, want % 1000000000}};
+  struct timespec ts[2] = {{0, UTIME_OMIT}, ns_time(want)};
   /* A sparse frame's directory too (its commits change it). */
   if (futimens(f->fd, ts) != 0 || (f->dirfd >= 0 && futimens(f->dirfd, ts) != 0))
     return b2_fail(b2_from_errno(errno), "cannot set the frame's time: %s", strerror(errno));

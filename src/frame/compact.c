@@ -368,7 +368,7 @@ int b2_frame_compact(b2_frame *f) {
     if (!rc) rc = b2_frame_w_restage(f); /* copies only checked chunks */
     if (!rc) rc = b2_frame_csum_stage(f);
     if (!rc) rc = b2_frame_rewrite(f);
-    f->csum.stamp_at = 0;
+    f->csum.has_at = 0;
     if (rc < 0) f->w->sync_failed = 1;
   }
   b2_frame_w_end(f);

@@ -92,11 +92,15 @@ typedef struct b2_frame_csum {
                            for: the header file's, set by its writer */
   int foreign;          /* the header file's time is not the stamp:
                            another program wrote it since */
-  int64_t stamp_at;     /* > 0: the next commit's stamp, a time set by
-                           hand (b2_frame_set_mtime), not the clock's */
-  int64_t on_disk;      /* > 0: the stamp of the table on disk, true of the
-                           committed frame (loaded and trusted, or sealed
-                           by this writer's last commit); 0: none */
+  int64_t stamp_at;     /* with has_at: the next commit's stamp, a time
+                           set by hand (b2_frame_set_mtime), not the
+                           clock's (any time: 0 and before 1970 too) */
+  int has_at;
+  int64_t on_disk;      /* with has_on_disk: the stamp of the table on
+                           disk, true of the committed frame (loaded and
+                           trusted, or sealed by this writer's last
+                           commit) */
+  int has_on_disk;
   struct stat seen;     /* the header file when the frame was read */
   char why[160];
 } b2_frame_csum;
