@@ -9,10 +9,11 @@
  * reads them: else EINVAL) can be set and removed at any time (each
  * change is committed at once, the frame keeping its modification time),
  * but for the engine's chunk checksums
- * (b2fs.crc32c: setting them changes nothing, removing them is EPERM).
+ * (b2fs.crc32c: setting or removing them changes nothing).
  * Other frame attributes are read-only; setting one to the value it holds
  * succeeds, and so does setting cbytes or cratio, which measure the
- * frame's own storage (a copy carries another frame's).
+ * frame's own storage (a copy carries another frame's); removing one
+ * changes nothing and succeeds (rsync -X removes what its source lacks).
  * Other user.* attributes of a frame are the user's own: kept on its
  * source entry (the frame file, a sparse frame's directory) and carried
  * over when a rewrite replaces that file (b2fs_copy_attrs).
@@ -54,7 +55,7 @@ static int xattr_errno(ssize_t rc) {
 static int plain_ok(b2fs_inode *in) {
   struct stat st;
   if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return 0;
-  return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode);
+  return !S_ISLNK(st.st_mode); /* a symlink's path would reach its target */
 }
 
 /* A frame shown raw because it holds a python-blosc2 object other than
@@ -374,7 +375,9 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), NULL, 0, 0);
   } else if (!strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))) {
-    rc = -EPERM;
+    /* Attributes that describe the frame stay; removing one changes
+     * nothing (rsync -X removes those its source lacks). */
+    rc = 0;
   } else {
     rc = -ENODATA;
   }

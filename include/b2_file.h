@@ -232,8 +232,9 @@ int b2_file_compact(b2_file *f);
  * the user.b2.* attributes.  Keys: codec (blosclz lz4 lz4hc zlib zstd),
  * clevel (0-9), filters ("shuffle,delta", "none"), typesize (1-255),
  * chunksize and blocksize (bytes, K/M/G suffixes), layout
- * (contiguous|sparse).  B2_E_INVAL with a detail for a bad value,
- * B2_E_NOENT for an unknown key. */
+ * (contiguous|sparse).  B2_E_INVAL with a detail for a bad value or an
+ * unknown key (chunkshape and blockshape are the array writer's own:
+ * b2_file_set_param). */
 int b2_params_set(b2_frame_params *p, const char *key, const char *value);
 
 /* Parse "256M"-style sizes (K, M, G, T suffixes, powers of 1024). */

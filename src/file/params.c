@@ -167,7 +167,8 @@ int b2_params_set(b2_frame_params *p, const char *key, const char *value) {
     else
       return b2_fail(B2_E_INVAL, "layout '%s' is not contiguous or sparse", value);
   } else {
-    return b2_fail(B2_E_NOENT, "unknown parameter '%s'", key);
+    return b2_fail(B2_E_INVAL, "unknown parameter '%s'%s", key,
+                  !strcmp(key, "chunkshape") || !strcmp(key, "blockshape") ? " (for .npy files)" : "");
   }
   return 0;
 }
