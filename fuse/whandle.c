@@ -61,6 +61,13 @@ static int open_rw_errno(int rc) {
  * engine code on failure. */
 static int home_at(b2fs_inode *in, char *name, size_t cap) {
   b2_ns_dir *dir = b2fs_home(in, name, cap, 1);
+  struct stat st;
+  /* Replaced behind the mount (b2f compact, another daemon's compaction,
+   * a rename over it): the frame is what its name holds now, as for any
+   * program that opens it by name. */
+  if (!dir && !in->gone && fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+      st.st_nlink == 0)
+    dir = b2fs_home(in, name, cap, 0);
   int dfd;
   if (dir) {
     dfd = fcntl(b2_ns_dir_fd(dir), F_DUPFD_CLOEXEC, 0);

@@ -452,6 +452,28 @@ else
   echo "skip sqlite: sqlite3 is not installed"
 fi
 
+# A frame another process compacts (b2f compact: a new file renamed over
+# it) while the mount knows it: opening it for writing follows its name
+# at once (was EIO until the kernel's entry expired).
+"$PY" - "$M/cb" <<'EOF'
+import os, sys
+with open(sys.argv[1], "wb") as f: f.write(b"A" * (1 << 20))
+with open(sys.argv[1], "r+b") as f: f.write(b"B" * (512 << 10))
+EOF
+cat "$M/cb" >/dev/null
+"$B2F" compact "$S/cb.b2frame" >/dev/null 2>&1
+out=$("$PY" - "$M/cb" 2>&1 <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.pwrite(fd, b"C" * 10, 0)
+os.close(fd)
+d = open(sys.argv[1], "rb").read()
+assert d == b"C" * 10 + b"B" * ((512 << 10) - 10) + b"A" * (512 << 10), len(d)
+EOF
+)
+CHECK_WHY="$out"
+check open_rw_after_compaction_behind test -z "$out"
+
 unmount_fg "$M" main
 verify_source main "$S"
 # Times set through the mount (touch -d; cp -a, rsync -a and tar keep

@@ -179,7 +179,7 @@ static void test_params(void) {
   CHECK_EQ(b2_params_set(&p, "clevel", "10"), B2_E_INVAL);
   CHECK_EQ(b2_params_set(&p, "codec", "snappy"), B2_E_INVAL);
   CHECK_EQ(b2_params_set(&p, "filters", "shuffle,bogus"), B2_E_INVAL);
-  CHECK_EQ(b2_params_set(&p, "colour", "red"), B2_E_NOENT);
+  CHECK_EQ(b2_params_set(&p, "colour", "red"), B2_E_INVAL);
   /* NAME:META, python-blosc2's codec_meta and filters_meta */
   CHECK_EQ(b2_params_set(&p, "filters", "trunc_prec:12,shuffle"), 0);
   CHECK_EQ(p.cparams.filters[4], B2_FILTER_TRUNC_PREC);
