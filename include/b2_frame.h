@@ -24,6 +24,7 @@
 #ifndef B2_FRAME_H
 #define B2_FRAME_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -433,18 +434,34 @@ int64_t b2_frame_dead_bytes(b2_frame *f);
  * of another size). */
 int b2_frame_compact(b2_frame *f);
 
-/* Suffix of the redo file of a hard-linked frame rewritten in place (a
- * hidden engine temporary, see b2_frame_compact). */
+/* Suffixes of the engine's hidden temporaries: B2_FRAME_TEMP_SUFFIX for
+ * the new file or directory of a creation, rewrite or remake, and
+ * B2_FRAME_REDO_SUFFIX for the redo file of a hard-linked frame rewritten
+ * in place (see b2_frame_compact). */
+#define B2_FRAME_TEMP_SUFFIX ".b2tmp"
 #define B2_FRAME_REDO_SUFFIX ".redo.b2tmp"
-/* The name of the redo file of frame file `base` (a name, no directory)
- * into out: 0, or -1 when it does not fit in cap or in NAME_MAX. */
-int b2_frame_redo_name(const char *base, char *out, size_t cap);
-/* Finish the in-place rewrite recorded by the redo file `name` in dirfd
- * (a crash interrupted the copy): copy it over its frame, sync, remove it.
- * 0 done (or not a redo name), 1 when a writer holds the frame (its own
- * rewrite is under way: leave it), negative code on error.  Call before
- * the frame is read or written again. */
-int b2_frame_redo(int dirfd, const char *name);
+/* Longest temporary name: room is left for a `.b2lock` sidecar of it (a
+ * remade frame is committed under its temporary name). */
+#define B2_FRAME_TEMP_NAME_MAX (NAME_MAX + 1 - (int)sizeof B2_FRAME_LOCK_SUFFIX)
+/* The one place a temporary's name is derived from entry `base` (a name,
+ * no directory) and `suffix` (one of the two above): "." base suffix, or,
+ * when that is longer than B2_FRAME_TEMP_NAME_MAX (a base near NAME_MAX),
+ * "." + base's first bytes + "~" + 16 hex digits of a hash of base +
+ * suffix, exactly B2_FRAME_TEMP_NAME_MAX bytes.  The same base always
+ * gives the same name.  0, or -1 when it does not fit in cap. */
+int b2_frame_temp_name(const char *base, const char *suffix, char *out, size_t cap);
+/* Whether `name` has the shortened form of b2_frame_temp_name for
+ * `suffix` (its base cannot be read back from it: compare the names that
+ * candidate bases give). */
+int b2_frame_temp_hashed(const char *name, const char *suffix);
+/* Finish the in-place rewrite of frame file `base` of dirfd recorded by
+ * its redo file (b2_frame_temp_name(base, B2_FRAME_REDO_SUFFIX); a crash
+ * interrupted the copy): copy it over the frame, sync, remove it; only
+ * remove it when no file is at `base`.  0 done (or no redo file), 1 when
+ * a writer holds the frame (its own rewrite is under way: leave it),
+ * negative code on error.  Call before the frame is read or written
+ * again. */
+int b2_frame_redo(int dirfd, const char *base);
 /* Make the contiguous frame *fp (open for writing) anew at its name with
  * parameters p and nbytes of logical content (zero chunks), atomically:
  * the new frame is created, sized and committed under a temporary name,

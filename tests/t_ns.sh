@@ -51,3 +51,33 @@ if mount_bg ns "$S" "$M" "ro"; then
 else
   notok ns_mount "daemon did not mount"
 fi
+
+# Names near NAME_MAX through a writable mount: the engine's temporaries
+# for NAME.b2frame are shortened when ".NAME.b2frame.b2tmp" (and its
+# ".b2lock") would pass NAME_MAX.  A frame renamed to a 245-byte name is
+# emptied (the commit rewrites the file under a temporary; was EFBIG at
+# close, and a remount showed the old content again); a codec set on an
+# empty file of a 236-byte name remakes it (was EFBIG); nothing is left.
+L=$TMP/lsrc LM=$TMP/lmnt
+mkdir -p "$L" "$LM"
+rep() { printf "$1%.0s" $(seq 1 "$2"); }
+B=$(rep b 245) E=$(rep e 236)
+if mount_bg nslong "$L" "$LM" "default_permissions"; then
+  echo content >"$LM/short" && mv "$LM/short" "$LM/$B"
+  check ns_long_renamed_truncate truncate -s 0 "$LM/$B"
+  : >"$LM/$E"
+  check ns_long_setfattr_codec setfattr -n user.b2.codec -v lz4 "$LM/$E"
+  echo after >>"$LM/$E"
+  unmount_fg "$LM" nslong
+  if mount_bg nslong2 "$L" "$LM" "default_permissions"; then
+    check ns_long_truncate_kept test "$(stat -c %s "$LM/$B")" = 0
+    check ns_long_codec_kept test "$(getfattr --only-values -n user.b2.codec "$LM/$E" 2>/dev/null)" = lz4 \
+      -a "$(cat "$LM/$E")" = after
+    unmount_fg "$LM" nslong2
+  else
+    notok ns_long_remount "daemon did not mount"
+  fi
+  check ns_long_no_leftovers test -z "$(ls -A "$L" | grep -v -e "^$B.b2frame\$" -e "^$E.b2frame\$")"
+else
+  notok ns_long_mount "daemon did not mount"
+fi

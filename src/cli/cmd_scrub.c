@@ -83,7 +83,7 @@ static int redo_pending(const char *path) {
   char redo[PATH_MAX], name[NAME_MAX + 1];
   const char *base = strrchr(path, '/');
   int dl = base ? (int)(base - path) + 1 : 0;
-  if (b2_frame_redo_name(path + dl, name, sizeof name) < 0 ||
+  if (b2_frame_temp_name(path + dl, B2_FRAME_REDO_SUFFIX, name, sizeof name) < 0 ||
       snprintf(redo, sizeof redo, "%.*s%s", dl, path, name) >= (int)sizeof redo)
     return 0;
   struct stat st;

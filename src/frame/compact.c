@@ -117,11 +117,6 @@ static int still_ours(const b2_frame *f, int dirfd, const char *base) {
   return 0;
 }
 
-int b2_frame_redo_name(const char *base, char *out, size_t cap) {
-  int n = snprintf(out, cap, ".%s" B2_FRAME_REDO_SUFFIX, base);
-  return n > 0 && (size_t)n < cap && n <= NAME_MAX ? 0 : -1;
-}
-
 /* Copy the n bytes of `from` over the start of `to`, cut `to` there and
  * sync it. */
 static int copy_over(int from, int to, int64_t n) {
@@ -149,8 +144,8 @@ static int copy_over(int from, int to, int64_t n) {
  * before anyone writes or (through the mount) reads the frame. */
 static int replace_in_place(b2_frame *f, int dirfd, const char *base, const char *tmp,
                             int tfd, int64_t fsize) {
-  char redo[NAME_MAX + 2];
-  if (b2_frame_redo_name(base, redo, sizeof redo) < 0)
+  char redo[NAME_MAX + 1];
+  if (b2_frame_temp_name(base, B2_FRAME_REDO_SUFFIX, redo, sizeof redo) < 0)
     return b2_fail(B2_E_LIMIT, "file name too long for a redo file");
   int rc = b2_io_renameat(dirfd, tmp, dirfd, redo, 0);
   if (!rc) rc = b2_io_fsync(dirfd);
@@ -165,12 +160,11 @@ static int replace_in_place(b2_frame *f, int dirfd, const char *base, const char
   return b2_io_fsync(dirfd);
 }
 
-int b2_frame_redo(int dirfd, const char *name) {
-  size_t n = strlen(name), k = strlen(B2_FRAME_REDO_SUFFIX);
-  if (n <= k + 1 || name[0] != '.' || strcmp(name + n - k, B2_FRAME_REDO_SUFFIX) != 0) return 0;
-  char base[NAME_MAX + 1];
-  memcpy(base, name + 1, n - k - 1);
-  base[n - k - 1] = 0;
+int b2_frame_redo(int dirfd, const char *base) {
+  char name[NAME_MAX + 1];
+  if (b2_frame_temp_name(base, B2_FRAME_REDO_SUFFIX, name, sizeof name) < 0) return 0;
+  struct stat rst;
+  if (fstatat(dirfd, name, &rst, AT_SYMLINK_NOFOLLOW) != 0) return 0; /* none */
   int rfd = b2_io_openat(dirfd, name, O_RDONLY | O_NOFOLLOW, 0);
   if (rfd < 0) return rfd;
   int ffd = openat(dirfd, base, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -218,7 +212,7 @@ static int rewrite(b2_frame *f) {
   int dirfd = b2_frame_w_home(f, &base);
   if (dirfd < 0) return dirfd;
   char tmp[NAME_MAX + 1];
-  if (snprintf(tmp, sizeof tmp, ".%s.b2tmp", base) >= (int)sizeof tmp) {
+  if (b2_frame_temp_name(base, B2_FRAME_TEMP_SUFFIX, tmp, sizeof tmp) < 0) {
     b2_io_close(dirfd);
     return b2_fail(B2_E_LIMIT, "file name too long for a temporary file");
   }

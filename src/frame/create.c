@@ -68,6 +68,30 @@ static int empty_frame(const b2_frame_params *p, uint8_t **out, size_t *len) {
 
 /* ---- temporaries ------------------------------------------------------- */
 
+#define HASH_DIGITS 16
+
+int b2_frame_temp_name(const char *base, const char *suffix, char *out, size_t cap) {
+  size_t n = strlen(base), k = strlen(suffix);
+  if (1 + n + k <= (size_t)B2_FRAME_TEMP_NAME_MAX)
+    return (size_t)snprintf(out, cap, ".%s%s", base, suffix) < cap ? 0 : -1;
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)base[i]) * 1099511628211ull;
+  int keep = B2_FRAME_TEMP_NAME_MAX - 2 - HASH_DIGITS - (int)k;
+  return (size_t)snprintf(out, cap, ".%.*s~%016llx%s", keep, base, (unsigned long long)h,
+                          suffix) < cap ? 0 : -1;
+}
+
+int b2_frame_temp_hashed(const char *name, const char *suffix) {
+  size_t n = strlen(name), k = strlen(suffix);
+  if (n != (size_t)B2_FRAME_TEMP_NAME_MAX || name[0] != '.' || strcmp(name + n - k, suffix) != 0)
+    return 0;
+  const char *h = name + n - k - HASH_DIGITS;
+  if (h[-1] != '~') return 0;
+  for (int i = 0; i < HASH_DIGITS; i++)
+    if (!strchr("0123456789abcdef", h[i])) return 0;
+  return 1;
+}
+
 /* Take the exclusive flock of a temporary just made (fd) and check that it
  * is still linked: a sweep (this daemon's or another's) that opened it
  * first may hold the lock to remove it.  0, or 1 to make it again. */
@@ -102,8 +126,8 @@ static int creation_dir_clean(int sub) {
 }
 
 int b2_frame_drop_temp(int dirfd, const char *name) {
-  size_t n = name ? strlen(name) : 0, k = sizeof ".b2tmp" - 1;
-  if (n <= k + 1 || name[0] != '.' || strcmp(name + n - k, ".b2tmp") != 0) return 0;
+  size_t n = name ? strlen(name) : 0, k = sizeof B2_FRAME_TEMP_SUFFIX - 1;
+  if (n <= k + 1 || name[0] != '.' || strcmp(name + n - k, B2_FRAME_TEMP_SUFFIX) != 0) return 0;
   int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT || errno == ELOOP ? 0
                      : b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno));
@@ -213,7 +237,7 @@ static int create_in(int dirfd, const char *name, const b2_frame_params *p, b2_f
                                        name, strerror(errno));
   }
   char tmp[NAME_MAX + 1];
-  if (snprintf(tmp, sizeof tmp, ".%s.b2tmp", base) >= (int)sizeof tmp) {
+  if (b2_frame_temp_name(base, B2_FRAME_TEMP_SUFFIX, tmp, sizeof tmp) < 0) {
     rc = b2_fail(B2_E_LIMIT, "file name too long for a temporary file");
   } else if (p->layout == B2_LAYOUT_CONTIGUOUS) {
     rc = place_file(pfd, tmp, base, buf, len, 1);
@@ -249,7 +273,7 @@ int b2_frame_remake(b2_frame **fp, const b2_frame_params *p, int64_t nbytes) {
   char *path = f->home_dir >= 0 ? NULL : strdup(f->path);
   int rc = f->home_dir < 0 && !path ? b2_fail(B2_E_NOMEM, "out of memory") : 0;
   if (!rc && (snprintf(name, sizeof name, "%s", base) >= (int)sizeof name ||
-              snprintf(tmp, sizeof tmp, ".%s.b2tmp", base) >= (int)sizeof tmp ||
+              b2_frame_temp_name(base, B2_FRAME_TEMP_SUFFIX, tmp, sizeof tmp) < 0 ||
               snprintf(tlock, sizeof tlock, "%s" B2_FRAME_LOCK_SUFFIX, tmp) >= (int)sizeof tlock))
     rc = b2_fail(B2_E_LIMIT, "file name too long for a temporary file");
   /* The new frame, whole and committed under the temporary name (held by

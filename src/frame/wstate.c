@@ -395,17 +395,12 @@ int b2_frame_w_home(b2_frame *f, const char **base) {
  * repaired before it is parsed for writing (b2_frame_redo): entry base of
  * dirfd (-1: the path base). */
 static int finish_redo(int dirfd, const char *base) {
-  char redo[NAME_MAX + 2];
   int own = dirfd == -1;
   if (own) {
     dirfd = b2_io_open_parent(base, &base);
     if (dirfd < 0) return 0; /* the open below says why */
   }
-  int rc = 0;
-  struct stat st;
-  if (b2_frame_redo_name(base, redo, sizeof redo) == 0 &&
-      fstatat(dirfd, redo, &st, AT_SYMLINK_NOFOLLOW) == 0)
-    rc = b2_frame_redo(dirfd, redo);
+  int rc = b2_frame_redo(dirfd, base);
   if (own) b2_io_close(dirfd);
   return rc < 0 ? rc : 0;
 }

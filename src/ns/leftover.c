@@ -16,6 +16,10 @@
  *   - .NAME.redo.b2tmp: the new content of a hard-linked frame that was
  *     being copied over it in place (b2_frame_compact): the copy is done
  *     again (b2_frame_redo), then the file goes.
+ * A NAME near NAME_MAX gives both a shortened name instead
+ * (b2_frame_temp_name: a prefix of NAME and a hash of it); the entry it
+ * belongs to is then found by making the names of the directory's
+ * entries, and a redo file none gives is removed (its frame is gone).
  * Nothing else is touched: other hidden names, symlinks and other types.
  */
 #include <dirent.h>
@@ -95,7 +99,7 @@ int b2_ns_clear_hidden(int dirfd, const char *name) {
   return rc < 0 ? rc : 1;
 }
 
-#define TMP_SUFFIX ".b2tmp"
+#define TMP_SUFFIX B2_FRAME_TEMP_SUFFIX
 #define RESTORE_SUFFIX ".restore" TMP_SUFFIX
 
 /* The PID of a name B2_NS_GONE_PREFIX "PID-N" suffix, 0 for other names. */
@@ -183,14 +187,39 @@ static int dead(pid_t pid) {
   return pid > 0 && pid != getpid() && kill(pid, 0) < 0 && errno == ESRCH;
 }
 
-/* The frame name NAME of a temporary ".NAME.b2tmp" into stem, or -1. */
-static int temp_stem(const char *name, char *stem, size_t cap) {
-  size_t n = strlen(name), k = sizeof TMP_SUFFIX - 1;
-  if (name[0] != '.' || n <= k + 1 || strcmp(name + n - k, TMP_SUFFIX) != 0) return -1;
-  size_t m = n - k - 1;
-  if (m + 1 > cap) return -1;
-  memcpy(stem, name + 1, m);
-  stem[m] = 0;
+typedef struct owner_find {
+  const char *temp, *suffix;
+  char *stem;
+  int found;
+} owner_find;
+
+static int owner_one(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)dfd, (void)type;
+  owner_find *o = arg;
+  char t[NAME_MAX + 1];
+  if (!o->found && !b2_ns_name_hidden(name) &&
+      b2_frame_temp_name(name, o->suffix, t, sizeof t) == 0 && strcmp(t, o->temp) == 0) {
+    snprintf(o->stem, B2_NS_NAME_MAX + 1, "%s", name);
+    o->found = 1;
+  }
+  return 0;
+}
+
+/* The entry NAME whose temporary (b2_frame_temp_name with suffix) is
+ * `name`, into stem (B2_NS_NAME_MAX + 1 bytes): 0, 1 when `name` has the
+ * shortened form and no entry of dfd gives it (its frame is gone, or was
+ * never made: a creation's), -1 when `name` is no such temporary.  A
+ * plain form ".NAME.b2tmp" counts only when NAME is a frame's name. */
+static int temp_stem(int dfd, const char *name, const char *suffix, char *stem) {
+  size_t n = strlen(name), k = strlen(suffix);
+  if (name[0] != '.' || n <= k + 1 || strcmp(name + n - k, suffix) != 0) return -1;
+  if (b2_frame_temp_hashed(name, suffix)) {
+    owner_find o = {name, suffix, stem, 0};
+    int rc = b2_ns_each_entry(dfd, ".", owner_one, &o);
+    return rc < 0 ? -1 : o.found ? 0 : 1;
+  }
+  snprintf(stem, B2_NS_NAME_MAX + 1, "%.*s", (int)(n - k - 1), name + 1);
+  if (strcmp(suffix, B2_FRAME_REDO_SUFFIX) == 0) return 0;
   return b2_ns_name_kind(stem, NULL) == B2_NS_PLAIN ? -1 : 0;
 }
 
@@ -214,18 +243,19 @@ static int sweep_entry(int dfd, const char *name, const b2_ns_sweep_ops *ops) {
     return unlinkat(dfd, name, 0) == 0;
   }
   char stem[B2_NS_NAME_MAX + 1];
-  size_t n = strlen(name), r = sizeof B2_FRAME_REDO_SUFFIX - 1;
-  if (n > r + 1 && strcmp(name + n - r, B2_FRAME_REDO_SUFFIX) == 0) {
+  int t = temp_stem(dfd, name, B2_FRAME_REDO_SUFFIX, stem);
+  if (t == 1) /* the redo file of a frame whose every name is gone */
+    return unlinkat(dfd, name, 0) == 0;
+  if (t == 0) {
     /* A hard-linked frame's in-place rewrite that a crash interrupted:
      * finish it, unless our writer is doing it now. */
-    snprintf(stem, sizeof stem, "%.*s", (int)(n - r - 1), name + 1);
     if (ops->busy(ops->ctx, dfd, stem)) return 0;
-    int rc = b2_frame_redo(dfd, name);
+    int rc = b2_frame_redo(dfd, stem);
     if (rc < 0 && ops->note) ops->note(ops->ctx, stem, b2_last_detail());
     return rc == 0;
   }
-  if (temp_stem(name, stem, sizeof stem) < 0) return 0;
-  if (ops->busy(ops->ctx, dfd, stem)) return 0;
+  t = temp_stem(dfd, name, B2_FRAME_TEMP_SUFFIX, stem);
+  if (t < 0 || (t == 0 && ops->busy(ops->ctx, dfd, stem))) return 0;
   return b2_frame_drop_temp(dfd, name) == 1; /* unless some process holds it */
 }
 

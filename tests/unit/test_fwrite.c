@@ -29,6 +29,7 @@
 #include "b2_chunk.h"
 #include "b2_error.h"
 #include "b2_frame.h"
+#include "b2_ns.h"
 #include "common/fileio.h"
 #include "sha256.h"
 #include "t.h"
@@ -1499,7 +1500,7 @@ static void test_linked_in_place(void) {
   CHECK_EQ(pwrite(fd, junk, sizeof junk, 0), (ssize_t)sizeof junk);
   close(fd);
   CHECK(fi_which(link2, &m0, &m1) < 0);
-  CHECK_EQ(b2_frame_redo(dfd, ".linked.b2frame" B2_FRAME_REDO_SUFFIX), 0);
+  CHECK_EQ(b2_frame_redo(dfd, "linked.b2frame"), 0);
   CHECK_EQ(fi_which(link2, &m0, &m1), 1);
   CHECK(access(redo, F_OK) != 0);
   /* the same through the next writer's open */
@@ -1923,6 +1924,96 @@ static void test_temp_held(void) {
   close(dfd);
 }
 
+/* Names near NAME_MAX: the temporaries derived from them are shortened
+ * (a prefix and a hash, one name per base, room left for a `.b2lock`), so
+ * frames of such names are created, rewritten, remade and redone, and the
+ * sweep finds the shortened leftovers: a free temporary goes, the redo
+ * file of a frame still there is finished, one of a frame gone goes. */
+static int never_busy(void *ctx, int dirfd, const char *name) {
+  (void)ctx, (void)dirfd, (void)name;
+  return 0;
+}
+
+static void test_long_names(void) {
+  char a[NAME_MAX + 1], b[NAME_MAX + 1], t1[NAME_MAX + 1], t2[NAME_MAX + 1];
+  CHECK_EQ(b2_frame_temp_name("x.b2frame", B2_FRAME_TEMP_SUFFIX, t1, sizeof t1), 0);
+  CHECK(strcmp(t1, ".x.b2frame.b2tmp") == 0);
+  CHECK(!b2_frame_temp_hashed(t1, B2_FRAME_TEMP_SUFFIX));
+  memset(a, 'a', 247);
+  strcpy(a + 247, ".b2frame"); /* 255 bytes */
+  strcpy(b, a);
+  b[200] = 'b';
+  const char *sfx[] = {B2_FRAME_TEMP_SUFFIX, B2_FRAME_REDO_SUFFIX};
+  for (int k = 0; k < 2; k++) {
+    CHECK_EQ(b2_frame_temp_name(a, sfx[k], t1, sizeof t1), 0);
+    CHECK_EQ(b2_frame_temp_name(b, sfx[k], t2, sizeof t2), 0);
+    CHECK_EQ((int)strlen(t1), B2_FRAME_TEMP_NAME_MAX);
+    CHECK((int)(strlen(t1) + strlen(B2_FRAME_LOCK_SUFFIX)) <= NAME_MAX);
+    CHECK(strcmp(t1, t2) != 0);
+    CHECK(b2_frame_temp_hashed(t1, sfx[k]) && !b2_frame_temp_hashed(t1, sfx[1 - k]));
+    CHECK(b2_ns_name_hidden(t1));
+  }
+  CHECK_EQ(b2_frame_temp_name(a, B2_FRAME_TEMP_SUFFIX, t2, sizeof t2), 0);
+  CHECK_EQ(b2_frame_temp_name(a, B2_FRAME_TEMP_SUFFIX, t1, 20), -1);
+  /* a frame of that name: created, written, compacted, remade */
+  char dir[512];
+  tpath(dir, sizeof dir, "long");
+  CHECK_EQ(mkdir(dir, 0755), 0);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  CHECK(dfd >= 0);
+  b2_frame_params p;
+  params(&p, B2_LAYOUT_CONTIGUOUS, B2_CODEC_LZ4, 1, 4000);
+  b2_frame *f = NULL;
+  CHECK_EQ(b2_frame_create_at(dfd, a, &p, &f), 0);
+  if (!f) return;
+  CHECK_EQ(b2_frame_resize(f, 10000), 0);
+  CHECK_EQ(b2_frame_compact(f), 0);
+  CHECK_EQ(b2_frame_remake(&f, &p, 123), 0);
+  CHECK(f != NULL);
+  if (f) CHECK_EQ(b2_frame_get_info(f)->nbytes, 123);
+  if (f) b2_frame_close(f);
+  /* in place through a redo file: hard-linked, then a crash in the copy */
+  CHECK_EQ(linkat(dfd, a, dfd, "l2.b2frame", 0), 0);
+  CHECK_EQ(b2_frame_open_rw_at(dfd, a, &f), 0);
+  if (f) CHECK_EQ(b2_frame_resize(f, 0), 0);
+  if (f) CHECK_EQ(b2_frame_compact(f), 0);
+  if (f) b2_frame_close(f);
+  struct stat st, lt;
+  CHECK_EQ(fstatat(dfd, a, &st, 0), 0);
+  CHECK_EQ(fstatat(dfd, "l2.b2frame", &lt, 0), 0);
+  CHECK(st.st_ino == lt.st_ino && st.st_nlink == 2);
+  char redo[NAME_MAX + 1], cmd[2048];
+  CHECK_EQ(b2_frame_temp_name(a, B2_FRAME_REDO_SUFFIX, redo, sizeof redo), 0);
+  snprintf(cmd, sizeof cmd, "cd '%s' && cp -- '%s' '%s' && printf torn | dd of='%s' conv=notrunc status=none",
+           dir, a, redo, a);
+  CHECK_EQ(system(cmd), 0);
+  CHECK(b2_frame_open_rw_at(dfd, "l2.b2frame", &f) < 0);
+  if (f) b2_frame_close(f);
+  f = NULL;
+  CHECK_EQ(b2_frame_redo(dfd, a), 0);
+  CHECK(fstatat(dfd, redo, &st, 0) != 0);
+  CHECK_EQ(b2_frame_open_rw_at(dfd, "l2.b2frame", &f), 0);
+  if (f) b2_frame_close(f);
+  /* leftovers of a crash: a free temporary of a, the redo file of a frame
+   * gone; one of a frame still there is finished (a torn again) */
+  int x = openat(dfd, t2, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  close(x);
+  snprintf(cmd, sizeof cmd, "cd '%s' && cp -- '%s' '%s' && printf torn | dd of='%s' conv=notrunc status=none",
+           dir, a, redo, a);
+  CHECK_EQ(system(cmd), 0);
+  CHECK_EQ(b2_frame_temp_name(b, B2_FRAME_REDO_SUFFIX, t1, sizeof t1), 0);
+  x = openat(dfd, t1, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  close(x);
+  b2_ns_sweep_ops ops = {never_busy, NULL, NULL};
+  CHECK_EQ(b2_ns_sweep(dfd, &ops), 3);
+  CHECK(fstatat(dfd, t2, &st, 0) != 0 && fstatat(dfd, redo, &st, 0) != 0 &&
+        fstatat(dfd, t1, &st, 0) != 0);
+  CHECK_EQ(b2_frame_open_rw_at(dfd, a, &f), 0);
+  if (f) b2_frame_close(f);
+  close(dfd);
+  rm_rf(dir);
+}
+
 int main(void) {
   make_root();
   T_RUN(test_roundtrip_contiguous);
@@ -1943,6 +2034,7 @@ int main(void) {
   T_RUN(test_kinds);
   T_RUN(test_locking);
   T_RUN(test_temp_held);
+  T_RUN(test_long_names);
 #ifdef B2_FAULT_INJECTION
   T_RUN(test_fault_commit_contiguous);
   T_RUN(test_fault_commit_sparse);
