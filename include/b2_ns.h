@@ -142,6 +142,10 @@ const char *b2_ns_name_suffix(const char *src);
  * without .npy). */
 int b2_ns_name_target(int kind, const char *suffix, const char *shown, char *out,
                       size_t cap);
+/* b2_ns_name_target, but a LOGICAL frame too long with `suffix` takes the
+ * first shorter frame suffix that fits (.b2f, .b2): names near NAME_MAX. */
+int b2_ns_name_target_fit(int kind, const char *suffix, const char *shown, char *out,
+                          size_t cap);
 
 /* A probe of a directory as it will be: `gone` names absent, `added`
  * present as `added_as` (B2_NS_PRESENT or B2_NS_FRAME), the rest as the
@@ -225,8 +229,11 @@ void b2_ns_list_free(b2_ns_list *l);
  * as `shown` in dirfd: a regular file becomes a frame when `frames` allows
  * and the names let it (*frame = its B2_NS_* kind: an array STEM.b2nd for
  * a name STEM.npy, else NAME.b2frame), else the entry keeps its name
- * (*frame = 0).  0, B2_E_EXIST, B2_E_INVAL (a name the namespace hides),
- * B2_E_NAMETOOLONG. */
+ * (*frame = 0).  A name with a frame's suffix, which a plain file cannot
+ * have, becomes NAME.b2f or NAME.b2 when NAME.b2frame is too long
+ * (b2_ns_name_target_fit).  0,
+ * B2_E_EXIST, B2_E_INVAL (a name the namespace hides), B2_E_NAMETOOLONG
+ * (also a name with a frame's suffix that no frame suffix fits after). */
 int b2_ns_choose_new(int dirfd, const char *shown, mode_t type, int frames, char *src,
                      size_t cap, int *frame);
 
@@ -262,8 +269,9 @@ typedef struct b2_ns_move {
 /* Work out the rename of what is shown as `name` in m->pfd to `newname` in
  * m->qfd (noreplace: RENAME_NOREPLACE).  0, 1 (nothing to do: the same
  * entry), or a negative code: B2_E_EXIST, B2_E_ISDIR, B2_E_NOTDIR,
- * B2_E_XDEV (the entry would become another kind: copy instead),
- * B2_E_INVAL, B2_E_NOENT, B2_E_NAMETOOLONG. */
+ * B2_E_XDEV (the entry would become another kind, or no frame suffix
+ * fits after newname (b2_ns_name_target_fit): copy instead), B2_E_INVAL,
+ * B2_E_NOENT, B2_E_NAMETOOLONG. */
 int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int noreplace);
 
 /* Is the entry of kind `kind` with lstat st a sparse frame (a directory)? */

@@ -14,6 +14,7 @@ every check on a "file" checks a frame there.
 import ctypes
 import errno
 import os
+import shutil
 import stat
 import sys
 import time
@@ -185,6 +186,45 @@ def name_max():
     want_errno("namemax_256_open", err(os.open, long, os.O_RDONLY), errno.ENAMETOOLONG)
     want_errno("namemax_256_dir_component", err(os.stat, os.path.join(long, "a")),
                errno.ENAMETOOLONG)
+
+
+# Names near NAME_MAX: b2fs stores a file NAME as NAME.b2frame and derives
+# hidden temporaries from that (shortened when too long); a name a frame
+# suffix does not fit after is stored plain, or, ending in a frame suffix
+# itself, under a shorter frame suffix.
+LONG = (234, 236, 240, 241, 244, 247, 248, 250, 252, 255)
+
+
+@check
+def long_names():
+    d = fresh()
+    for n in LONG:
+        p = os.path.join(d, "a" * n)
+        e = err(create, p, 0o644, b"data %d" % n)
+        want("longname_create_%d" % n, e == 0 and read(p) == b"data %d" % n, ename(e))
+        e = err(os.truncate, p, 0)
+        want("longname_truncate_%d" % n, e == 0 and os.stat(p).st_size == 0, ename(e))
+        e = err(write_at, p, b"again", os.O_WRONLY | os.O_APPEND)
+        want("longname_append_%d" % n, e == 0 and read(p) == b"again", ename(e))
+        # moved there from a short name, then emptied and written
+        s, q = os.path.join(d, "short"), os.path.join(d, "b" * n)
+        create(s, 0o644, b"moved %d" % n)
+        e = err(os.rename, s, q)
+        want("longname_rename_%d" % n, e == 0 and read(q) == b"moved %d" % n, ename(e))
+        if e:  # (a copy where rename(2) cannot keep the file: mv's way)
+            shutil.move(s, q)
+        e = err(os.truncate, q, 0)
+        want("longname_renamed_truncate_%d" % n, e == 0 and os.stat(q).st_size == 0, ename(e))
+        e = err(write_at, q, b"x" * 100, os.O_WRONLY)
+        want("longname_renamed_write_%d" % n, e == 0 and read(q) == b"x" * 100, ename(e))
+        r = os.path.join(d, "c" * (n - 8) + ".b2frame")
+        e = err(create, r, 0o644, b"suffixed")
+        want("longname_frame_suffix_%d" % n, e == 0 and read(r) == b"suffixed", ename(e))
+    names = sorted(os.listdir(d))
+    wanted = sorted([c * n for n in LONG for c in "ab"] +
+                     ["c" * (n - 8) + ".b2frame" for n in LONG if os.path.exists(
+                         os.path.join(d, "c" * (n - 8) + ".b2frame"))])
+    want("longname_listing", names == wanted, "%s" % [x[:3] + "..%d" % len(x) for x in names])
 
 
 # ---- cause 2: paths near PATH_MAX ----------------------------------------------

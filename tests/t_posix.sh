@@ -48,6 +48,8 @@ chmod 755 "$TMP"/*
 known() {
   case "$1" in
     exchange_file_dir) echo "RENAME_EXCHANGE of a frame and a plain directory: their source names are of two kinds (EINVAL)" ;;
+    longname_rename_255) echo "rename(2) of a frame to a name no frame suffix fits after (253-255 bytes): EXDEV, mv copies it (stored plain)" ;;
+    longname_frame_suffix_255) echo "a new file named NAME.b2frame of 253-255 bytes: no frame suffix fits after it, and a plain file cannot have it (ENAMETOOLONG)" ;;
     *) return 1 ;;
   esac
 }

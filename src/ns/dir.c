@@ -221,11 +221,15 @@ int b2_ns_choose_new(int dirfd, const char *shown, mode_t type, int frames, char
   b2_ns_overlay o = {b2_ns_probe_dir, &dirfd, {NULL, NULL}, NULL, 0};
   if (strlen(shown) > B2_NS_NAME_MAX) return B2_E_NAMETOOLONG;
   *frame = 0;
+  /* A name that a plain file cannot have (a frame's suffix) may take a
+   * shorter suffix when B2_NS_NEW_SUFFIX makes it too long. */
+  int framed = S_ISREG(type) && b2_ns_name_kind(shown, NULL) != B2_NS_PLAIN, fit = 0;
   static const int kinds[] = {B2_NS_NPY, B2_NS_LOGICAL};
   for (int k = 0; k < 2 && S_ISREG(type) && frames; k++) {
-    if (b2_ns_name_target(kinds[k], B2_NS_NEW_SUFFIX, shown, src, cap) != 0 ||
-        b2_ns_probe_dir(&dirfd, src) != B2_NS_ABSENT)
-      continue;
+    int t = framed ? b2_ns_name_target_fit(kinds[k], B2_NS_NEW_SUFFIX, shown, src, cap)
+                   : b2_ns_name_target(kinds[k], B2_NS_NEW_SUFFIX, shown, src, cap);
+    if (t == 0) fit = 1;
+    if (t != 0 || b2_ns_probe_dir(&dirfd, src) != B2_NS_ABSENT) continue;
     o.added = src;
     o.added_as = B2_NS_FRAME;
     if (b2_ns_name_check(shown, src, 1, b2_ns_overlay_probe, &o) == 0) {
@@ -235,7 +239,7 @@ int b2_ns_choose_new(int dirfd, const char *shown, mode_t type, int frames, char
   }
   /* The entry under its own name; a regular file with a frame suffix
    * would be taken for a frame. */
-  if (S_ISREG(type) && b2_ns_name_kind(shown, NULL) != B2_NS_PLAIN) return B2_E_EXIST;
+  if (framed) return fit || !frames ? B2_E_EXIST : B2_E_NAMETOOLONG;
   if (b2_ns_name_hidden(shown)) return B2_E_INVAL;
   int p = b2_ns_probe_dir(&dirfd, shown);
   if (p < 0) return p;
@@ -278,8 +282,12 @@ static int changes_kind(int kind, int pfd, const char *src, const struct stat *s
 int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int noreplace) {
   m->kind = b2_ns_resolve(m->pfd, name, m->src, &m->st);
   if (m->kind < 0) return m->kind;
-  int rc = b2_ns_name_target(m->kind, b2_ns_name_suffix(m->src), newname, m->target,
-                             sizeof m->target);
+  int rc = b2_ns_name_target_fit(m->kind, b2_ns_name_suffix(m->src), newname, m->target,
+                                 sizeof m->target);
+  /* A frame no suffix fits after newname: a copy stores it under a name
+   * that fits (b2_ns_choose_new), as for a change of kind. */
+  if (rc == B2_E_NAMETOOLONG && m->kind != B2_NS_PLAIN && strlen(newname) <= B2_NS_NAME_MAX)
+    return B2_E_XDEV;
   if (rc < 0) return rc;
   /* The engine's temporary names stay invisible: nothing may move there. */
   if (b2_ns_name_hidden(m->target) || b2_ns_name_hidden(newname)) return B2_E_INVAL;

@@ -183,6 +183,15 @@ int b2_ns_name_target(int kind, const char *suffix, const char *shown,
   }
 }
 
+int b2_ns_name_target_fit(int kind, const char *suffix, const char *shown, char *out,
+                          size_t cap) {
+  int rc = b2_ns_name_target(kind, suffix, shown, out, cap);
+  for (size_t i = 0; i < NSUFFIXES && rc == B2_E_NAMETOOLONG && kind == B2_NS_LOGICAL; i++)
+    if (suffixes[i].kind == B2_NS_LOGICAL && strlen(suffixes[i].suffix) < strlen(suffix))
+      rc = b2_ns_name_target(kind, suffixes[i].suffix, shown, out, cap);
+  return rc;
+}
+
 int b2_ns_overlay_probe(void *ctx, const char *name) {
   const b2_ns_overlay *o = ctx;
   if (o->added && strcmp(name, o->added) == 0) return o->added_as;
