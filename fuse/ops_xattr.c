@@ -64,7 +64,7 @@ static int plain_ok(b2fs_inode *in) {
 static const char *raw_kind(b2fs_inode *in) {
   char path[64];
   int k = b2_frame_kind_at(AT_FDCWD, b2fs_fd_path(in->fd, path, sizeof path));
-  return k >= 0 && !b2_frame_kind_is_data(k) ? b2_frame_kind_name(k) : NULL;
+  return k >= 0 && k != B2_KIND_NONE && !b2_frame_kind_is_data(k) ? b2_frame_kind_name(k) : NULL;
 }
 
 /* Append the names of the user's own attributes of frame inode `in`

@@ -230,7 +230,20 @@ enum {
   B2_KIND_EMBEDSTORE,
   B2_KIND_DICTSTORE,
   B2_KIND_TREESTORE,
+  /* Not a frame at all: a file that does not start like one
+   * (b2_frame_starts_like); only b2_frame_kind_at says it. */
+  B2_KIND_NONE,
 };
+
+/* Does a file whose first `len` bytes are buf start like a frame?  A
+ * frame's first ten bytes are a msgpack array of 14 elements (13 in the
+ * older layout), 0x9e (0x9d), then the string "b2frame" with its NUL,
+ * 0xa8 "b2frame\0".  The file starts like a frame when bytes 0-1 are
+ * 0x9e or 0x9d and 0xa8, or when bytes 2-9 are "b2frame\0": any single
+ * damaged byte there still leaves it a frame (a damaged one), while text
+ * never starts that way (0x9d and 0x9e are no character's first byte in
+ * UTF-8), nor does an empty file.  1 or 0. */
+int b2_frame_starts_like(const uint8_t *buf, size_t len);
 
 /* The kind of an open frame (B2_KIND_*), or a negative code. */
 int b2_frame_kind(const b2_frame *f);
@@ -239,7 +252,10 @@ int b2_frame_kind(const b2_frame *f);
  * frame's directory; never following a symlink; AT_FDCWD: `name` is a
  * path, opened as b2_frame_open opens one), reading only its header:
  * for deciding how to show an entry without opening the whole frame.
- * Negative code when it is no readable frame. */
+ * B2_KIND_NONE when the file (a sparse frame's chunks.b2frame) does not
+ * start like a frame at all (b2_frame_starts_like: text, an empty file,
+ * other formats); a negative code when it starts like one but is no
+ * readable frame (damaged), or cannot be read. */
 int b2_frame_kind_at(int dirfd, const char *name);
 /* The same, `known` (may be NULL) being the lstat of `name` just taken:
  * a regular file's needs no second one to find the kind remembered. */

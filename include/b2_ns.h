@@ -3,7 +3,9 @@
  *
  * A SOURCE directory holds frames (a file NAME.b2frame, NAME.b2f, NAME.b2
  * or NAME.b2nd, or a sparse frame: a directory of that name holding
- * chunks.b2frame), plain entries, and the engine's hidden temporaries.  The
+ * chunks.b2frame, whose first bytes are a frame's: b2_frame_starts_like;
+ * a file under such a name that does not start like a frame is plain),
+ * plain entries, and the engine's hidden temporaries.  The
  * namespace layer says what a person sees there: which entries are
  * frames, the name each is shown under, and which source entry a shown
  * name means; it chooses the source names of new entries, links and
@@ -170,7 +172,9 @@ int b2_ns_name_check(const char *shown, const char *src, int is_frame,
 /* Does the directory open at fd hold a regular chunks.b2frame?  1, 0. */
 int b2_ns_holds_sparse_index(int fd);
 /* Does entry `name` of dirfd hold data (a frame the frame layer classes as
- * data, or one it cannot read: that fails when opened)?  1, 0. */
+ * data, or one that starts like a frame but cannot be read: that fails
+ * when opened)?  1, 0: 0 also for a file that does not start like a frame
+ * (B2_KIND_NONE: text, empty), which is then a plain entry. */
 int b2_ns_holds_data(int dirfd, const char *name);
 /* Is entry `name` of dirfd (lstat `st`) a frame: a frame suffix, and a
  * regular file or a directory holding chunks.b2frame, that holds data?

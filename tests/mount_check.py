@@ -40,6 +40,13 @@ def shown(path):
     return os.path.join(d, b)
 
 
+def starts_like_frame(path):
+    """b2_frame_starts_like: bytes 0-1 9e|9d a8, or bytes 2-9 b"b2frame\\0"."""
+    with open(path, "rb") as f:
+        h = f.read(10)
+    return (len(h) >= 2 and h[0] in (0x9D, 0x9E) and h[1] == 0xA8) or h[2:10] == b"b2frame\0"
+
+
 def is_frame(src_dir, name):
     if shown(name) == name:
         return False
@@ -47,9 +54,10 @@ def is_frame(src_dir, name):
     if os.path.islink(p):
         return False
     if os.path.isfile(p):
-        return True
-    return os.path.isdir(p) and os.path.isfile(os.path.join(p, "chunks.b2frame")) \
-        and not os.path.islink(os.path.join(p, "chunks.b2frame"))
+        return starts_like_frame(p)
+    idx = os.path.join(p, "chunks.b2frame")
+    return os.path.isdir(p) and os.path.isfile(idx) and not os.path.islink(idx) \
+        and starts_like_frame(idx)
 
 
 def cmd_listing(src, mnt):

@@ -25,6 +25,16 @@ mount_test_start() {
 ok() { echo "ok $1"; }
 nok() { echo "not ok $1: $2"; }
 
+# starts_like_frame FILE: does FILE (a directory: its chunks.b2frame)
+# start like a frame (b2_frame_starts_like: bytes 0-1 9e|9d a8, or bytes
+# 2-9 "b2frame\0")?  What does not is shown as the plain entry it is.
+starts_like_frame() {
+  local f=$1 h
+  [ -d "$f" ] && f=$f/chunks.b2frame
+  h=$(head -c 10 "$f" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+  [[ "$h" == 9[de]a8* ]] || [ "${h:4:16}" = 62326672616d6500 ]
+}
+
 # mount_bg NAME SOURCE MOUNTPOINT OPTIONS: start a foreground daemon.
 mount_bg() {
   local name=$1 src=$2 mnt=$3 opts=$4

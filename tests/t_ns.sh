@@ -81,3 +81,60 @@ if mount_bg nslong "$L" "$LM" "default_permissions"; then
 else
   notok ns_long_mount "daemon did not mount"
 fi
+
+# ---- frame suffixes on what is no frame -----------------------------------
+# A file with a frame suffix that does not start like a frame (text, empty,
+# another format; a directory whose chunks.b2frame is such) is the plain
+# entry it is: its own name, bytes and size, writable.  One that starts
+# like a frame but is damaged (a chunk, the magic, cut after the header's
+# start) keeps its short name and fails with EIO, logged with its name.
+S2=$TMP/src2 M2=$TMP/mnt2
+mkdir -p "$S2/sdir.b2frame" "$M2"
+echo "hello, world!" >"$S2/notes.b2"
+echo "plain text" >"$S2/y.b2nd"
+printf 'z\n' >"$S2/z.b2frame"
+: >"$S2/e.b2frame"
+printf '\211PNG\r\n\032\n\0\0\0\rIHDR' >"$S2/g.b2f"
+echo plain >"$S2/pair"; echo "not a frame" >"$S2/pair.b2"
+echo "no index" >"$S2/sdir.b2frame/chunks.b2frame"; echo x >"$S2/sdir.b2frame/00000000.chunk"
+cp "$B2FS_FIXTURES/bad/chunk-cbytes-lie.b2frame" "$S2/dmg.b2frame"
+cp "$B2FS_FIXTURES/bad/bad-magic.b2frame" "$S2/bm.b2frame"
+head -c 40 "$B2FS_FIXTURES/cframe/blosclz-clevel1-i32.b2frame" >"$S2/trunc.b2frame"
+foreign="notes.b2 y.b2nd z.b2frame e.b2frame g.b2f pair.b2"
+if mount_bg ns2 "$S2" "$M2" "default_permissions"; then
+  # lookups before any listing, then the listing: the same answer
+  bad=""
+  for f in $foreign; do
+    [ "$(stat -c %s "$M2/$f" 2>&1)" = "$(stat -c %s "$S2/$f")" ] || bad="$bad $f"
+  done
+  for f in notes y.npy z e g; do [ -e "$M2/$f" ] && bad="$bad $f-shown"; done
+  check suffix_plain_lookup test -z "$bad"
+  want="bm dmg e.b2frame g.b2f notes.b2 pair pair.b2 sdir.b2frame trunc y.b2nd z.b2frame"
+  got=$(ls -A "$M2" | sort | tr '\n' ' ' | sed 's/ $//')
+  check suffix_plain_names test "$got" = "$want"
+  check suffix_plain_b2f_ls test "$("$B2F" ls "$S2" | sort | tr '\n' ' ' | sed 's/ $//')" = "$want"
+  bad=""
+  for f in $foreign sdir.b2frame/chunks.b2frame sdir.b2frame/00000000.chunk; do
+    cmp -s "$S2/$f" "$M2/$f" || bad="$bad $f"
+  done
+  [ -d "$M2/sdir.b2frame" ] || bad="$bad sdir.b2frame-not-a-dir"
+  [ "$(stat -c %s "$M2/pair")" = 6 ] || bad="$bad pair"
+  check suffix_plain_bytes test -z "$bad"
+  bad=""
+  for f in dmg bm trunc; do
+    n0=$(grep -c "$f.b2frame" "${LOGS[$M2]}")
+    err=$(cat "$M2/$f" 2>&1 >/dev/null)
+    [[ "$err" == *"Input/output error"* ]] || bad="$bad $f:'$err'"
+    [ "$(grep -c "$f.b2frame" "${LOGS[$M2]}")" -gt "$n0" ] || bad="$bad $f:not-logged"
+  done
+  check suffix_damaged_frame_eio test -z "$bad"
+  # writable as the plain files they are; a new `notes` is a frame beside
+  echo more >>"$M2/notes.b2"
+  echo new >"$M2/notes"
+  check suffix_plain_write test "$(cat "$S2/notes.b2")" = "hello, world!
+more" -a "$(cat "$M2/notes.b2")" = "$(cat "$S2/notes.b2")" -a -f "$S2/notes.b2frame" \
+    -a "$(cat "$M2/notes")" = new
+  unmount_fg "$M2" ns2
+else
+  notok ns2_mount "daemon did not mount"
+fi

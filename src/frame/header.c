@@ -100,6 +100,15 @@ static int parse_current_tail(b2_mp_reader *r, b2_frame_header *h) {
   return 0;
 }
 
+int b2_frame_starts_like(const uint8_t *buf, size_t len) {
+  /* 0x9e (0x9d): fixarray of 14 (13); 0xa8: fixstr of 8, the magic's */
+  if (len >= 2 && (buf[0] == 0x90 + B2_FRAME_NELEM || buf[0] == 0x90 + B2_FRAME_NELEM_LEGACY) &&
+      buf[1] == 0xa8)
+    return 1;
+  return len >= 2 + sizeof B2_FRAME_MAGIC &&
+         memcmp(buf + 2, B2_FRAME_MAGIC, sizeof B2_FRAME_MAGIC) == 0;
+}
+
 int b2_frame_parse_header(const uint8_t *buf, size_t len,
                           b2_frame_header *h) {
   memset(h, 0, sizeof *h);

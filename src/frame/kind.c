@@ -16,7 +16,10 @@
  *
  * b2_frame_kind_at reads only the header of a frame (contiguous file or
  * sparse directory) for callers that decide how to show an entry without
- * opening the whole frame; sizes are checked against the real file.
+ * opening the whole frame; sizes are checked against the real file.  A
+ * file that does not start like a frame (b2_frame_starts_like) is
+ * B2_KIND_NONE, remembered as kinds are; one that does but whose header
+ * does not parse is a damaged frame (a negative code).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +49,7 @@ static const char *const kind_names[] = {
     [B2_KIND_BATCHARRAY] = "batcharray", [B2_KIND_LISTARRAY] = "listarray",
     [B2_KIND_PROXY] = "proxy",           [B2_KIND_EMBEDSTORE] = "embedstore",
     [B2_KIND_DICTSTORE] = "dictstore",   [B2_KIND_TREESTORE] = "treestore",
+    [B2_KIND_NONE] = "none",
 };
 
 const char *b2_frame_kind_name(int kind) {
@@ -231,7 +235,12 @@ int b2_frame_kind_at_st(int dirfd, const char *name, const struct stat *known) {
   uint8_t *hdr = NULL;
   b2_frame_meta *meta = NULL;
   int nmeta = 0;
-  int rc = n ? b2_io_pread(fd, pre, n, 0) : b2_fail(B2_E_FORMAT, "empty file, not a frame");
+  int rc = n ? b2_io_pread(fd, pre, n, 0) : 0;
+  if (rc == 0 && !b2_frame_starts_like(pre, n)) { /* text, empty, another format */
+    close(fd);
+    kind_remember(&st, B2_KIND_NONE, 0);
+    return B2_KIND_NONE;
+  }
   if (rc == 0) rc = b2_frame_parse_header(pre, n, &h);
   if (rc == 0 && h.header_size > size) /* the allocation is bounded by the file */
     rc = b2_fail(B2_E_TRUNCATED, "frame header: header_size %lld exceeds the file's %lld bytes",

@@ -27,10 +27,12 @@ int b2_ns_holds_sparse_index(int fd) {
   return fstatat(fd, B2_NS_SPARSE_INDEX, &cst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(cst.st_mode);
 }
 
-/* b2_ns_holds_data, with the lstat of a regular file known (or NULL). */
+/* b2_ns_holds_data, with the lstat of a regular file known (or NULL).
+ * What does not start like a frame (B2_KIND_NONE) is plain; what does but
+ * is damaged is a frame (EIO on open, logged). */
 static int holds_data_st(int dirfd, const char *name, const struct stat *st) {
   int kind = b2_frame_kind_at_st(dirfd, name, st);
-  return kind < 0 || b2_frame_kind_is_data(kind); /* damaged: a frame (EIO on open) */
+  return kind < 0 || b2_frame_kind_is_data(kind);
 }
 
 int b2_ns_holds_data(int dirfd, const char *name) { return holds_data_st(dirfd, name, NULL); }

@@ -1696,16 +1696,38 @@ static void test_kinds(void) {
   }
   CHECK(strcmp(b2_frame_kind_name(B2_KIND_LAZYEXPR), "lazyexpr") == 0);
   CHECK(strcmp(b2_frame_kind_name(99), "unknown") == 0);
-  /* not frames: no kind */
+  CHECK(strcmp(b2_frame_kind_name(B2_KIND_NONE), "none") == 0);
+  CHECK(!b2_frame_kind_is_data(B2_KIND_NONE));
+  /* not frames at all: B2_KIND_NONE (remembered too); starting like a
+   * frame with one byte damaged there: a damaged frame (negative) */
+  static const struct {
+    const char *bytes;
+    size_t len;
+    int none;
+  } sniff[] = {
+      {"not a frame at all", 18, 1},
+      {"", 0, 1},
+      {"\x9e", 1, 1},                          /* too short to tell: not a frame */
+      {"\x9e\xa8" "b2fraXe\0\xd2", 11, 0},     /* damaged magic, array intact */
+      {"\x00\xa8" "b2frame\0\xd2", 11, 0},     /* damaged array, magic intact */
+      {"\x9d\xa8" "b2f", 5, 0},                 /* older layout, cut short */
+      {"\x9e\x00" "b2frXme\0", 10, 1},          /* two bytes damaged: no frame */
+      {"\x89PNG\r\n\x1a\n\0\0", 10, 1},
+  };
   char path[512];
-  tpath(path, sizeof path, "kind_junk");
-  FILE *fp = fopen(path, "wb");
-  fputs("not a frame at all", fp);
-  fclose(fp);
-  CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
-  tpath(path, sizeof path, "kind_empty");
-  fclose(fopen(path, "wb"));
-  CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
+  for (size_t k = 0; k < sizeof sniff / sizeof *sniff; k++) {
+    CHECK_EQ(b2_frame_starts_like((const uint8_t *)sniff[k].bytes, sniff[k].len), !sniff[k].none);
+    char name[32];
+    snprintf(name, sizeof name, "kind_sniff%zu", k);
+    tpath(path, sizeof path, name);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(sniff[k].bytes, 1, sniff[k].len, fp) == sniff[k].len);
+    if (fp) fclose(fp);
+    for (int again = 0; again < 2; again++) {
+      if (sniff[k].none) CHECK_EQ(b2_frame_kind_at(AT_FDCWD, path), B2_KIND_NONE);
+      else CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
+    }
+  }
   tpath(path, sizeof path, "kind_missing");
   CHECK(b2_frame_kind_at(AT_FDCWD, path) < 0);
   /* a header that claims more bytes than the file holds */

@@ -48,10 +48,18 @@ static int exists(int dfd, const char *name) {
   return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* The first bytes of a frame (b2_frame_starts_like): a file under a frame
+ * suffix that begins so is a frame (here a damaged one); put writes them
+ * before the data of such names, head_of leaves them out. */
+#define STUB "\x9e\xa8"
+#define STUB_LEN (sizeof STUB - 1)
+
 static void put(int dfd, const char *name, const char *data) {
   int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   CHECK(fd >= 0);
   if (fd < 0) return;
+  int k = b2_ns_name_kind(name, NULL);
+  if (k == B2_NS_LOGICAL || k == B2_NS_NPY) CHECK_EQ(write(fd, STUB, STUB_LEN), (long long)STUB_LEN);
   CHECK_EQ(write(fd, data, strlen(data)), (long long)strlen(data));
   close(fd);
 }
@@ -137,7 +145,8 @@ static void test_rename(void) {
   CHECK(m.note[0] == 0);
   char buf[8] = {0};
   int fd = openat(r, m.hidden, O_RDONLY | O_CLOEXEC);
-  CHECK(fd >= 0 && read(fd, buf, sizeof buf) == 3 && memcmp(buf, "old", 3) == 0);
+  CHECK(fd >= 0 && read(fd, buf, sizeof buf) == 3 + STUB_LEN &&
+        memcmp(buf, STUB "old", 3 + STUB_LEN) == 0);
   if (fd >= 0) close(fd);
   CHECK_EQ(b2_ns_delete(r, m.hidden), 0);
   /* not in use: replaced in one step, nothing hidden left */
@@ -227,6 +236,7 @@ static const char *head_of(int dfd, const char *name, char *buf, size_t cap) {
   ssize_t n = read(fd, buf, cap - 1);
   buf[n > 0 ? n : 0] = 0;
   close(fd);
+  if (n >= (ssize_t)STUB_LEN && !memcmp(buf, STUB, STUB_LEN)) memmove(buf, buf + STUB_LEN, (size_t)n - STUB_LEN + 1);
   return buf;
 }
 
