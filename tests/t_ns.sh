@@ -134,6 +134,11 @@ if mount_bg ns2 "$S2" "$M2" "default_permissions"; then
   check suffix_plain_write test "$(cat "$S2/notes.b2")" = "hello, world!
 more" -a "$(cat "$M2/notes.b2")" = "$(cat "$S2/notes.b2")" -a -f "$S2/notes.b2frame" \
     -a "$(cat "$M2/notes")" = new
+  # renamed in place (no copy): still plain under another frame suffix
+  ino=$(stat -c %i "$S2/notes.b2")
+  "$PY" -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$M2/notes.b2" "$M2/moved.b2frame" 2>"$TMP/mv.err"
+  check suffix_plain_rename test "$(stat -c %i "$S2/moved.b2frame" 2>/dev/null)" = "$ino" \
+    -a "$(cat "$M2/moved.b2frame" 2>/dev/null)" = "$(cat "$S2/moved.b2frame")" -a ! -e "$M2/moved"
   unmount_fg "$M2" ns2
 else
   notok ns2_mount "daemon did not mount"

@@ -268,17 +268,23 @@ int b2_ns_choose_link(int dirfd, const char *shown, int kind, const char *src, c
 }
 
 /* Would the moved entry become something else under its new source name
- * (a plain file or directory taken for a frame)? */
+ * (a plain file or directory taken for a frame)?  A plain entry already
+ * under a frame suffix (not a store's), which holds no data frame (text,
+ * a python-blosc2 object shown raw; a directory whose index is such),
+ * moves to another such name as it is; one without a suffix does not get
+ * one (the caller copies it: a new frame). */
 static int changes_kind(int kind, int pfd, const char *src, const struct stat *st,
                         const char *target) {
-  if (kind != B2_NS_PLAIN || b2_ns_name_kind(target, NULL) == B2_NS_PLAIN) return 0;
-  if (S_ISREG(st->st_mode)) return 1;
+  int tk = b2_ns_name_kind(target, NULL), sk = b2_ns_name_kind(src, NULL);
+  if (kind != B2_NS_PLAIN || tk == B2_NS_PLAIN) return 0;
+  int as_is = tk != B2_NS_STORE && sk != B2_NS_PLAIN && sk != B2_NS_STORE;
+  if (S_ISREG(st->st_mode)) return !as_is || holds_data_st(pfd, src, st);
   if (!S_ISDIR(st->st_mode)) return 0;
   int fd = openat(pfd, src, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return 0;
   int yes = b2_ns_holds_sparse_index(fd);
   close(fd);
-  return yes;
+  return yes && (!as_is || b2_ns_holds_data(pfd, src));
 }
 
 int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int noreplace) {
