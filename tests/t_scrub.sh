@@ -135,6 +135,21 @@ check "scrub names the redo file of a torn frame" [ $? -eq 0 ]
   [ ! -e "$tmp/redo/.x.b2frame.redo.b2tmp" ]
 check "b2f compact finishes the rewrite" [ $? -eq 0 ]
 
+# A frame another program changed since its table was written (here its
+# time moved): a note, not damage; its chunks are still decoded.  A file
+# with a frame suffix that does not start like a frame is the plain file
+# the mount shows, not a damaged frame.
+mkdir -p "$tmp/note"
+cp "$T/a/good.b2frame" "$tmp/note/moved.b2frame"
+touch -d '2001-01-01' "$tmp/note/moved.b2frame"
+echo "plain words" >"$tmp/note/words.b2"
+"$B2F" scrub "$tmp/note" >"$tmp/out" 2>&1; rc=$?
+check "scrub: a stale table is a note, status 0" [ "$rc" -eq 0 ]
+grep -q "moved.b2frame: note: checksum table ignored" "$tmp/out"
+check "scrub: the stale table is named" [ $? -eq 0 ]
+grep -q "^scrub: 1 frames," "$tmp/out"
+check "scrub: a text file with a frame suffix is no frame" [ $? -eq 0 ]
+
 # Usage errors.
 "$B2F" scrub >/dev/null 2>&1
 check "scrub without DIR: status 2" [ $? -eq 2 ]

@@ -2,14 +2,16 @@
  * links are never followed) and decode every chunk of every frame found,
  * reporting EVERY damaged chunk, one line each "PATH: chunk N: reason"
  * (checksum mismatches included), frame-level damage as "PATH: reason",
- * then a summary line.  Frames are regular files with a frame suffix
- * (.b2frame .b2f .b2 .b2nd) or starting with the frame magic, and
- * directories holding a regular chunks.b2frame (sparse frames, not
- * descended into); the engine's hidden temporaries and `.b2lock` sidecars
- * in a tree are not frames; a frame torn by a crash inside an in-place
- * rewrite says that its redo file will finish it.  Exit status 1 if
- * anything is damaged or unreadable,
- * 0 otherwise, 2 on a usage error. */
+ * then a summary line.  Frames are regular files that start like one
+ * (b2_frame_starts_like: a file with a frame suffix that does not is the
+ * plain file the mount shows), and directories holding such a regular
+ * chunks.b2frame (sparse frames, not descended into); the engine's hidden
+ * temporaries and `.b2lock` sidecars in a tree are not frames; a frame torn
+ * by a crash inside an in-place rewrite says that its redo file will
+ * finish it.  A checksum table that no longer vouches for its frame
+ * (another program changed it) is a note, not damage: its chunks are
+ * decoded, as any frame's.  Exit status 1 if anything is damaged or
+ * unreadable, 0 otherwise, 2 on a usage error. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,15 +48,16 @@ static int has_suffix(const char *name) {
   return 0;
 }
 
-/* The first bytes of a frame: a msgpack array, then the str8 "b2frame\0". */
-static int has_magic(const char *path) {
+/* Does the regular file at path start like a frame (b2_frame_starts_like:
+ * a file with a frame suffix that does not is the plain file the mount
+ * shows, not a damaged frame)? */
+static int starts_like(const char *path) {
   uint8_t b[10];
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return 0;
   ssize_t n = pread(fd, b, sizeof b, 0);
   close(fd);
-  return n == (ssize_t)sizeof b && (b[0] & 0xf0) == 0x90 && b[1] == 0xa8 &&
-         memcmp(b + 2, "b2frame", 8) == 0;
+  return n > 0 && b2_frame_starts_like(b, (size_t)n);
 }
 
 static int is_sparse_dir(const char *path) {
@@ -62,7 +65,7 @@ static int is_sparse_dir(const char *path) {
   struct stat st;
   if (snprintf(p, sizeof p, "%s/chunks.b2frame", path) >= (int)sizeof p)
     return 0;
-  return lstat(p, &st) == 0 && S_ISREG(st.st_mode);
+  return lstat(p, &st) == 0 && S_ISREG(st.st_mode) && starts_like(p);
 }
 
 /* "chunk N: " at the start of a detail (the frame layer names chunks). */
@@ -109,10 +112,16 @@ static void scrub_frame(scrub *s, const char *path) {
   int frame_bad = 0;
   b2_frame_csum_info ci;
   if (b2_frame_checksums(f, &ci) == 0) {
-    if (ci.state == B2_CSUM_IGNORED) {
-      printf("%s: checksum table ignored: %s\n", path, ci.why);
-      frame_bad = 1;
-    }
+    /* Another program changed the frame since its table was written (or
+     * a writer died between a write and its table's time): no damage of
+     * itself.  Its chunks are checked by decoding them, as a frame's
+     * without a table. */
+    if (ci.state == B2_CSUM_IGNORED && !s->quiet)
+      printf("%s: note: checksum table ignored (%s); its chunks are checked by decoding them%s\n",
+             path, ci.why,
+             redo_pending(path) ? "; an in-place rewrite cut short: its redo file is beside it, "
+                                  "a mount of the directory or `b2f compact` finishes it"
+                                : "");
     if (ci.state != B2_CSUM_ALL) s->frames_unchecked++;
     s->chunks_checked += ci.checked;
   }
@@ -177,7 +186,10 @@ static void visit(scrub *s, const char *path, int named) {
     /* the engine's temporaries and lock sidecars (b2_ns.h): a frame being
      * made, or a leftover the next mount sweeps, never data */
   } else if (S_ISREG(st.st_mode)) {
-    if (named || has_suffix(base) || has_magic(path)) scrub_frame(s, path);
+    /* A frame torn inside an in-place rewrite may not start like one:
+     * its redo file says what it is. */
+    if (named || starts_like(path) || (has_suffix(base) && redo_pending(path)))
+      scrub_frame(s, path);
   } else if (named) {
     fprintf(stderr, "b2f scrub: %s: not a file or directory\n", path);
     s->errors++;
