@@ -21,7 +21,8 @@
 #     several daemons): pages read through one while the other
 #     writes are whole, the last commit is seen within the attribute
 #     timeout; a second writer gets EBUSY with a log line naming the frame
-#     and the holder.  Sidecars are never listed.
+#     and the holder.  Sidecars are never listed.  Likewise for a sparse
+#     frame read with direct_io (and, without locking, no read fails).
 # Each scenario runs for a bounded time (B2FS_LOCK_SECONDS, default 6).
 #
 # Env: B2FS, PYB2 (tests/run.sh, tests/lib.sh).
@@ -138,3 +139,18 @@ run_pair two_daemons "$PYB2" "$L" mountwrite "$M1/shared" "$SECS" "$TMP/done3" -
 $T "$PYB2" "$L" busy "$M1/shared" "$M2/shared" "${LOGS[$M2]}" "shared.b2frame"
 unmount_fg "$M2" d2
 unmount_fg "$M1" d1
+# The same with a sparse frame read with direct_io: each commit renames a
+# new index over the old one and then removes the chunk files only the old
+# one named, so a reader must load the index it locked (not one opened
+# before the lock: EIO, "chunk file N.chunk: No such file or directory").
+# Without locking the reader meets such commits too: it reads again from
+# the new index (never EIO).
+for lk in on off; do
+  mount_bg "d1s$lk" "$SRC" "$M1" "timeout=1,locking=$lk,layout=sparse,direct_io" || { notok lock_mount_d1s "no mount"; exit 0; }
+  mount_bg "d2s$lk" "$SRC" "$M2" "timeout=1,locking=$lk,layout=sparse,direct_io" || { notok lock_mount_d2s "no mount"; exit 0; }
+  run_pair "two_daemons_sparse_$lk" "$PYB2" "$L" mountwrite "$M1/sparse_$lk" "$SECS" "$TMP/done3s$lk" -- \
+    "$PYB2" "$L" plainread "$M2/sparse_$lk" "$SECS" "$TMP/done3s$lk" 1 "two_daemons_sparse_read_$lk"
+  [ -d "$SRC/sparse_$lk.b2frame" ] || notok "two_daemons_sparse_layout_$lk" "not a sparse frame"
+  unmount_fg "$M2" "d2s$lk"
+  unmount_fg "$M1" "d1s$lk"
+done

@@ -19,6 +19,38 @@
 /* Enough for the fixed part of any header (the reference writes 87). */
 #define HEADER_PREFIX 512
 
+/* fstat of fd, just opened (closed when that fails); `what` names it. */
+static int stat_opened(int fd, struct stat *st, const char *what) {
+  if (fd < 0) return b2_fail(b2_from_errno(errno), "cannot open%s: %s", what, strerror(errno));
+  if (fstat(fd, st) == 0) return 0;
+  int e = errno;
+  close(fd);
+  return b2_fail(b2_from_errno(e), "cannot stat%s: %s", what, strerror(e));
+}
+
+/* fd, of status st, as the frame's file (replacing one it had). */
+static int use_file(b2_frame *f, int fd, const struct stat *st) {
+  if (f->fd >= 0) close(f->fd);
+  f->fd = fd;
+  if (!S_ISREG(st->st_mode))
+    return b2_fail(B2_E_FORMAT, "not a regular file or a directory");
+  f->file_size = (int64_t)st->st_size;
+  f->st = *st;
+  f->st_valid = 1;
+  return 0;
+}
+
+/* Open a sparse frame's index, chunks.b2frame in f->dirfd, as its file
+ * (again, when the one it has may have been replaced: each commit renames
+ * a new index over it and then removes the chunk files only the old one
+ * named). */
+static int open_index(b2_frame *f) {
+  struct stat st;
+  int fd = openat(f->dirfd, B2_FRAME_SPARSE_INDEX, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  int rc = stat_opened(fd, &st, " sparse frame's " B2_FRAME_SPARSE_INDEX);
+  return rc < 0 ? rc : use_file(f, fd, &st);
+}
+
 /* Open `path`: a regular file, or a directory holding chunks.b2frame.
  * O_NONBLOCK keeps a FIFO in its place from blocking the open; it has no
  * effect on the regular files that pass the checks. */
@@ -26,36 +58,15 @@ static int open_files(b2_frame *f, const char *path) {
   int fd = f->home_dir >= 0
                ? openat(f->home_dir, f->home_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
                : b2_io_open_path(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
-  if (fd < 0)
-    return b2_fail(b2_from_errno(errno), "cannot open: %s", strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return b2_fail(b2_from_errno(e), "cannot stat: %s", strerror(e));
-  }
+  int rc = stat_opened(fd, &st, "");
+  if (rc < 0) return rc;
   if (S_ISDIR(st.st_mode)) {
     f->dirfd = fd;
     f->info.layout = B2_LAYOUT_SPARSE;
-    fd = openat(f->dirfd, B2_FRAME_SPARSE_INDEX,
-                O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0)
-      return b2_fail(b2_from_errno(errno), "sparse frame: cannot open %s: %s",
-                     B2_FRAME_SPARSE_INDEX, strerror(errno));
-    if (fstat(fd, &st) != 0) {
-      int e = errno;
-      close(fd);
-      return b2_fail(b2_from_errno(e), "cannot stat %s: %s",
-                     B2_FRAME_SPARSE_INDEX, strerror(e));
-    }
+    return open_index(f);
   }
-  f->fd = fd;
-  if (!S_ISREG(st.st_mode))
-    return b2_fail(B2_E_FORMAT, "not a regular file or a directory");
-  f->file_size = (int64_t)st.st_size;
-  f->st = st;
-  f->st_valid = 1;
-  return 0;
+  return use_file(f, fd, &st);
 }
 
 /* Read and parse the header, metalayers included. */
@@ -282,7 +293,11 @@ static int open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
     struct stat st;
     rc = locked = b2_frame_lk_rd_begin(f, 0);
     if (rc > 0) rc = 0;
-    if (locked > 0 && fstat(f->fd, &st) == 0) {
+    /* A sparse frame's index as the counter just read describes it: the
+     * one opened before the lock may have been replaced since. */
+    if (locked > 0 && f->info.layout == B2_LAYOUT_SPARSE) {
+      rc = open_index(f);
+    } else if (locked > 0 && fstat(f->fd, &st) == 0) {
       f->file_size = (int64_t)st.st_size;
       f->st = st;
     }

@@ -329,6 +329,10 @@ void b2_frame_image_drop(b2_frame *f);
 /* Sparse frames: open chunk file number `num` (%08X.chunk) for reading;
  * *st gets its fstat (its size bounds the chunk). */
 int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd, struct stat *st);
+/* 1 when f is sparse and the index in its directory is no longer the one
+ * f read (another program committed: the chunk files only f's index named
+ * may be gone, their numbers reused). */
+int b2_sframe_index_moved(const b2_frame *f);
 
 /* ---- index and chunks ------------------------------------------------- */
 

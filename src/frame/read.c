@@ -128,6 +128,15 @@ int b2_frame_read_stored(const b2_frame *f, int fd, int64_t pos, int64_t limit,
   return 0;
 }
 
+/* rc of a failed read of a stored chunk, or B2_E_STALE when f is a sparse
+ * frame whose index another program replaced meanwhile (without the
+ * reference library's locking, or before it): the chunk file was removed
+ * or reused by that commit, and the caller reads the new state instead. */
+static int stale_or(const b2_frame *f, int rc) {
+  if (rc >= 0 || rc == B2_E_STALE || rc == B2_E_NOMEM || !b2_sframe_index_moved(f)) return rc;
+  return b2_fail(B2_E_STALE, "sparse frame: index replaced by another program while read");
+}
+
 static int check_index(const b2_frame *f, int64_t i) {
   if (!f) return b2_fail(B2_E_INVAL, "no frame");
   if (i < 0 || i >= f->info.nchunks)
@@ -176,12 +185,12 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
     release(&l);
   }
   b2_frame_lk_rd_end(f, locked);
-  if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+  if (rc < 0) return b2_context(stale_or(f, rc), "chunk %lld", (long long)i);
   rc = b2_frame_csum_check(f, i, b->p, *len, file ? &l.st : NULL, file ? &after : NULL);
-  if (rc < 0) return rc;
+  if (rc < 0) return stale_or(f, rc);
   if (nb != expect)
-    return b2_fail(B2_E_FORMAT, "chunk %lld: holds %d bytes where the frame "
-                   "expects %d", (long long)i, nb, expect);
+    return stale_or(f, b2_fail(B2_E_FORMAT, "chunk %lld: holds %d bytes where the frame "
+                               "expects %d", (long long)i, nb, expect));
   return 0;
 }
 
@@ -213,7 +222,7 @@ static int64_t cbytes_of(const b2_frame *f, int64_t i) {
     release(&l);
   }
   b2_frame_lk_rd_end(f, locked);
-  if (rc < 0) return b2_context(rc, "chunk %lld", (long long)i);
+  if (rc < 0) return b2_context(stale_or(f, rc), "chunk %lld", (long long)i);
   return cb;
 }
 
@@ -378,7 +387,7 @@ static int read_blocks(const b2_frame *f, int64_t i, int64_t entry, size_t offse
   int rc = locate(f, entry, &l);
   if (rc < 0) {
     b2_frame_lk_rd_end(f, locked);
-    return b2_context(rc, "chunk %lld", (long long)i);
+    return b2_context(stale_or(f, rc), "chunk %lld", (long long)i);
   }
   size_t have = 0;
   int32_t nb, cb = 0;
@@ -409,7 +418,7 @@ static int read_blocks(const b2_frame *f, int64_t i, int64_t entry, size_t offse
   }
   release(&l);
   b2_frame_lk_rd_end(f, locked);
-  return rc < 0 ? b2_context(rc, "chunk %lld", (long long)i) : 0;
+  return rc < 0 ? b2_context(stale_or(f, rc), "chunk %lld", (long long)i) : 0;
 }
 
 int b2_frame_chunk_has_csum(const b2_frame *f, int64_t i) {

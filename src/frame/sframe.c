@@ -32,3 +32,11 @@ int b2_sframe_open_chunk(const b2_frame *f, int64_t num, int *fd, struct stat *s
   *fd = cfd;
   return 0;
 }
+
+int b2_sframe_index_moved(const b2_frame *f) {
+  struct stat a, b;
+  if (f->info.layout != B2_LAYOUT_SPARSE || f->dirfd < 0 || fstat(f->fd, &a) != 0) return 0;
+  if (fstatat(f->dirfd, B2_FRAME_SPARSE_INDEX, &b, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT;
+  return a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+}
