@@ -351,9 +351,16 @@ int b2_ns_exchange(b2_ns_move *m);
 int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                  char *hidden, size_t cap);
 
-/* Delete entry `name` of dirfd: a file, or a sparse frame's directory (its
- * files, then it).  For what b2_ns_remove or b2_ns_rename kept. */
+/* Delete entry `name` of dirfd: a file (and its `NAME.b2lock` sidecar), or
+ * a sparse frame's directory (its files, then it).  For what b2_ns_remove
+ * or b2_ns_rename kept. */
 int b2_ns_delete(int dirfd, const char *name);
+
+/* The `.b2lock` sidecar of frame file `src` in pfd, which was just renamed
+ * to `target` in qfd, follows it (as b2_ns_rename moves it): unless
+ * `target` has one already, which stays (another process may hold it),
+ * and src's goes. */
+void b2_ns_move_sidecar(int pfd, const char *src, int qfd, const char *target);
 
 /* The errno of the system call whose failure the last failed
  * b2_ns_rename, b2_ns_remove or b2_ns_delete of this thread returned (its

@@ -667,15 +667,20 @@ mkdir "$X/.b2fs-gone-$dead-2.b2tmp"; : >"$X/.b2fs-gone-$dead-2.b2tmp/00000003.ch
 : >"$X/.x.b2frame.b2tmp"
 mkdir "$X/.y.b2frame.b2tmp"; : >"$X/.y.b2frame.b2tmp/chunks.b2frame.tmp"
 : >"$X/sub/.z.b2nd.b2tmp"; : >"$X/sub/.b2fs-gone-$dead-7.b2tmp"
-kept=".b2fs-gone-1-1.b2tmp .b2fs-gone-$dead-x.b2tmp .locked.b2frame.b2tmp .notes.b2tmp .w.b2frame.b2tmp .x.b2frame.b2tmp.bak b2fs-gone-$dead-1.b2tmp y.b2frame.b2tmp"
+# Sidecars a frame set aside was locked under (-o locking=on): one whose
+# frame is gone goes, also with its frame; one whose frame is still there
+# (a live daemon's) or that a process holds stays.
+: >"$X/.b2fs-gone-$dead-3.b2tmp.b2lock"; : >"$X/.b2fs-gone-$dead-1.b2tmp.b2lock"
+kept=".b2fs-gone-1-1.b2tmp .b2fs-gone-1-1.b2tmp.b2lock .b2fs-gone-1-9.b2tmp.b2lock .b2fs-gone-$dead-x.b2tmp .locked.b2frame.b2tmp .notes.b2tmp .w.b2frame.b2tmp .x.b2frame.b2tmp.bak b2fs-gone-$dead-1.b2tmp y.b2frame.b2tmp"
 for n in $kept; do [ "$n" = .w.b2frame.b2tmp ] || : >"$X/$n"; done
 mkdir "$X/.w.b2frame.b2tmp"; echo mine >"$X/.w.b2frame.b2tmp/user.txt"
 ln -s /nonexistent "$X/.s.b2frame.b2tmp"; kept="$kept .s.b2frame.b2tmp"
 # A temporary locked by a live process (as the engine locks its rewrites).
 "$PY" -c "
 import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX)
-print('locked', flush=True); time.sleep(30)" "$X/.locked.b2frame.b2tmp" >"$TMP/lock.out" &
+fds = [os.open(p, os.O_RDONLY) for p in sys.argv[1:]]
+for fd in fds: fcntl.flock(fd, fcntl.LOCK_SH)
+print('locked', flush=True); time.sleep(30)" "$X/.locked.b2frame.b2tmp" "$X/.b2fs-gone-1-9.b2tmp.b2lock" >"$TMP/lock.out" &
 LOCKER=$!
 for _ in $(seq 50); do [ -s "$TMP/lock.out" ] && break; sleep 0.1; done
 if mount_bg leftovers "$X" "$M" "timeout=0"; then
@@ -694,7 +699,7 @@ if mount_bg leftovers "$X" "$M" "timeout=0"; then
   check leftovers_swept_at_lookup test -z "$(ls -A "$X/sub")"
   CHECK_WHY="keep: $(cat "$M/keep" 2>&1); $(cat "$X/.w.b2frame.b2tmp/user.txt" 2>&1)"
   check leftovers_others_intact test "$(cat "$M/keep")" = contig -a "$(cat "$X/.w.b2frame.b2tmp/user.txt")" = mine
-  grep -q 'removed 4 leftovers' "${LOGS[$M]}" || nok leftovers_logged "$(head -c 300 "${LOGS[$M]}")"
+  grep -q 'removed 5 leftovers' "${LOGS[$M]}" || nok leftovers_logged "$(head -c 300 "${LOGS[$M]}")"
   unmount_fg "$M" leftovers
 fi
 kill "$LOCKER" 2>/dev/null; wait "$LOCKER" 2>/dev/null
@@ -704,6 +709,21 @@ if mount_bg leftovers_ro "$X" "$M" "ro"; then
   ls -A "$M" >/dev/null
   check leftovers_kept_read_only test -e "$X/.x.b2frame.b2tmp"
   unmount_fg "$M" leftovers_ro
+fi
+
+# ---- 3c2. locking=on: no sidecar without its frame --------------------------------
+# A .npy whose bytes are no array falls back to a plain frame at its last
+# close (NAME.b2nd renamed to NAME.npy.b2frame): its sidecar goes along.
+K=$TMP/ksrc
+mkdir -p "$K"
+if mount_bg locking_on "$K" "$M" "locking=on"; then
+  head -c 300000 /dev/urandom >"$TMP/rand.bin"
+  cp "$TMP/rand.bin" "$M/r.npy"
+  CHECK_WHY="r.npy reads back differently"
+  check npy_fallback_locking_reads cmp -s "$TMP/rand.bin" "$M/r.npy"
+  unmount_fg "$M" locking_on
+  CHECK_WHY="SOURCE: $(ls -A "$K" | tr '\n' ' ')"
+  check npy_fallback_sidecar_moved test "$(ls -A "$K" | tr '\n' ' ')" = "r.npy.b2frame r.npy.b2frame.b2lock "
 fi
 
 # ---- 3d. stopped by a signal while a writer holds a frame open -------------------

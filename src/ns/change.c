@@ -48,17 +48,6 @@ void b2_ns_hidden_name(char *out, size_t cap) {
   snprintf(out, cap, B2_NS_GONE_PREFIX "%d-%u.b2tmp", (int)getpid(), atomic_fetch_add(&seq, 1));
 }
 
-int b2_ns_delete(int dirfd, const char *name) {
-  struct stat st;
-  last_err = 0;
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return fail_at(name, errno);
-  if (S_ISDIR(st.st_mode)) {
-    int rc = b2_ns_remove_frame_dir(dirfd, name);
-    return rc < 0 ? failed(rc) : 0;
-  }
-  return unlinkat(dirfd, name, 0) < 0 ? fail_at(name, errno) : 0;
-}
-
 static int ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                      char *hidden, size_t cap);
 
@@ -79,13 +68,27 @@ static int is_file_at(int dirfd, const char *name) {
  * reference library removes it with the frame's path (other processes
  * holding it keep their descriptors).  Also for one name of a hard-linked
  * frame: the sidecar belongs to the name (the other names have their own),
- * and nothing can open the frame by that name any more. */
+ * and nothing can open the frame by that name any more.  A hidden name's
+ * too (a writer of a frame set aside locks it there). */
 static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat *st) {
   char lk[SIDECAR_CAP];
   if (kind == B2_NS_PLAIN || kind == B2_NS_STORE || !S_ISREG(st->st_mode) ||
-      b2_ns_name_hidden(src) || sidecar_name(lk, sizeof lk, src) < 0)
+      sidecar_name(lk, sizeof lk, src) < 0)
     return;
   if (is_file_at(dirfd, lk)) (void)unlinkat(dirfd, lk, 0);
+}
+
+int b2_ns_delete(int dirfd, const char *name) {
+  struct stat st;
+  last_err = 0;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return fail_at(name, errno);
+  if (S_ISDIR(st.st_mode)) {
+    int rc = b2_ns_remove_frame_dir(dirfd, name);
+    return rc < 0 ? failed(rc) : 0;
+  }
+  if (unlinkat(dirfd, name, 0) < 0) return fail_at(name, errno);
+  drop_sidecar(dirfd, name, B2_NS_FRAME, &st);
+  return 0;
 }
 
 /* The sidecar of a frame file (or a store's zip file) moved from src in
@@ -94,20 +97,25 @@ static void drop_sidecar(int dirfd, const char *src, int kind, const struct stat
  * alike.  If the new name has a sidecar already, that one stays: another
  * process may hold it, and two sidecars of one name would split the
  * locking; the old one goes, as when its name is removed. */
-static void move_sidecar(const b2_ns_move *m) {
+void b2_ns_move_sidecar(int pfd, const char *src, int qfd, const char *target) {
   char from[SIDECAR_CAP], to[SIDECAR_CAP];
-  if (m->kind == B2_NS_PLAIN || !S_ISREG(m->st.st_mode) || b2_ns_name_hidden(m->src) ||
-      sidecar_name(from, sizeof from, m->src) < 0 || sidecar_name(to, sizeof to, m->target) < 0 ||
-      !is_file_at(m->pfd, from))
+  if (sidecar_name(from, sizeof from, src) < 0 || sidecar_name(to, sizeof to, target) < 0 ||
+      !is_file_at(pfd, from))
     return;
-  if (renameat2(m->pfd, from, m->qfd, to, RENAME_NOREPLACE) < 0 && errno == EEXIST)
-    (void)unlinkat(m->pfd, from, 0);
+  if (renameat2(pfd, from, qfd, to, RENAME_NOREPLACE) < 0 && errno == EEXIST)
+    (void)unlinkat(pfd, from, 0);
+}
+
+static void move_sidecar(const b2_ns_move *m) {
+  if (m->kind == B2_NS_PLAIN || !S_ISREG(m->st.st_mode) || b2_ns_name_hidden(m->src)) return;
+  b2_ns_move_sidecar(m->pfd, m->src, m->qfd, m->target);
 }
 
 int b2_ns_remove(int dirfd, const char *src, int kind, const struct stat *st, int keep,
                  char *hidden, size_t cap) {
   int rc = ns_remove(dirfd, src, kind, st, keep, hidden, cap);
-  if (rc >= 0) drop_sidecar(dirfd, src, kind, st);
+  /* (a hidden name kept stays as it is, with its sidecar) */
+  if (rc == 0 || (rc == 1 && !b2_ns_name_hidden(src))) drop_sidecar(dirfd, src, kind, st);
   return rc;
 }
 

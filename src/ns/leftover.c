@@ -13,6 +13,9 @@
  *     process holds the file's lock (the engine locks the files it
  *     rewrites into).  A directory goes only if it holds nothing but what
  *     creation writes;
+ *   - .b2fs-gone-PID-N.b2tmp.b2lock: the sidecar of such an entry (its
+ *     writer locked it under that name), once the entry is gone and no
+ *     process holds the sidecar (whoever PID is);
  *   - .NAME.redo.b2tmp: the new content of a hard-linked frame that was
  *     being copied over it in place (b2_frame_compact): the copy is done
  *     again (b2_frame_redo), then the file goes.
@@ -223,6 +226,26 @@ static int temp_stem(int dfd, const char *name, const char *suffix, char *stem) 
   return b2_ns_name_kind(stem, NULL) == B2_NS_PLAIN ? -1 : 0;
 }
 
+#define GONE_LOCK_SUFFIX TMP_SUFFIX B2_FRAME_LOCK_SUFFIX
+
+/* The `.b2lock` sidecar of hidden entry `hidden` (a frame set aside, whose
+ * writer locked it under that name) when the entry is gone and no process
+ * holds the sidecar: removed.  1 if removed. */
+static int drop_gone_lock(int dfd, const char *hidden) {
+  char lk[128];
+  struct stat st, now;
+  if ((size_t)snprintf(lk, sizeof lk, "%s" B2_FRAME_LOCK_SUFFIX, hidden) >= sizeof lk ||
+      fstatat(dfd, hidden, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+    return 0;
+  int fd = openat(dfd, lk, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int gone = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+             fstatat(dfd, lk, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+             now.st_dev == st.st_dev && unlinkat(dfd, lk, 0) == 0;
+  close(fd); /* releases the lock */
+  return gone;
+}
+
 /* Remove entry `name` of dfd if it is a leftover; 1 if removed. */
 static int sweep_entry(int dfd, const char *name, const b2_ns_sweep_ops *ops) {
   struct stat st;
@@ -230,9 +253,17 @@ static int sweep_entry(int dfd, const char *name, const b2_ns_sweep_ops *ops) {
   if (pid > 0) {
     if (!dead(pid) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
     if (restore_aside(dfd, name)) return 1;
-    if (S_ISREG(st.st_mode)) return unlinkat(dfd, name, 0) == 0;
-    if (S_ISDIR(st.st_mode)) return b2_ns_remove_frame_dir(dfd, name) == 0;
-    return 0;
+    int gone = S_ISREG(st.st_mode)   ? unlinkat(dfd, name, 0) == 0
+               : S_ISDIR(st.st_mode) ? b2_ns_remove_frame_dir(dfd, name) == 0
+                                     : 0;
+    if (gone) (void)drop_gone_lock(dfd, name);
+    return gone;
+  }
+  if (gone_pid_sfx(name, GONE_LOCK_SUFFIX) > 0) { /* a sidecar left by its frame */
+    char hidden[128];
+    snprintf(hidden, sizeof hidden, "%.*s", (int)(strlen(name) - (sizeof B2_FRAME_LOCK_SUFFIX - 1)),
+             name);
+    return drop_gone_lock(dfd, hidden);
   }
   pid = gone_pid_sfx(name, RESTORE_SUFFIX);
   if (pid > 0) { /* a marker whose entry is gone (or not yet moved) */

@@ -226,6 +226,7 @@ static void to_plain_name(b2_ns_node *n) {
           sizeof plain ||
       renameat2(dfd, n->name, dfd, plain, RENAME_NOREPLACE) != 0)
     return;
+  b2_ns_move_sidecar(dfd, n->name, dfd, plain);
   int sfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (sfd >= 0) {
     (void)fsync(sfd);
