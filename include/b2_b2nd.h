@@ -118,6 +118,10 @@ int b2_b2nd_is_linear(const b2_b2nd *a);
 int b2_b2nd_zero_rows(const b2_b2nd *a, int64_t chunk, int64_t from,
                       void *buf);
 
+/* Every .npy file starts with these B2_NPY_MAGIC_LEN bytes. */
+#define B2_NPY_MAGIC "\x93NUMPY"
+#define B2_NPY_MAGIC_LEN 6
+
 /* The .npy header (format 1.0, or 2.0 if needed; padded as NumPy pads it
  * so that header length is a multiple of 64).  Returns its length, or the
  * needed length if `cap` is too small (nothing written then).  descr is

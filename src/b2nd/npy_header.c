@@ -129,7 +129,7 @@ int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
     return (int)total;
   }
 
-  memcpy(buf, "\x93NUMPY", 6);
+  memcpy(buf, B2_NPY_MAGIC, B2_NPY_MAGIC_LEN);
   buf[6] = (char)major;
   buf[7] = 0;
   if (prefix == 10) {

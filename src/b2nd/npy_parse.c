@@ -119,7 +119,7 @@ int b2_npy_parse(const void *buf, size_t len, size_t *header_len, char *descr, s
   if ((!b && len) || !header_len || !fortran || !ndim || !shape || (!descr && descr_cap))
     return b2_fail(B2_E_INVAL, "npy header: bad arguments");
   if (len < 10) return b2_fail(B2_E_TRUNCATED, "npy header: %zu bytes is too short", len);
-  if (memcmp(b, "\x93NUMPY", 6) != 0) return b2_fail(B2_E_FORMAT, "npy header: bad magic");
+  if (memcmp(b, B2_NPY_MAGIC, B2_NPY_MAGIC_LEN) != 0) return b2_fail(B2_E_FORMAT, "npy header: bad magic");
   if (b[7] != 0 || b[6] < 1 || b[6] > 3)
     return b2_fail(B2_E_UNSUPPORTED, "npy header: format %d.%d", b[6], b[7]);
   size_t prefix = b[6] == 1 ? 10 : 12;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "b2_b2nd.h"
 #include "b2_error.h"
 #include "b2_file.h"
 #include "cli/cli.h"
@@ -46,10 +47,10 @@ static ssize_t file_reader(void *ctx, void *buf, size_t n, int64_t off) {
  * file, else --npy would write something that is not one. */
 static int npy_check(b2_file *f, int view) {
   if (view != B2_VIEW_NPY || b2_file_array(f)) return 0;
-  char magic[6];
-  ssize_t n = b2_file_size(f) >= 6 ? b2_file_pread(f, magic, sizeof magic, 0) : 0;
+  char magic[B2_NPY_MAGIC_LEN];
+  ssize_t n = b2_file_size(f) >= B2_NPY_MAGIC_LEN ? b2_file_pread(f, magic, sizeof magic, 0) : 0;
   if (n < 0) return (int)n;
-  if (n == 6 && !memcmp(magic, "\x93NUMPY", 6)) return 0;
+  if (n == B2_NPY_MAGIC_LEN && !memcmp(magic, B2_NPY_MAGIC, B2_NPY_MAGIC_LEN)) return 0;
   return b2_fail(B2_E_FORMAT, "not a b2nd array (no 'b2nd' metalayer), nor a .npy file kept as its bytes");
 }
 

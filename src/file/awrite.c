@@ -400,11 +400,11 @@ static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
   f->npy_hw = h.size;
   atomic_store(&f->size, (int64_t)hl + b2_b2nd_nbytes(&f->array));
   pthread_rwlock_unlock(&f->szlock);
-  int64_t want = atomic_load(&f->size);
+  /* settle() sent bytes past the array's end to to_plain: all fit. */
   rc = replay(f, &h, hl, 1);
-  if (rc < 0 || h.size > want)
-    snprintf(f->note, sizeof f->note, "%s: bytes written past the array's %lld were dropped",
-             f->path, (long long)want);
+  if (rc < 0)
+    snprintf(f->note, sizeof f->note, "%s: bytes written before its .npy header was complete "
+             "could not be stored: %s", f->path, b2_last_detail());
   touched(f);
   return 0;
 }
@@ -603,7 +603,7 @@ int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off) {
 
 int b2_file_asettle(b2_file *f) { return f->pending ? settle(f, 1) : 0; }
 
-/* An unnamed file beside the frame (or in memory) for n bytes. */
+/* An unnamed file beside the frame (else in memory) for a .npy file's bytes. */
 static int spill_open(b2_file *f) {
   const char *name = NULL, *base;
   int dfd = b2_frame_home(f->frame, &name);

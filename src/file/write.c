@@ -267,32 +267,24 @@ static int flush_locked(b2_file *f, const struct timespec *t) {
   return rc;
 }
 
-int b2_file_flush(b2_file *f) {
-  if (!f->writable) return 0;
+/* Settle a new .npy file's held bytes, keep a short one as its bytes when
+ * its last writer is done (`last`), and commit, with time t when given. */
+static int commit_all(b2_file *f, int last, const struct timespec *t) {
   pthread_mutex_lock(&f->wmu);
   int rc = b2_file_asettle(f);
-  if (rc == 0) rc = flush_locked(f, NULL);
-  pthread_mutex_unlock(&f->wmu);
-  return rc;
-}
-
-int b2_file_finish(b2_file *f) {
-  if (!f->writable) return 0;
-  pthread_mutex_lock(&f->wmu);
-  int rc = b2_file_asettle(f);
-  if (rc == 0) rc = b2_file_ashort(f);
-  if (rc == 0) rc = flush_locked(f, NULL);
-  pthread_mutex_unlock(&f->wmu);
-  return rc;
-}
-
-int b2_file_set_mtime(b2_file *f, const struct timespec *t) {
-  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
-  pthread_mutex_lock(&f->wmu);
-  int rc = b2_file_asettle(f);
+  if (rc == 0 && last) rc = b2_file_ashort(f);
   if (rc == 0) rc = flush_locked(f, t); /* what is written and the time: one commit */
   pthread_mutex_unlock(&f->wmu);
   return rc;
+}
+
+int b2_file_flush(b2_file *f) { return f->writable ? commit_all(f, 0, NULL) : 0; }
+
+int b2_file_finish(b2_file *f) { return f->writable ? commit_all(f, 1, NULL) : 0; }
+
+int b2_file_set_mtime(b2_file *f, const struct timespec *t) {
+  if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
+  return commit_all(f, 0, t);
 }
 
 int64_t b2_file_dead_bytes(b2_file *f) {
