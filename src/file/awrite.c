@@ -450,8 +450,20 @@ static int settle(b2_file *f, int final) {
 static ssize_t pend_write(b2_file *f, const uint8_t *buf, size_t n, int64_t off) {
   int64_t end = off + (int64_t)n;
   if ((uint64_t)end > PEND_MAX) {
+    if ((uint64_t)off < PEND_MAX) {
+      /* Hold what fits first (it may complete the header), then the rest
+       * as what the file has become. */
+      size_t head = (size_t)(PEND_MAX - (uint64_t)off);
+      ssize_t k = pend_write(f, buf, head, off);
+      if (k < 0) return k;
+      k = b2_file_awrite(f, buf + head, n - head, off + (int64_t)head);
+      return k < 0 ? k : (ssize_t)n;
+    }
     int rc = settle(f, 1);
-    return rc < 0 ? rc : b2_file_awrite(f, buf, n, off);
+    if (rc < 0) return rc;
+    /* Plain now, even if empty: written anew from empty is for later
+     * writes (b2_file_awrite would make it a new .npy file again). */
+    return f->has_array ? b2_file_awrite(f, buf, n, off) : b2_file_lwrite(f, buf, n, off);
   }
   pthread_rwlock_wrlock(&f->szlock);
   int rc = pend_reserve(f, (size_t)end);

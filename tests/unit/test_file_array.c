@@ -302,12 +302,47 @@ static void test_new_npy_slow_header(void) {
   b2_env_destroy(env);
 }
 
+/* One write larger than the bytes a new .npy file holds before its header
+ * settles (a program writing the whole file at once through the library):
+ * the array it describes, not a recursion; and a first write far past the
+ * start: a plain file of its bytes. */
+static void test_new_npy_one_write(void) {
+  b2_env *env;
+  CHECK_EQ(b2_env_create(NULL, &env), 0);
+  static const int64_t s2[] = {1500, 333};
+  size_t hl, n;
+  uint8_t *npy = npy_bytes(2, s2, 8, "<f8", &hl, &n);
+  char path[300];
+  snprintf(path, sizeof path, "%s/one.b2nd", dir);
+  b2_file *f;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_pwrite(f, npy, n, 0), (ssize_t)n);
+  CHECK_EQ(b2_file_size(f), (int64_t)n);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy, n));
+  CHECK(view_is(env, path, B2_VIEW_CORDER, npy + hl, n - hl));
+
+  snprintf(path, sizeof path, "%s/far.b2nd", dir);
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  const int64_t at = 3 << 20;
+  CHECK_EQ(b2_file_pwrite(f, npy, 5000, at), 5000);
+  CHECK_EQ(b2_file_size(f), at + 5000);
+  CHECK_EQ(b2_file_close(f), 0);
+  uint8_t *want = calloc(1, (size_t)at + 5000);
+  memcpy(want + at, npy, 5000);
+  CHECK(view_is(env, path, B2_VIEW_NPY, want, (size_t)at + 5000));
+  free(want);
+  free(npy);
+  b2_env_destroy(env);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/b2fs-farray-%d", (int)getpid());
   mkdir(dir, 0700);
   T_RUN(test_new_npy_streamed);
   T_RUN(test_new_npy_fallback);
   T_RUN(test_new_npy_slow_header);
+  T_RUN(test_new_npy_one_write);
   T_RUN(test_edit_array);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
