@@ -71,9 +71,14 @@ int b2_b2nd_check(const b2_b2nd *a, int64_t nchunks, int32_t chunksize);
 /* Bytes of the array's items in C order (nitems * itemsize). */
 int64_t b2_b2nd_nbytes(const b2_b2nd *a);
 
-/* Reads `len` bytes at `off` of decoded chunk `chunk` into dst. */
+/* Reads `len` bytes at `off` of decoded chunk `chunk` into dst.  Returns
+ * >= 0, a negative B2_E_* code, or B2_B2ND_SKIP (no error code is that
+ * low) to leave these bytes of the range to another reader: several
+ * threads gathering one range, each its share of the requests, which
+ * come in the same order every time. */
 typedef int (*b2_chunk_reader)(void *ctx, int64_t chunk, size_t off,
                                size_t len, void *dst);
+#define B2_B2ND_SKIP INT32_MIN
 
 /* Fill dst with bytes [off, off+len) of the array in C order.  Requests
  * each needed block from `rd` at most once per call, and no block the range
@@ -111,6 +116,19 @@ int b2_b2nd_chunk_span(const b2_b2nd *a, int64_t chunk, int64_t *lo,
  * in order, then hold the items in C order (byte x of the array is byte x
  * of the chunks), else 0. */
 int b2_b2nd_is_linear(const b2_b2nd *a);
+
+/* Bands: the C-order view of an array cut into runs of whole rows (a row:
+ * the items sharing one first coordinate, row_nbytes bytes), each inside
+ * one cell of the first axis (the rows one block position of one chunk
+ * spans), so that reading the bands in order needs each block's rows for
+ * one band only.  The band holding `row`: [*r0, *r1).  Cells are grouped,
+ * within their chunk, up to `target` bytes a band; a cell larger than
+ * `max` is cut into bands of as many rows as fit in `max` (its blocks are
+ * then decoded once per such band).  Returns 1, or 0 when the array has
+ * no band (0 dimensions, no items, or a row larger than `max`). */
+int64_t b2_b2nd_row_nbytes(const b2_b2nd *a);
+int b2_b2nd_band(const b2_b2nd *a, int64_t row, int64_t target, int64_t max,
+                 int64_t *r0, int64_t *r1);
 
 /* Zero the items of decoded chunk `chunk` (at buf, a->chunk_nbytes bytes)
  * whose first coordinate is >= from: the padding an array whose first

@@ -1,7 +1,8 @@
 /*
  * edit.c - a new array from a .npy header, and the geometry an editor of
  * stored chunks needs: the C-order span of a chunk's items and the items
- * a change of the first axis brings back into an edge chunk.
+ * a change of the first axis brings back into an edge chunk; the bands
+ * of rows a sequential reader of the C-order view decodes one by one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -118,4 +119,33 @@ int b2_b2nd_is_linear(const b2_b2nd *a) {
   /* and no padding between chunks: whole blocks fill each chunk */
   return a->ndim == 0 || (a->chunkshape[0] > 0 && a->blockshape[0] > 0 &&
                           a->chunkshape[0] % a->blockshape[0] == 0);
+}
+
+int64_t b2_b2nd_row_nbytes(const b2_b2nd *a) {
+  if (a->ndim < 1 || a->nitems <= 0) return 0;
+  int64_t n = a->itemsize;
+  for (int d = 1; d < a->ndim; d++) n *= a->shape[d]; /* <= the array's bytes */
+  return n;
+}
+
+int b2_b2nd_band(const b2_b2nd *a, int64_t row, int64_t target, int64_t max, int64_t *r0,
+                 int64_t *r1) {
+  int64_t rb = b2_b2nd_row_nbytes(a);
+  if (rb <= 0 || rb > max || row < 0 || row >= a->shape[0]) return 0;
+  int64_t cs = a->chunkshape[0], bs = a->blockshape[0];
+  int64_t cstart = row / cs * cs;
+  int64_t cend = B2_MIN(cstart + cs, a->shape[0]);
+  int64_t k = (row - cstart) / bs;
+  if (bs * rb <= max) {
+    int64_t g = B2_MAX(1, B2_MIN(target, max) / (bs * rb)); /* cells a band */
+    int64_t k0 = k / g * g;
+    *r0 = cstart + k0 * bs;
+    *r1 = B2_MIN(cstart + B2_MIN(k0 + g, (cs + bs - 1) / bs) * bs, cend);
+  } else {
+    int64_t c0 = cstart + k * bs, c1 = B2_MIN(c0 + bs, cend);
+    int64_t h = max / rb; /* rows a band, >= 1 */
+    *r0 = c0 + (row - c0) / h * h;
+    *r1 = B2_MIN(*r0 + h, c1);
+  }
+  return 1;
 }

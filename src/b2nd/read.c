@@ -327,7 +327,7 @@ static int do_block(job *j, const plan *pl, const int64_t *c, b2_chunk_reader rd
       int64_t a = B2_MAX(dstb, (int64_t)j->off), b = B2_MIN(dstb + run * isz, (int64_t)j->end);
       int rc = rd(ctx, chunk, base + (size_t)(src + (a - dstb)), (size_t)(b - a),
                   j->dst + (a - (int64_t)j->off));
-      return rc < 0 ? rc : 0;
+      return rc < 0 && rc != B2_B2ND_SKIP ? rc : 0;
     }
   }
 
@@ -339,6 +339,7 @@ static int do_block(job *j, const plan *pl, const int64_t *c, b2_chunk_reader rd
   for (int64_t w = slo; w < shi; w += (int64_t)win) {
     int64_t we = B2_MIN(shi, w + (int64_t)win);
     int rc = rd(ctx, chunk, base + (size_t)w, (size_t)(we - w), buf);
+    if (rc == B2_B2ND_SKIP) continue;
     if (rc < 0) return rc;
     runs_out o = {buf, NULL, NULL, chunk, base};
     copy_runs(j, &o, w, we);

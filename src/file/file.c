@@ -115,6 +115,7 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
   if (env && env->cache) {
     f->id = b2_cache_file_id(env->cache);
     if (!(flags & B2_OPEN_RDWR)) f->cid = b2_cache_file_id(env->cache);
+    if (!(flags & B2_OPEN_RDWR) && view != B2_VIEW_LOGICAL) f->bid = b2_cache_file_id(env->cache);
   }
   else if (env)
     f->id = atomic_fetch_add(&env->next_id, 1);
@@ -279,6 +280,7 @@ int b2_file_close(b2_file *f) {
     int64_t nkeys = !writable && b2_frame_info_copy(f->frame, &in) == 0 ? in.nchunks : -1;
     b2_cache_discard_keys(f->env->cache, f->id, nkeys);
     if (f->cid) b2_cache_discard_keys(f->env->cache, f->cid, nkeys);
+    if (f->bid) b2_cache_discard_file(f->env->cache, f->bid);
   }
   if (f->has_array) b2_b2nd_free(&f->array);
   free(f->npy);

@@ -68,6 +68,8 @@ struct b2_file {
   uint64_t id;          /* key of this frame in the shared cache */
   uint64_t cid;         /* key of its stored (compressed) chunks there
                            (partial.c); read-only handles only, else 0 */
+  uint64_t bid;         /* key of its bands (band.c): read-only array
+                           views, else 0 */
   int has_array;
   b2_b2nd array;
   char *npy;            /* .npy header (B2_VIEW_NPY) */
@@ -193,6 +195,27 @@ void b2_env_stop_idler(b2_env *env);
 /* Small read of bytes [off, off+len) of chunk i when that chunk is not
  * cached decoded: decode only the blocks covering it (partial.c). */
 int b2_file_read_partial(b2_file *f, int64_t i, size_t off, size_t len, void *dst);
+/* The same, never decoding the chunk whole into the cache. */
+int b2_file_read_blocks(b2_file *f, int64_t i, size_t off, size_t len, void *dst);
+
+/* Read-ahead: load `key` of the cache key space `id` with `load` on a pool
+ * worker, for the sequential reader st (skipped if st has passed it by
+ * then).  1 queued, 0 already cached, -1 not queued (pool busy, no
+ * memory).  The env has a cache and a pool. */
+int b2_file_queue_ahead(b2_file *f, b2_stream *st, uint64_t id, int64_t key,
+                        b2_cache_load_fn load);
+/* Drop-behind: st finished `key` (its `done` grows to it); the entry
+ * `prev` of key space id (the one before, -1: none) leaves the cache of
+ * a read-only handle. */
+void b2_file_drop_behind(b2_file *f, b2_stream *st, uint64_t id, int64_t key, int64_t prev);
+
+/* Sequential reads of an array view whose chunks are not in C order
+ * (band.c): bytes [aoff, aoff+n) of the items, by bands of rows decoded
+ * into the cache under f->bid.  1 when served, 0 when the array has no
+ * bands (then read as before), < 0 on error.  b2_file_band_pin pins the
+ * band holding the whole range instead (1), 0 when it does not. */
+int b2_file_band_read(b2_file *f, uint8_t *dst, size_t n, int64_t aoff, b2_stream *seq);
+int b2_file_band_pin(b2_file *f, size_t n, int64_t aoff, b2_stream *seq, b2_file_pin *p);
 
 /* Read bytes [off, off+len) of decoded chunk i: from the cache, by partial
  * decode (small reads, not part of a sequential stream `seq`), straight

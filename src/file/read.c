@@ -188,7 +188,9 @@ int b2_file_warm(b2_file *f, int64_t nbytes) {
 typedef struct {
   b2_file *f;
   b2_stream *st;
-  int64_t chunk;
+  uint64_t id;         /* cache key space: f->id (chunks) or f->bid (bands) */
+  int64_t key;
+  b2_cache_load_fn load;
 } ahead_job;
 
 static void ahead_run(void *arg) {
@@ -205,15 +207,32 @@ static void ahead_run(void *arg) {
     free(j);
     return;
   }
-  /* Skip a chunk the reader has passed meanwhile (it loaded the chunk
-   * itself): loading it now would only park it in the cache. */
+  /* Skip a key the reader has passed meanwhile (it loaded it itself):
+   * loading it now would only park it in the cache. */
   b2_frame_info in;
-  if (j->chunk > atomic_load(&j->st->done) &&
-      (!locked || (b2_frame_info_copy(f->frame, &in) == 0 && j->chunk < in.nchunks)) &&
-      b2_cache_get(f->env->cache, f->id, j->chunk, b2_file_load_chunk, f, &e) == 0)
+  if (j->key > atomic_load(&j->st->done) &&
+      (!locked || (b2_frame_info_copy(f->frame, &in) == 0 && j->key < in.nchunks)) &&
+      b2_cache_get(f->env->cache, j->id, j->key, j->load, f, &e) == 0)
     b2_cache_release(f->env->cache, e);
   if (locked) pthread_rwlock_unlock(&f->szlock);
   free(j);
+}
+
+int b2_file_queue_ahead(b2_file *f, b2_stream *st, uint64_t id, int64_t key,
+                        b2_cache_load_fn load) {
+  b2_cache_entry *e;
+  if (b2_cache_peek(f->env->cache, id, key, &e) == 0) {
+    b2_cache_release(f->env->cache, e);
+    return 0;
+  }
+  ahead_job *job = malloc(sizeof *job);
+  if (!job) return -1;
+  *job = (ahead_job){f, st, id, key, load};
+  if (b2_pool_try_submit(f->env->pool, ahead_run, job, &f->group) < 0) {
+    free(job);
+    return -1;
+  }
+  return 1;
 }
 
 /* Sequential reader `st` reached chunk `last`: queue the next chunks for
@@ -227,20 +246,7 @@ static void read_ahead(b2_file *f, b2_stream *st, int64_t last) {
   int64_t from = B2_MAX(last + 1, atomic_load(&st->ahead));
   int64_t to = B2_MIN(n, last + 1 + env->opts.readahead);
   for (int64_t j = from; j < to; j++) {
-    b2_cache_entry *e;
-    if (b2_cache_peek(env->cache, f->id, j, &e) == 0) {
-      b2_cache_release(env->cache, e);
-      continue;
-    }
-    ahead_job *job = malloc(sizeof *job);
-    if (!job) break;
-    job->f = f;
-    job->st = st;
-    job->chunk = j;
-    if (b2_pool_try_submit(env->pool, ahead_run, job, &f->group) < 0) {
-      free(job);
-      break;
-    }
+    if (b2_file_queue_ahead(f, st, f->id, j, b2_file_load_chunk) < 0) break;
     atomic_store(&st->ahead, j + 1);
   }
 }
@@ -292,14 +298,18 @@ static b2_stream *note_read(b2_file *f, int64_t off, size_t n) {
  * them decoded here as well would only double the memory and push out
  * chunks that random readers use.  Read-only handles only (written
  * entries may be dirty). */
-static void drop_behind(b2_file *f, b2_stream *st, int64_t i) {
+void b2_file_drop_behind(b2_file *f, b2_stream *st, uint64_t id, int64_t key, int64_t prev) {
   /* `done` only grows: requests finishing out of order must not make
-   * read-ahead load chunks the reader has already passed. */
+   * read-ahead load keys the reader has already passed. */
   int64_t d = atomic_load(&st->done);
-  while (d < i && !atomic_compare_exchange_weak(&st->done, &d, i)) {
+  while (d < key && !atomic_compare_exchange_weak(&st->done, &d, key)) {
   }
-  if (i >= 1 && !f->writable && f->env && f->env->cache)
-    b2_cache_invalidate(f->env->cache, f->id, i - 1);
+  if (prev >= 0 && !f->writable && f->env && f->env->cache)
+    b2_cache_invalidate(f->env->cache, id, prev);
+}
+
+static void drop_behind(b2_file *f, b2_stream *st, int64_t i) {
+  b2_file_drop_behind(f, st, f->id, i, i - 1);
 }
 
 /* ---- views --------------------------------------------------------------------- */
@@ -356,8 +366,11 @@ static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, b2_stream 
   /* Chunks that hold the items in C order: read them as the logical view
    * (read-ahead, drop-behind), no gather. */
   if (b2_b2nd_is_linear(&f->array)) return read_logical(f, dst + done, n - done, aoff, seq);
+  /* Otherwise a sequential reader goes by bands of rows (band.c). */
+  int rc = b2_file_band_read(f, dst + done, n - done, aoff, seq);
+  if (rc != 0) return rc < 0 ? rc : 0;
   gather_ctx g = {f, seq, -1};
-  int rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, &g);
+  rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, &g);
   if (rc > 0) rc = 0;
   if (rc == 0 && seq && g.last >= 0) read_ahead(f, seq, g.last);
   return rc;
@@ -404,10 +417,12 @@ ssize_t b2_file_pread(b2_file *f, void *buf, size_t n, int64_t off) {
 static int pin_range(b2_file *f, size_t n, int64_t off, b2_stream *seq, b2_file_pin *p) {
   if (f->writable || !f->env || !f->env->cache) return 0;
   if (f->view != B2_VIEW_LOGICAL) {
-    /* An array whose chunks hold its items in C order, past the header. */
+    /* An array's items past the header: chunks in C order, or bands. */
     int64_t hdr = f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
-    if (!b2_b2nd_is_linear(&f->array) || off < hdr) return 0;
+    if (off < hdr) return 0;
     off -= hdr;
+    if (!b2_b2nd_is_linear(&f->array))
+      return f->has_array ? b2_file_band_pin(f, n, off, seq, p) : 0; /* by bands, or not */
   }
   int64_t i = b2_frame_chunk_at(f->frame, off);
   if (i < 0) return (int)i;
