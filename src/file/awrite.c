@@ -68,14 +68,29 @@ typedef struct upd {
                            move its values (a mapped file writes back whole
                            pages, most of them unchanged) */
   int changed;          /* chunk `cur` got bytes it did not hold */
+  int parked;           /* chunk `cur` is parked (spill.c): runs go there */
 } upd;
 
 static void upd_close(upd *u) {
+  u->parked = 0;
   if (!u->e) return;
   b2_cache_write_end(u->f->env->cache, u->e, !u->lossy || u->changed);
   b2_cache_release(u->f->env->cache, u->e);
   u->e = NULL;
   u->cur = -1;
+}
+
+/* The write reaches the last item of `chunk`: note it, to be compressed. */
+static void upd_done(upd *u, int64_t chunk) {
+  if (u->ndone && u->done[u->ndone - 1] == chunk) return;
+  if (u->ndone == u->capdone) {
+    size_t ncap = u->capdone ? 2 * u->capdone : 16;
+    int64_t *n = realloc(u->done, ncap * sizeof *n);
+    if (!n) return; /* compressed later instead */
+    u->done = n;
+    u->capdone = ncap;
+  }
+  u->done[u->ndone++] = chunk;
 }
 
 static int upd_open(upd *u, int64_t chunk) {
@@ -84,8 +99,22 @@ static int upd_open(upd *u, int64_t chunk) {
   int64_t lo, hi;
   int rc = b2_b2nd_chunk_span(&f->array, chunk, &lo, &hi);
   if (rc < 0) return rc;
+  if (hi <= u->aend) upd_done(u, chunk);
   b2_cache_entry *e;
+  /* Parked and not in the cache: the runs go to its parked bytes. */
+  if (b2_cache_peek(c, f->id, chunk, &e) == 0) {
+    b2_cache_release(c, e);
+  } else if (b2_file_spill_has(f, chunk)) {
+    u->parked = 1;
+    u->cur = chunk;
+    return 0;
+  }
   rc = b2_file_wpin(f, chunk, u->aoff <= lo && hi <= u->aend && !u->lossy, &e);
+  if (rc == B2_E_STALE && b2_file_spill_has(f, chunk)) { /* parked meanwhile */
+    u->parked = 1;
+    u->cur = chunk;
+    return 0;
+  }
   if (rc < 0) return rc;
   rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
   if (rc < 0) {
@@ -101,16 +130,6 @@ static int upd_open(upd *u, int64_t chunk) {
   }
   u->e = e;
   u->cur = chunk;
-  if (hi <= u->aend && (u->ndone == 0 || u->done[u->ndone - 1] != chunk)) {
-    if (u->ndone == u->capdone) {
-      size_t ncap = u->capdone ? 2 * u->capdone : 16;
-      int64_t *n = realloc(u->done, ncap * sizeof *n);
-      if (!n) return 0; /* compressed later instead */
-      u->done = n;
-      u->capdone = ncap;
-    }
-    u->done[u->ndone++] = chunk;
-  }
   return 0;
 }
 
@@ -120,6 +139,11 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
     upd_close(u);
     int rc = upd_open(u, chunk);
     if (rc < 0) return rc;
+  }
+  if (u->parked) {
+    int rc = b2_file_spill_write(u->f, chunk, off, src, len);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    return b2_fail(B2_E_BUSY, "chunk %lld is no longer parked", (long long)chunk); /* cannot happen: wmu is ours */
   }
   uint8_t *dst = b2_cache_wdata(u->e) + off;
   if (u->lossy && !u->changed && memcmp(dst, src, len) == 0) return 0;
@@ -133,12 +157,27 @@ static int items_write(b2_file *f, const uint8_t *src, size_t n, int64_t aoff) {
   while (n > 0) {
     size_t piece = B2_MIN(n, (size_t)1 << 30);
     upd u = {f, aoff, aoff + (int64_t)piece, NULL, -1, NULL, 0, 0,
-             b2_cparams_lossy_blocks(&f->cp), 0};
+             b2_cparams_lossy_blocks(&f->cp), 0, 0};
+    /* spill.c: where the writer is (somewhere in this write, then past it) */
+    atomic_store(&f->wlo, aoff);
+    atomic_store(&f->whi, aoff + (int64_t)piece);
     int rc = b2_b2nd_update(&f->array, (uint64_t)aoff, piece, src, upd_write, &u);
     upd_close(&u);
+    atomic_store(&f->wlo, aoff + (int64_t)piece);
+    int unparked = 0;
     for (size_t k = 0; rc >= 0 && k < u.ndone; k++) {
       b2_cache_entry *e;
-      if (b2_cache_peek(f->env->cache, f->id, u.done[k], &e) == 0) b2_file_flush_soon(f, e);
+      if (b2_cache_peek(f->env->cache, f->id, u.done[k], &e) == 0) {
+        b2_file_flush_soon(f, e);
+      } else if ((rc = b2_file_spill_unpark(f, u.done[k], &e)) > 0) {
+        /* A row of parked chunks completed at once: each is loaded to be
+         * compressed, a few at a time, so that they fit in the cache. */
+        b2_file_flush_soon(f, e);
+        if (f->env->pool && ++unparked >= 2 * b2_pool_threads(f->env->pool)) {
+          b2_pool_wait(f->env->pool, &f->group);
+          unparked = 0;
+        }
+      }
     }
     free(u.done);
     if (rc < 0) return rc;
@@ -211,6 +250,7 @@ static int set_rows(b2_file *f, int64_t size) {
     if (rc == 0) {
       *a = na;
       atomic_store(&f->size, hdr + b2_b2nd_nbytes(&na));
+      b2_file_spill_cut(f, na.nchunks);
     }
     atomic_fetch_add(&f->epoch, 1);
     pthread_mutex_unlock(&f->fmu);
@@ -568,9 +608,15 @@ int b2_file_aresize(b2_file *f, int64_t size) {
   if (!f->has_array) return size == 0 && f->npy_plain ? restart(f) : b2_file_lresize(f, size);
   if (size == atomic_load(&f->size)) return 0;
   if (size == 0 && f->view == B2_VIEW_NPY) return restart(f);
-  pthread_rwlock_wrlock(&f->szlock);
-  int rc = set_rows(f, size);
-  pthread_rwlock_unlock(&f->szlock);
+  /* Parked chunks into the frame first, and none parked meanwhile. */
+  atomic_store(&f->committing, 1);
+  int rc = b2_file_spill_drain(f);
+  if (rc == 0) {
+    pthread_rwlock_wrlock(&f->szlock);
+    rc = set_rows(f, size);
+    pthread_rwlock_unlock(&f->szlock);
+  }
+  atomic_store(&f->committing, 0);
   if (rc == 0) f->npy_hw = size; /* the file is that long now */
   return rc;
 }

@@ -109,6 +109,7 @@ static int wrap(b2_env *env, b2_frame *fr, const char *path, int view, int flags
   }
   f->env = env;
   f->frame = fr;
+  f->spill_fd = -1;
   b2_frame_set_verify(fr, env ? env->opts.verify : 1);
   f->view = view;
   f->flags = flags;

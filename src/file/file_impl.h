@@ -106,6 +106,15 @@ struct b2_file {
                                  (wmu): chunks it completes leave the cache
                                  once compressed (write.c, flush_soon) */
   b2_file *reg_next, *reg_prev; /* env->writers list (env->reg_mu) */
+  _Atomic int64_t wlo, whi;   /* array writers: the write under way, in
+                                 array bytes, or [end, end) of the last
+                                 one (spill.c) */
+  atomic_int committing;      /* a commit is compressing every chunk */
+  int spill_fd;               /* chunks parked uncompressed (spill.c;
+                                 fmu): -1 none yet, -2 none possible */
+  uint64_t *spill_bits;       /* which chunks are parked there */
+  int64_t spill_cap, nspilled;
+  uint64_t spill_ver;         /* bumped by every change of the parked bytes */
 
   /* Array views opened for writing, and new .npy files (awrite.c; wmu). */
   int pending;                /* a new .npy file: bytes held until its
@@ -144,6 +153,9 @@ static inline int b2_file_arrayish(const b2_file *f) {
 /* write.c internals shared with awrite.c (wmu held where it matters). */
 int64_t b2_file_now_ms(void);
 int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len);
+/* Store every chunk written into the frame, parked ones included, without
+ * committing (wmu held). */
+int b2_file_store_all(b2_file *f);
 /* Pin chunk i for writing (decoded from the frame unless `whole`). */
 int b2_file_wpin(b2_file *f, int64_t i, int whole, b2_cache_entry **e);
 /* A write completed chunk e: compress it in the background (takes the
@@ -208,6 +220,33 @@ int b2_file_queue_ahead(b2_file *f, b2_stream *st, uint64_t id, int64_t key,
  * `prev` of key space id (the one before, -1: none) leaves the cache of
  * a read-only handle. */
 void b2_file_drop_behind(b2_file *f, b2_stream *st, uint64_t id, int64_t key, int64_t prev);
+
+/* Chunks an array writer is still inside, parked uncompressed instead of
+ * compressed into the frame when pushed out of the cache (spill.c).
+ * b2_file_spill_put (the flush callback, before compressing; `epoch` as
+ * it read it): 1 parked, 0 not (compress it).  b2_file_spill_forget
+ * (fmu held): chunk i was stored in the frame.  b2_file_spill_load: 1
+ * and the chunk's bytes in a cache buffer, 0 when not parked.  b2_file_spill_has: parked now.  b2_file_spill_drain (with
+ * f->committing set, dirty chunks flushed): every parked chunk compressed
+ * into the frame.  b2_file_spill_reset: forget them all (a new frame);
+ * b2_file_spill_close also closes the file. */
+int b2_file_spill_put(b2_file *f, int64_t i, const uint8_t *data, size_t len, uint64_t epoch);
+void b2_file_spill_forget(b2_file *f, int64_t i);
+int b2_file_spill_load(b2_file *f, int64_t i, uint8_t **data, size_t *len);
+/* Bytes [off, off+len) of parked chunk i written (the writer's) or read:
+ * 1 done, 0 not parked, < 0 on error. */
+int b2_file_spill_write(b2_file *f, int64_t i, size_t off, const void *src, size_t len);
+int b2_file_spill_read(b2_file *f, int64_t i, size_t off, size_t len, void *dst);
+int b2_file_spill_has(b2_file *f, int64_t i);
+/* The writer completed parked chunk i: loaded into the cache as a dirty
+ * entry, pinned in *e (1), for b2_file_flush_soon; 0 when not parked. */
+int b2_file_spill_unpark(b2_file *f, int64_t i, b2_cache_entry **e);
+int b2_file_spill_drain(b2_file *f);
+/* Chunks from `nchunks` on are gone (an array cut by rows; fmu held). */
+void b2_file_spill_cut(b2_file *f, int64_t nchunks);
+void b2_file_spill_reset(b2_file *f);
+void b2_file_spill_close(b2_file *f);
+int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len);
 
 /* Sequential reads of an array view whose chunks are not in C order
  * (band.c): bytes [aoff, aoff+n) of the items, by bands of rows decoded

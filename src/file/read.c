@@ -21,6 +21,9 @@
 static int load_chunk(b2_file *f, int64_t chunk, uint8_t **data, size_t *len,
                       struct b2_pool *pool) {
   atomic_store(&f->cached, 1);
+  /* A chunk parked by the writer (spill.c) is read from there, not cached. */
+  if (f->writable && b2_file_spill_has(f, chunk))
+    return b2_fail(B2_E_STALE, "chunk %lld is parked", (long long)chunk);
   int32_t nb = b2_frame_chunk_nbytes(f->frame, chunk);
   if (nb < 0) return nb;
   /* A chunk of zeros by its index entry (the chunks a new array is sized
@@ -110,7 +113,7 @@ static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, b2_stream *s
   return rc < 0 ? rc : 1;
 }
 
-int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, b2_stream *seq) {
+static int read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, b2_stream *seq) {
   int32_t nb = b2_frame_chunk_nbytes(f->frame, i);
   if (nb < 0) return nb;
   b2_cache_entry *e;
@@ -128,6 +131,24 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
     return rc < 0 ? rc : 0;
   }
   return b2_file_read_partial(f, i, off, len, dst);
+}
+
+int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst, b2_stream *seq) {
+  if (!f->writable) return read_chunk(f, i, off, len, dst, seq);
+  /* A writer's chunk: in the cache (the newest), else parked (spill.c),
+   * else as read-only; parked meanwhile: look again. */
+  for (;;) {
+    b2_cache_entry *e;
+    if (b2_cache_peek(f->env->cache, f->id, i, &e) == 0) {
+      copy_entry(f, e, off, len, dst);
+      b2_cache_release(f->env->cache, e);
+      return 0;
+    }
+    int rc = b2_file_spill_read(f, i, off, len, dst);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    rc = read_chunk(f, i, off, len, dst, seq);
+    if (rc != B2_E_STALE || !b2_file_spill_has(f, i)) return rc;
+  }
 }
 
 /* The chunks holding the view's first nbytes bytes: [0, *last] (1; *last
@@ -369,7 +390,10 @@ static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, b2_stream 
   /* Otherwise a sequential reader goes by bands of rows (band.c). */
   int rc = b2_file_band_read(f, dst + done, n - done, aoff, seq);
   if (rc != 0) return rc < 0 ? rc : 0;
-  gather_ctx g = {f, seq, -1};
+  /* A writer's sequential reader decodes just the blocks it needs too: a
+   * row of chunks split across may not fit in the cache (no bands: their
+   * bytes would go stale under the writes). */
+  gather_ctx g = {f, f->writable ? NULL : seq, -1};
   rc = b2_b2nd_read(&f->array, (uint64_t)aoff, n - done, dst + done, chunk_reader, &g);
   if (rc > 0) rc = 0;
   if (rc == 0 && seq && g.last >= 0) read_ahead(f, seq, g.last);

@@ -41,6 +41,8 @@ static size_t chunk_len(const b2_file *f, int64_t size, int64_t i) {
 int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) {
   b2_file *f = owner;
   uint64_t epoch = atomic_load(&f->epoch);
+  /* A chunk the writer is still inside: parked, not compressed. */
+  if (b2_file_spill_put(f, i, data, len, epoch) > 0) return 0;
   size_t cap = b2_chunk_bound(len);
   uint8_t *buf = malloc(cap);
   if (!buf) return b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
@@ -57,8 +59,8 @@ int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len)
       rc = 0; /* cut off by a truncate meanwhile: nothing to store */
     else if (want != len)
       rc = b2_fail(B2_E_BUSY, "chunk %lld is being resized", (long long)i); /* retried */
-    else
-      rc = b2_frame_put_chunk(f->frame, i, buf, clen);
+    else if ((rc = b2_frame_put_chunk(f->frame, i, buf, clen)) == 0)
+      b2_file_spill_forget(f, i); /* the frame has it now */
     pthread_mutex_unlock(&f->fmu);
   }
   free(buf);
@@ -243,12 +245,8 @@ int b2_file_truncate(b2_file *f, int64_t size) {
   return rc;
 }
 
-/* Flush and commit (wmu held); with t, in the commit that gives the frame
- * that modification time (b2_frame_set_mtime), made even when nothing
- * was written. */
-static int flush_locked(b2_file *f, const struct timespec *t) {
-  uint64_t gen = atomic_load(&f->gen);
-  if (!t && gen == atomic_load(&f->committed_gen) && !b2_frame_dirty(f->frame)) return 0;
+int b2_file_store_all(b2_file *f) {
+  atomic_store(&f->committing, 1);
   /* Compressions started by writes first; a flush that overlapped a size
    * change reports B2_E_BUSY and is simply run again (no size change can
    * start now: wmu is ours). */
@@ -258,6 +256,18 @@ static int flush_locked(b2_file *f, const struct timespec *t) {
     rc = b2_cache_flush_file(f->env->cache, f->id, f->env->pool);
     if (rc != B2_E_BUSY || tries == 3) break;
   }
+  if (rc == 0) rc = b2_file_spill_drain(f); /* and the chunks parked */
+  atomic_store(&f->committing, 0);
+  return rc;
+}
+
+/* Flush and commit (wmu held); with t, in the commit that gives the frame
+ * that modification time (b2_frame_set_mtime), made even when nothing
+ * was written. */
+static int flush_locked(b2_file *f, const struct timespec *t) {
+  uint64_t gen = atomic_load(&f->gen);
+  if (!t && gen == atomic_load(&f->committed_gen) && !b2_frame_dirty(f->frame)) return 0;
+  int rc = b2_file_store_all(f);
   if (rc == 0) {
     pthread_mutex_lock(&f->fmu);
     rc = t ? b2_frame_set_mtime(f->frame, t) : b2_frame_commit(f->frame);
@@ -372,6 +382,7 @@ int b2_file_recreate(b2_file *f, const b2_frame_params *p, int64_t nbytes) {
     if (rc == 0 && nbytes > 0) rc = b2_frame_resize(f->frame, nbytes);
   }
   if (rc == 0) {
+    b2_file_spill_reset(f); /* parked chunks were the old frame's */
     b2_frame_set_verify(f->frame, f->env->opts.verify);
     f->cp = p->cparams;
     f->chunksize = p->chunksize;
@@ -434,6 +445,9 @@ int b2_file_setup_writer(b2_file *f) {
   atomic_init(&f->committed_gen, 0);
   atomic_init(&f->epoch, 0);
   atomic_init(&f->last_write_ms, 0);
+  atomic_init(&f->wlo, -1);
+  atomic_init(&f->whi, -1);
+  atomic_init(&f->committing, 0);
   f->writable = 1;
   b2_env *env = f->env;
   pthread_mutex_lock(&env->reg_mu);
@@ -454,6 +468,7 @@ void b2_file_teardown_writer(b2_file *f) {
     env->writers = f->reg_next;
   if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
   pthread_mutex_unlock(&env->reg_mu);
+  b2_file_spill_close(f);
   pthread_mutex_destroy(&f->wmu);
   pthread_rwlock_destroy(&f->szlock);
   pthread_mutex_destroy(&f->fmu);

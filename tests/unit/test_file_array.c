@@ -250,6 +250,10 @@ static void test_edit_array(void) {
     CHECK_EQ(b2_file_pread(f, got, n, 0), (ssize_t)n);
     CHECK(memcmp(got + hl, shadow + hl, n - hl) == 0);
     memcpy(shadow, got, hl); /* the header with the new shape */
+    CHECK_EQ(b2_file_flush(f), 0);
+    CHECK_EQ(b2_file_pread(f, got, n, 0), (ssize_t)n);
+    CHECK(memcmp(got, shadow, n) == 0);
+    CHECK(view_is(env, path, B2_VIEW_NPY, shadow, n));
     free(got);
     CHECK_EQ(b2_file_close(f), 0);
     CHECK(view_is(env, path, B2_VIEW_NPY, shadow, n));
@@ -336,6 +340,85 @@ static void test_new_npy_one_write(void) {
   b2_env_destroy(env);
 }
 
+/* A C-order writer of an array in cubes (a row of chunks larger than the
+ * cache) is inside every chunk of the row at once: chunks pushed out of
+ * the cache are parked uncompressed (spill.c), not compressed into the
+ * frame again and again.  Every chunk reaches the frame once (no dead
+ * bytes after a new array's flush; at most one old version of each after
+ * a rewrite), reads during the writes see every byte written, and a
+ * resize by rows in the middle keeps them. */
+static void test_cube_writer(void) {
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.cache_size = 1u << 20; /* a row of chunks: 40 x 64 KiB */
+  o.dirty_max = 256u << 10;
+  b2_env *env;
+  CHECK_EQ(b2_env_create(&o, &env), 0);
+  static const int64_t s3[] = {64, 160, 64};
+  size_t hl, n;
+  uint8_t *npy = npy_bytes(3, s3, 4, "<f4", &hl, &n);
+  for (size_t i = hl; i < n; i++) npy[i] = (uint8_t)(i % 251 < 40 ? i : 0); /* compressible */
+  char path[300];
+  b2_file *f = create_shaped(env, "cube.b2nd", "16,16,16", "4,16,16", path, sizeof path);
+  uint8_t *got = malloc(n);
+  struct stat st;
+  int reads_ok = 1;
+  for (size_t o2 = 0; o2 < n;) { /* C order, reading back behind and ahead */
+    size_t r = (size_t)rnd_in(1, 40000), k = B2_MIN(r, n - o2);
+    CHECK_EQ(b2_file_pwrite(f, npy + o2, k, (int64_t)o2), (ssize_t)k);
+    o2 += k;
+    if (o2 > hl + 1000 && rnd() % 8 == 0) {
+      int64_t at = rnd_in((int64_t)hl, (int64_t)o2 - 1000);
+      reads_ok &= b2_file_pread(f, got, 1000, at) == 1000 && !memcmp(got, npy + at, 1000);
+    }
+  }
+  CHECK(reads_ok);
+  CHECK_EQ(b2_file_flush(f), 0);
+  int64_t dead = b2_file_dead_bytes(f);
+  CHECK_EQ(stat(path, &st), 0);
+  CHECK(dead * 20 < st.st_size); /* each chunk stored about once */
+  CHECK_EQ(b2_file_pread(f, got, n, 0), (ssize_t)n);
+  CHECK_MEM(got, npy, n);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy, n));
+  CHECK_EQ(stat(path, &st), 0);
+  int64_t first = st.st_size;
+
+  /* Rewritten in C order through an open array, grown by rows midway. */
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+  for (size_t i = hl; i < n; i++) npy[i] = (uint8_t)(npy[i] + 1);
+  size_t half = hl + (n - hl) / 2 + 12345;
+  for (size_t o2 = hl; o2 < half;) {
+    size_t k = B2_MIN((size_t)65536, half - o2);
+    CHECK_EQ(b2_file_pwrite(f, npy + o2, k, (int64_t)o2), (ssize_t)k);
+    o2 += k;
+  }
+  int64_t rowb = 160 * 64 * 4;
+  CHECK_EQ(b2_file_truncate(f, (int64_t)n + rowb), 0);
+  CHECK_EQ(b2_file_pread(f, got, half, 0), (ssize_t)half);
+  CHECK_MEM(got + hl, npy + hl, half - hl); /* the header says 65 rows now */
+  for (size_t o2 = half; o2 < n;) {
+    size_t k = B2_MIN((size_t)65536, n - o2);
+    CHECK_EQ(b2_file_pwrite(f, npy + o2, k, (int64_t)o2), (ssize_t)k);
+    o2 += k;
+  }
+  CHECK_EQ(b2_file_flush(f), 0);
+  CHECK(b2_file_dead_bytes(f) <= first);
+  CHECK_EQ(b2_file_close(f), 0);
+  uint8_t *want = calloc(1, n + (size_t)rowb);
+  memcpy(want, npy, n);
+  /* the header now says 65 rows */
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_CORDER, B2_OPEN_RDONLY, &f), 0);
+  CHECK_EQ(b2_file_size(f), (int64_t)(n - hl) + rowb);
+  CHECK_EQ(b2_file_pread(f, got, n - hl, 0), (ssize_t)(n - hl));
+  CHECK_MEM(got, want + hl, n - hl);
+  CHECK_EQ(b2_file_close(f), 0);
+  free(want);
+  free(got);
+  free(npy);
+  b2_env_destroy(env);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/b2fs-farray-%d", (int)getpid());
   mkdir(dir, 0700);
@@ -344,6 +427,7 @@ int main(void) {
   T_RUN(test_new_npy_slow_header);
   T_RUN(test_new_npy_one_write);
   T_RUN(test_edit_array);
+  T_RUN(test_cube_writer);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
