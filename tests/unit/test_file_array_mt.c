@@ -1,5 +1,5 @@
 /*
- * test_file_array.c - writing b2nd arrays through file handles: new .npy
+ * test_file_array_mt.c - writing b2nd arrays through file handles: new .npy
  * files streamed in pieces become arrays (or plain frames when their
  * header cannot), array views take random writes against a C-order
  * shadow, resize by whole rows, refuse header changes and other sizes,
