@@ -4,7 +4,8 @@
       DIR is a directory under a b2fs mount.  Without LOGDIR/npy.base it
       first creates DIR/arr.npy (a 2-D '<u2' array with chunk and block
       shapes set through user.b2.*: blocks that do not divide chunks, so
-      reads gather and resizes zero padding) and logs "R" once it is
+      reads gather and resizes zero padding; chunks that split rows for
+      even seeds, the first trial's among them) and logs "R" once it is
       committed; with it, it first checks that DIR/arr.npy holds that state
       (the remount check).  Then, until killed, random operations on the
       array's .npy view: writes of up to 124 KiB at any item offset, resizes
@@ -70,8 +71,12 @@ def run_ops(d, logdir, seed, maxops):
         os.makedirs(d, exist_ok=True)
         a = np.random.default_rng([seed, 0]).integers(0, 65536, (ROWS0, COLS)).astype(DT)
         fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
-        os.setxattr(path, "user.b2.chunkshape", b"16,1000")
-        os.setxattr(path, "user.b2.blockshape", b"5,1000")
+        # Chunks across whole rows, or (even seeds) tiles that split them:
+        # a writer then is inside a row of chunks at once, and chunks
+        # pushed out of the cache are parked beside the frame (spill.c).
+        split = seed % 2 == 0  # the first trial (t_crash.sh: seeds from a multiple of 1000)
+        os.setxattr(path, "user.b2.chunkshape", b"16,400" if split else b"16,1000")
+        os.setxattr(path, "user.b2.blockshape", b"5,128" if split else b"5,1000")
         with os.fdopen(fd, "wb") as f:
             np.save(f, a)
             f.flush()
@@ -96,7 +101,8 @@ def run_ops(d, logdir, seed, maxops):
             ln = int(rng.integers(1, min(MAXW, n - off) + 1))
             say(f"B {k} w {off} {ln}")
             data = wdata(seed, k, ln)
-            os.pwrite(fd, data, hdr + off)
+            if os.pwrite(fd, data, hdr + off) != ln:  # a short write fails the run
+                raise OSError(5, "short write")
             model[off:off + ln] = data
         elif r < 65:
             rows = int(rng.integers(150, 261))

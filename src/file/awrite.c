@@ -142,8 +142,16 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
   }
   if (u->parked) {
     int rc = b2_file_spill_write(u->f, chunk, off, src, len);
-    if (rc != 0) return rc < 0 ? rc : 0;
-    return b2_fail(B2_E_BUSY, "chunk %lld is no longer parked", (long long)chunk); /* cannot happen: wmu is ours */
+    if (rc > 0) return 0;
+    /* The unnamed file failed (no space, an I/O error): the chunk goes
+     * through the cache instead, as if it had not been parked. */
+    b2_cache_entry *e;
+    int r2 = b2_file_spill_unpark(u->f, chunk, &e);
+    if (r2 < 0) return rc < 0 ? rc : r2;
+    if (r2 > 0) b2_cache_release(u->f->env->cache, e);
+    upd_close(u);
+    if ((r2 = upd_open(u, chunk)) < 0) return r2;
+    if (u->parked) return rc < 0 ? rc : b2_fail(B2_E_BUSY, "chunk %lld stays parked", (long long)chunk);
   }
   uint8_t *dst = b2_cache_wdata(u->e) + off;
   if (u->lossy && !u->changed && memcmp(dst, src, len) == 0) return 0;

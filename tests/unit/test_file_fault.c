@@ -24,6 +24,9 @@
  * Creation: b2_file_create under every fault leaves nothing or a valid
  * empty frame under the name (no empty sparse directory).
  *
+ * Parked chunks: an array in tiles written in C order through a small
+ * cache, a pwrite failing in turn: the array is exact after retries.
+ *
  * Power loss: every write, sync, create, rename, unlink and truncate the
  * engine issues while S0 -> S1 (flush), S1 -> S2 (flush) and a compaction
  * run is recorded; each prefix of the events is replayed onto a copy of
@@ -856,6 +859,103 @@ static void power_loss(int layout, int codec) {
   for (int k = 0; k < 3; k++) free(s[k].b);
 }
 
+/* An array in tiles written in C order through a cache smaller than a
+ * row of its chunks, so that chunks are parked uncompressed beside the
+ * frame (src/file/spill.c) and written there: every third pwrite of the
+ * run fails in turn (EIO, ENOSPC, a short write).  A failed write reaches the
+ * caller, who retries it once (the fault fires once), or the engine took
+ * the chunk through the cache instead; the flush (retried once) then
+ * leaves exactly the array written, read back by a new handle. */
+static int array_run(const char *path, const uint8_t *npy, size_t n, int *failed) {
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.cache_size = 96 << 10; /* a row of chunks: 12 x 16 KiB */
+  o.dirty_max = 48 << 10;
+  o.nthreads = 0;
+  o.readahead = 0;
+  o.idle_ms = 0;
+  b2_env *env;
+  if (b2_env_create(&o, &env) < 0) return -1;
+  unlink(path);
+  b2_file *f = NULL;
+  int rc = b2_file_create_npy(env, path, NULL, &f);
+  if (rc < 0) { /* the creation's own writes failed: once more */
+    (*failed)++;
+    f = NULL;
+    unlink(path);
+    rc = b2_file_create_npy(env, path, NULL, &f);
+    if (rc < 0) f = NULL;
+  }
+  if (rc == 0 && (b2_file_set_param(f, "chunkshape", "16,256") < 0 ||
+                  b2_file_set_param(f, "blockshape", "8,64") < 0))
+    rc = -1;
+  for (size_t off = 0; rc == 0 && off < n;) {
+    size_t k = n - off < 3000 ? n - off : 3000;
+    if (b2_file_pwrite(f, npy + off, k, (int64_t)off) != (ssize_t)k) {
+      (*failed)++;
+      if (b2_file_pwrite(f, npy + off, k, (int64_t)off) != (ssize_t)k) rc = -1;
+    }
+    off += k;
+  }
+  if (rc == 0 && b2_file_flush(f) < 0) {
+    (*failed)++;
+    if (b2_file_flush(f) < 0) rc = -1;
+  }
+  if (f && b2_file_close(f) < 0 && rc == 0) rc = -1;
+  b2_env_destroy(env);
+  return rc;
+}
+
+static void test_faults_parked_array(void) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/tiles.b2nd", root);
+  /* 64 x 3072 uint32 items: 16 x 256 tiles, a row of 12 */
+  static const char hdr[] = "{'descr': '<u4', 'fortran_order': False, 'shape': (64, 3072), }";
+  size_t hl = 128, n = hl + 64 * 3072 * 4;
+  uint8_t *npy = malloc(n);
+  memcpy(npy, "\x93NUMPY\x01\x00\x76\x00", 10);
+  memset(npy + 10, ' ', hl - 10);
+  memcpy(npy + 10, hdr, sizeof hdr - 1);
+  npy[hl - 1] = '\n';
+  for (size_t i = hl; i < n; i += 4) {
+    uint32_t v = (uint32_t)(i / 4 % 777);
+    memcpy(npy + i, &v, 4);
+  }
+  b2_io_fault_set(0, 0, 0);
+  int failed = 0;
+  CHECK_EQ(array_run(path, npy, n, &failed), 0);
+  long count = b2_io_count(B2_IO_PWRITE);
+  CHECK(count > 10);
+  CHECK_EQ(failed, 0);
+  int runs = 0, bad = 0, surfaced = 0;
+  static const int errs[3] = {EIO, ENOSPC, B2_IO_SHORT};
+  for (long nth = 1; nth <= count; nth += 3) /* a third of them: time */
+    for (int e = 0; e < 3; e++) {
+      failed = 0;
+      b2_io_fault_set(B2_IO_PWRITE, nth, errs[e]);
+      int rc = array_run(path, npy, n, &failed);
+      b2_io_fault_set(0, 0, 0);
+      runs++;
+      surfaced += failed > 0;
+      b2_env *env = NULL;
+      b2_file *f = NULL;
+      uint8_t *got = malloc(n);
+      int same = rc == 0 && b2_env_create(NULL, &env) == 0 &&
+                 b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDONLY, &f) == 0 &&
+                 b2_file_size(f) == (int64_t)n && b2_file_pread(f, got, n, 0) == (ssize_t)n &&
+                 memcmp(got, npy, n) == 0;
+      if (f) b2_file_close(f);
+      if (env) b2_env_destroy(env);
+      free(got);
+      if (!same && bad++ < 5)
+        fprintf(stderr, "  pwrite #%ld fails (%d): run %d, the array differs\n", nth, errs[e], rc);
+    }
+  fprintf(stderr, "  %d runs, %ld pwrites in each; %d failures reached the writer\n", runs,
+          count, surfaced);
+  CHECK_EQ(bad, 0);
+  free(npy);
+}
+
 static void test_power_loss_contiguous(void) { power_loss(B2_LAYOUT_CONTIGUOUS, B2_CODEC_ZSTD); }
 static void test_power_loss_sparse(void) { power_loss(B2_LAYOUT_SPARSE, B2_CODEC_LZ4); }
 
@@ -876,6 +976,7 @@ int main(void) {
   T_RUN(test_faults_close_contiguous);
   T_RUN(test_faults_close_sparse);
   T_RUN(test_faults_create);
+  T_RUN(test_faults_parked_array);
   T_RUN(test_power_loss_contiguous);
   T_RUN(test_power_loss_sparse);
   for (int k = 0; k < nev; k++) free(evs[k].data);
