@@ -125,6 +125,15 @@ def run_ops(d, logdir, seed, maxops):
             say(f"B {k} r 0 0")
             got = os.pread(fd, n + 1, hdr)
             if got != bytes(model):
+                g = np.frombuffer(got[:len(model)], dtype=np.uint8)
+                m = np.frombuffer(bytes(model), dtype=np.uint8)
+                bad = np.nonzero(g != m)[0]
+                if len(bad):
+                    b0, b1 = int(bad[0]), int(bad[-1])
+                    rows_ = sorted(set((bad // ROWB).tolist()))
+                    cols_ = sorted(set(((bad % ROWB) // 2).tolist()))
+                    zeros = int((g[bad] == 0).sum())
+                    open(f"{logdir}/diag", "w").write(f"len got {len(got)} model {len(model)}; {len(bad)} bytes differ in [{b0},{b1}]; rows {rows_[:3]}..{rows_[-3:]} ({len(rows_)}); cols {cols_[0]}..{cols_[-1]} ({len(cols_)}); zeros in got {zeros}\n")
                 say("X read")
                 sys.exit(f"crash_npy: op {k}: a read differs from the model")
         say(f"E {k}")
