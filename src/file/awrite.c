@@ -671,11 +671,7 @@ int b2_file_asettle(b2_file *f) { return f->pending ? settle(f, 1) : 0; }
 
 /* An unnamed file beside the frame (else in memory) for a .npy file's bytes. */
 static int spill_open(b2_file *f) {
-  const char *name = NULL, *base;
-  int dfd = b2_frame_home(f->frame, &name);
-  if (dfd < 0 && f->path) dfd = b2_io_open_parent(f->path, &base);
-  int fd = dfd >= 0 ? openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
-  if (dfd >= 0) close(dfd);
+  int fd = b2_file_tmpfile(f);
   if (fd < 0) fd = memfd_create("b2fs-npy", MFD_CLOEXEC);
   return fd < 0 ? b2_fail(b2_from_errno(errno), "%s: no room for its bytes", f->path) : fd;
 }

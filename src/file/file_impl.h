@@ -113,7 +113,7 @@ struct b2_file {
   int spill_fd;               /* chunks parked uncompressed (spill.c;
                                  fmu): -1 none yet, -2 none possible */
   uint64_t *spill_bits;       /* which chunks are parked there */
-  int64_t spill_cap, nspilled;
+  int64_t spill_cap;
   uint64_t spill_ver;         /* bumped by every change of the parked bytes */
 
   /* Array views opened for writing, and new .npy files (awrite.c; wmu). */
@@ -242,6 +242,8 @@ int b2_file_spill_has(b2_file *f, int64_t i);
  * entry, pinned in *e (1), for b2_file_flush_soon; 0 when not parked. */
 int b2_file_spill_unpark(b2_file *f, int64_t i, b2_cache_entry **e);
 int b2_file_spill_drain(b2_file *f);
+/* An unnamed file (O_TMPFILE) beside f's frame: its descriptor, or -1. */
+int b2_file_tmpfile(b2_file *f);
 /* Chunks from `nchunks` on are gone (an array cut by rows; fmu held). */
 void b2_file_spill_cut(b2_file *f, int64_t nchunks);
 void b2_file_spill_reset(b2_file *f);

@@ -55,7 +55,6 @@ static int has_bit(const b2_file *f, int64_t i) {
 static void clear_bit(b2_file *f, int64_t i) {
   if (!has_bit(f, i)) return;
   f->spill_bits[i / 64] &= ~((uint64_t)1 << (i % 64));
-  f->nspilled--;
   f->spill_ver++;
 }
 
@@ -68,20 +67,24 @@ static int set_bit(b2_file *f, int64_t i) {
     f->spill_bits = b;
     f->spill_cap = cap;
   }
-  if (!has_bit(f, i)) f->nspilled++;
   f->spill_bits[i / 64] |= (uint64_t)1 << (i % 64);
   f->spill_ver++;
   return 0;
 }
 
+int b2_file_tmpfile(b2_file *f) {
+  const char *name = NULL, *base;
+  int dfd = b2_frame_home(f->frame, &name);
+  if (dfd < 0 && f->path) dfd = b2_io_open_parent(f->path, &base);
+  int fd = dfd >= 0 ? openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
+  if (dfd >= 0) close(dfd);
+  return fd;
+}
+
 /* The unnamed file, made at the first chunk parked: -1 when none can be. */
 static int spill_fd(b2_file *f) {
   if (f->spill_fd == -1) {
-    const char *name = NULL, *base;
-    int dfd = b2_frame_home(f->frame, &name);
-    if (dfd < 0 && f->path) dfd = b2_io_open_parent(f->path, &base);
-    f->spill_fd = dfd >= 0 ? openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
-    if (dfd >= 0) close(dfd);
+    f->spill_fd = b2_file_tmpfile(f);
     if (f->spill_fd < 0) f->spill_fd = -2; /* not again */
   }
   return f->spill_fd;
@@ -241,7 +244,6 @@ void b2_file_spill_reset(b2_file *f) {
   free(f->spill_bits);
   f->spill_bits = NULL;
   f->spill_cap = 0;
-  f->nspilled = 0;
   if (f->spill_fd >= 0 && ftruncate(f->spill_fd, 0) != 0) {
     close(f->spill_fd);
     f->spill_fd = -1;
