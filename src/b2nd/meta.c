@@ -203,7 +203,12 @@ void b2_b2nd_geom(const b2_b2nd *a, b2_chunk_geom *g) {
 int b2_b2nd_attach(b2_frame *f) {
   const uint8_t *meta;
   size_t len;
-  if (!f || b2_frame_meta_get(f, "b2nd", &meta, &len) < 0) return 0;
+  /* Looked up by name first: a frame without one is no error here, and
+   * the detail of the caller's last error must stay as it is. */
+  const char *name = NULL;
+  for (int k = 0; f && (name = b2_frame_meta_name(f, k)) && strcmp(name, "b2nd"); k++) {
+  }
+  if (!name || b2_frame_meta_get(f, "b2nd", &meta, &len) < 0) return 0;
   b2_b2nd a;
   memset(&a, 0, sizeof a);
   if (b2_b2nd_parse(meta, len, b2_frame_get_info(f)->typesize, &a) < 0) return 0;

@@ -93,7 +93,12 @@ static void upd_done(upd *u, int64_t chunk) {
   u->done[u->ndone++] = chunk;
 }
 
-static int upd_open(upd *u, int64_t chunk) {
+/* Open chunk `chunk` for the run at its byte `off`.  A chunk the write
+ * covers whole starts blank (no decode) only at its first run (off 0): a
+ * C-order write comes back to a chunk of tiles once per row of blocks, and
+ * the chunk may have left the cache in between (written back under the
+ * dirty limit, then evicted), holding the rows this write gave it. */
+static int upd_open(upd *u, int64_t chunk, size_t off) {
   b2_file *f = u->f;
   b2_cache *c = f->env->cache;
   int64_t lo, hi;
@@ -109,7 +114,7 @@ static int upd_open(upd *u, int64_t chunk) {
     u->cur = chunk;
     return 0;
   }
-  rc = b2_file_wpin(f, chunk, u->aoff <= lo && hi <= u->aend && !u->lossy, &e);
+  rc = b2_file_wpin(f, chunk, off == 0 && u->aoff <= lo && hi <= u->aend && !u->lossy, &e);
   if (rc == B2_E_STALE && b2_file_spill_has(f, chunk)) { /* parked meanwhile */
     u->parked = 1;
     u->cur = chunk;
@@ -137,7 +142,7 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
   upd *u = ctx;
   if (chunk != u->cur) {
     upd_close(u);
-    int rc = upd_open(u, chunk);
+    int rc = upd_open(u, chunk, off);
     if (rc < 0) return rc;
   }
   if (u->parked) {
@@ -150,7 +155,7 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
     if (r2 < 0) return rc < 0 ? rc : r2;
     if (r2 > 0) b2_cache_release(u->f->env->cache, e);
     upd_close(u);
-    if ((r2 = upd_open(u, chunk)) < 0) return r2;
+    if ((r2 = upd_open(u, chunk, off)) < 0) return r2;
     if (u->parked) return rc < 0 ? rc : b2_fail(B2_E_BUSY, "chunk %lld stays parked", (long long)chunk);
   }
   uint8_t *dst = b2_cache_wdata(u->e) + off;

@@ -76,9 +76,9 @@ int b2_file_tmpfile(b2_file *f) {
   const char *name = NULL, *base;
   int dfd = b2_frame_home(f->frame, &name);
   if (dfd < 0 && f->path) dfd = b2_io_open_parent(f->path, &base);
-  int fd = dfd >= 0 ? openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
+  int fd = dfd >= 0 ? b2_io_openat(dfd, ".", O_TMPFILE | O_RDWR, 0600) : -1;
   if (dfd >= 0) close(dfd);
-  return fd;
+  return fd < 0 ? -1 : fd;
 }
 
 /* The unnamed file, made at the first chunk parked: -1 when none can be. */

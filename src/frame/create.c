@@ -214,8 +214,12 @@ static int place_dir(int dirfd, const char *tmp, const char *name,
 }
 
 /* Create the frame at entry `name` of dirfd, or at path `name` when dirfd
- * is -1. */
-static int create_in(int dirfd, const char *name, const b2_frame_params *p, b2_frame **out) {
+ * is -1.  A `temp` name is the caller's own (b2_frame_remake's): a file
+ * left there by a failed or interrupted attempt is replaced, and one this
+ * call placed but could not open is removed, so that the next attempt
+ * finds the name free. */
+static int create_in(int dirfd, const char *name, const b2_frame_params *p, b2_frame **out,
+                     int temp) {
   if (!out) return b2_fail(B2_E_INVAL, "frame create: no output");
   *out = NULL;
   if (!name || !*name || !p)
@@ -240,23 +244,25 @@ static int create_in(int dirfd, const char *name, const b2_frame_params *p, b2_f
   if (b2_frame_temp_name(base, B2_FRAME_TEMP_SUFFIX, tmp, sizeof tmp) < 0) {
     rc = b2_fail(B2_E_LIMIT, "file name too long for a temporary file");
   } else if (p->layout == B2_LAYOUT_CONTIGUOUS) {
-    rc = place_file(pfd, tmp, base, buf, len, 1);
+    rc = place_file(pfd, tmp, base, buf, len, !temp);
   } else {
     rc = place_dir(pfd, tmp, base, buf, len);
   }
   b2_io_close(pfd);
   free(buf);
   if (rc < 0) return b2_context(rc, "frame create %s", name);
-  return b2_frame_open_rw_in(dirfd, name, out);
+  rc = b2_frame_open_rw_in(dirfd, name, out);
+  if (rc < 0 && temp && p->layout == B2_LAYOUT_CONTIGUOUS) (void)unlinkat(dirfd, name, 0);
+  return rc;
 }
 
 int b2_frame_create(const char *path, const b2_frame_params *p, b2_frame **out) {
-  return create_in(-1, path, p, out);
+  return create_in(-1, path, p, out, 0);
 }
 
 int b2_frame_create_at(int dirfd, const char *name, const b2_frame_params *p, b2_frame **out) {
   if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame create: no directory");
-  return create_in(dirfd, name, p, out);
+  return create_in(dirfd, name, p, out, 0);
 }
 
 /* ---- making an open frame anew ------------------------------------------ */
@@ -279,7 +285,7 @@ int b2_frame_remake(b2_frame **fp, const b2_frame_params *p, int64_t nbytes) {
   /* The new frame, whole and committed under the temporary name (held by
    * its writer's lock meanwhile, so no sweep takes it). */
   b2_frame *nf = NULL;
-  if (!rc) rc = create_in(dirfd, tmp, p, &nf);
+  if (!rc) rc = create_in(dirfd, tmp, p, &nf, 1);
   if (!rc && nbytes > 0) rc = b2_frame_resize(nf, nbytes);
   if (!rc) rc = b2_frame_commit(nf);
   /* Over the old file while f's session still holds the sidecar. */

@@ -866,7 +866,7 @@ static void power_loss(int layout, int codec) {
  * caller, who retries it once (the fault fires once), or the engine took
  * the chunk through the cache instead; the flush (retried once) then
  * leaves exactly the array written, read back by a new handle. */
-static int array_run(const char *path, const uint8_t *npy, size_t n, int *failed) {
+static int array_run(const char *path, const uint8_t *npy, size_t n, size_t piece, int *failed) {
   b2_env_opts o;
   b2_env_opts_default(&o);
   o.cache_size = 96 << 10; /* a row of chunks: 12 x 16 KiB */
@@ -890,7 +890,7 @@ static int array_run(const char *path, const uint8_t *npy, size_t n, int *failed
                   b2_file_set_param(f, "blockshape", "8,64") < 0))
     rc = -1;
   for (size_t off = 0; rc == 0 && off < n;) {
-    size_t k = n - off < 3000 ? n - off : 3000;
+    size_t k = n - off < piece ? n - off : piece;
     if (b2_file_pwrite(f, npy + off, k, (int64_t)off) != (ssize_t)k) {
       (*failed)++;
       if (b2_file_pwrite(f, npy + off, k, (int64_t)off) != (ssize_t)k) rc = -1;
@@ -906,34 +906,43 @@ static int array_run(const char *path, const uint8_t *npy, size_t n, int *failed
   return rc;
 }
 
-static void test_faults_parked_array(void) {
-  char path[300];
-  snprintf(path, sizeof path, "%s/tiles.b2nd", root);
-  /* 64 x 3072 uint32 items: 16 x 256 tiles, a row of 12 */
+/* 64 x 3072 uint32 items as a .npy file (128-byte header), in *n bytes. */
+static uint8_t *tiles_npy(size_t *n) {
   static const char hdr[] = "{'descr': '<u4', 'fortran_order': False, 'shape': (64, 3072), }";
-  size_t hl = 128, n = hl + 64 * 3072 * 4;
-  uint8_t *npy = malloc(n);
+  size_t hl = 128;
+  *n = hl + 64 * 3072 * 4;
+  uint8_t *npy = malloc(*n);
   memcpy(npy, "\x93NUMPY\x01\x00\x76\x00", 10);
   memset(npy + 10, ' ', hl - 10);
   memcpy(npy + 10, hdr, sizeof hdr - 1);
   npy[hl - 1] = '\n';
-  for (size_t i = hl; i < n; i += 4) {
-    uint32_t v = (uint32_t)(i / 4 % 777);
+  for (size_t i = hl; i < *n; i += 4) {
+    uint32_t v = (uint32_t)(i / 4 % 777) + 1; /* no zeros: a lost row shows */
     memcpy(npy + i, &v, 4);
   }
+  return npy;
+}
+
+/* array_run with each `nth` call of `op` failing in turn (every `step`th
+ * of them), with each of `nerr` errors: the array read back by a new
+ * handle must be exact every time. */
+static void array_faults(int op, long step, const int *errs, int nerr, size_t piece) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/tiles.b2nd", root);
+  size_t n;
+  uint8_t *npy = tiles_npy(&n);
   b2_io_fault_set(0, 0, 0);
   int failed = 0;
-  CHECK_EQ(array_run(path, npy, n, &failed), 0);
-  long count = b2_io_count(B2_IO_PWRITE);
-  CHECK(count > 10);
+  CHECK_EQ(array_run(path, npy, n, piece, &failed), 0);
+  long count = b2_io_count(op);
+  CHECK(count > 2);
   CHECK_EQ(failed, 0);
   int runs = 0, bad = 0, surfaced = 0;
-  static const int errs[3] = {EIO, ENOSPC, B2_IO_SHORT};
-  for (long nth = 1; nth <= count; nth += 3) /* a third of them: time */
-    for (int e = 0; e < 3; e++) {
+  for (long nth = 1; nth <= count; nth += step)
+    for (int e = 0; e < nerr; e++) {
       failed = 0;
-      b2_io_fault_set(B2_IO_PWRITE, nth, errs[e]);
-      int rc = array_run(path, npy, n, &failed);
+      b2_io_fault_set(op, nth, errs[e]);
+      int rc = array_run(path, npy, n, piece, &failed);
       b2_io_fault_set(0, 0, 0);
       runs++;
       surfaced += failed > 0;
@@ -948,12 +957,30 @@ static void test_faults_parked_array(void) {
       if (env) b2_env_destroy(env);
       free(got);
       if (!same && bad++ < 5)
-        fprintf(stderr, "  pwrite #%ld fails (%d): run %d, the array differs\n", nth, errs[e], rc);
+        fprintf(stderr, "  call #%ld of op %d fails (%d): run %d, the array differs\n", nth, op,
+                errs[e], rc);
     }
-  fprintf(stderr, "  %d runs, %ld pwrites in each; %d failures reached the writer\n", runs,
-          count, surfaced);
+  fprintf(stderr, "  %d runs, %ld calls in each; %d failures reached the writer\n", runs, count,
+          surfaced);
   CHECK_EQ(bad, 0);
   free(npy);
+}
+
+static void test_faults_parked_array(void) {
+  static const int errs[3] = {EIO, ENOSPC, B2_IO_SHORT};
+  array_faults(B2_IO_PWRITE, 3, errs, 3, 3000); /* a third of them: time */
+}
+
+/* The same array written by writes that each cover rows of chunks whole,
+ * each open failing in turn: the one of the unnamed file for parked
+ * chunks (spill.c) among them, as on a file system without O_TMPFILE.  A
+ * C-order write comes back to each tile once per row of its blocks, and
+ * the tile, written back under the dirty limit and evicted meanwhile,
+ * must come back with the rows this write gave it (it was once taken
+ * afresh as zeros, since the write covers it whole). */
+static void test_faults_unparked_array(void) {
+  static const int errs[1] = {EIO};
+  array_faults(B2_IO_OPEN, 1, errs, 1, 200000);
 }
 
 static void test_power_loss_contiguous(void) { power_loss(B2_LAYOUT_CONTIGUOUS, B2_CODEC_ZSTD); }
@@ -977,6 +1004,7 @@ int main(void) {
   T_RUN(test_faults_close_sparse);
   T_RUN(test_faults_create);
   T_RUN(test_faults_parked_array);
+  T_RUN(test_faults_unparked_array);
   T_RUN(test_power_loss_contiguous);
   T_RUN(test_power_loss_sparse);
   for (int k = 0; k < nev; k++) free(evs[k].data);
