@@ -116,8 +116,13 @@ typedef int (*b2_cache_load_fn)(void *arg, uint64_t file, int64_t chunk,
                                 uint8_t **data, size_t *len);
 
 /* Flush callback of a dirty entry: store `len` bytes of `data` as chunk
- * `chunk` of the owner's file.  Returns 0 or a negative B2_E_* code.  The
- * entry's read lock is held during the call, so the data cannot change. */
+ * `chunk` of the owner's file.  Returns 0, B2_CACHE_FLUSH_DROP, or a
+ * negative B2_E_* code.  The entry's read lock is held during the call, so
+ * the data cannot change. */
+#define B2_CACHE_FLUSH_DROP 1 /* stored where the owner looks when the chunk
+                                 is not cached: the entry, clean, leaves the
+                                 cache as soon as nobody pins it, so that
+                                 the owner's next writes go there too */
 typedef int (*b2_cache_flush_fn)(void *owner, int64_t chunk,
                                  const uint8_t *data, size_t len);
 
@@ -281,6 +286,17 @@ int b2_cache_flush_entry(b2_cache *c, b2_cache_entry *e);
  * their failure is that old too).  Returns the number of entries flushed,
  * or the first flush error (the remaining candidates are still tried). */
 int b2_cache_flush_idle(b2_cache *c, unsigned idle_ms);
+
+/* ---- work buffers ------------------------------------------------------ */
+
+/* A buffer of n bytes the owner works in beside its entries (a chunk
+ * being compressed) counts in the cache's bytes while it lives: clean,
+ * unpinned entries are evicted to keep the total within the capacity, so
+ * that the process's memory stays near it while writers work.  Nothing is
+ * flushed to make room (a flush callback may charge).  Uncharge the same n
+ * when the buffer is freed.  NULL c: no-op. */
+void b2_cache_charge(b2_cache *c, size_t n);
+void b2_cache_uncharge(b2_cache *c, size_t n);
 
 /* ---- statistics ------------------------------------------------------- */
 

@@ -40,6 +40,17 @@ static int evict_one_clean(b2_cache *c) {
   return 1;
 }
 
+void b2_cache_charge(b2_cache *c, size_t n) {
+  if (!c) return;
+  atomic_fetch_add(&c->bytes, (uint64_t)n);
+  while (atomic_load(&c->bytes) > c->capacity && evict_one_clean(c)) {
+  }
+}
+
+void b2_cache_uncharge(b2_cache *c, size_t n) {
+  if (c) atomic_fetch_sub(&c->bytes, (uint64_t)n);
+}
+
 void b2_cache_evict(b2_cache *c) {
   int flushed = 0;
   while (atomic_load(&c->bytes) > c->capacity) {

@@ -83,6 +83,7 @@ int b2_cache_flush_one(b2_cache *c, b2_cache_entry *e, int evict) {
   pthread_mutex_unlock(&c->dmu);
 
   int rc = fn(owner, e->chunk, e->data, e->len);
+  if (rc == B2_CACHE_FLUSH_DROP) evict = 1;
   if (rc > 0) rc = 0;
 
   b2_cache_shard *s = b2_cache_shard_at(c, e->shard);

@@ -92,7 +92,8 @@ struct b2_cache {
   size_t capacity, dirty_max;
   unsigned nshards;
   b2_cache_shard_slot *shards;
-  _Atomic uint64_t bytes;     /* data bytes of all live entries */
+  _Atomic uint64_t bytes;     /* data bytes of all live entries and of the
+                                 work buffers charged (b2_cache_charge) */
   _Atomic uint64_t clock;     /* LRU ticks */
   _Atomic uint64_t next_file; /* b2_cache_file_id */
 

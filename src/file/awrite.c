@@ -69,15 +69,33 @@ typedef struct upd {
                            pages, most of them unchanged) */
   int changed;          /* chunk `cur` got bytes it did not hold */
   int parked;           /* chunk `cur` is parked (spill.c): runs go there */
+  struct pslot *ps;     /* runs for parked chunks, gathered (PARK_SLOTS) */
+  int pnext;            /* the slot taken next when all are in use */
 } upd;
+
+/* Runs for parked chunks are gathered before they go to the unnamed file:
+ * a C-order writer in cubes or tiles hands each chunk one run per row
+ * (512 bytes for 128^3 cubes of float32), in turn with the other chunks
+ * across, and a pwrite each cost more than the rest of the write (525,000
+ * of them for a 512 MiB volume).  One row after another, a chunk's runs
+ * are contiguous in it, so each chunk in flight gets a slot where they
+ * are joined, written out when the next run does not follow on, when the
+ * slot is full or wanted for another chunk, and at the end of the write. */
+#define PARK_SLOTS 16
+#define PARK_SLOT_BYTES ((size_t)64 << 10)
+typedef struct pslot {
+  int64_t chunk; /* -1: free */
+  size_t off, len;
+  uint8_t *buf;  /* PARK_SLOT_BYTES */
+} pslot;
 
 static void upd_close(upd *u) {
   u->parked = 0;
+  u->cur = -1;
   if (!u->e) return;
   b2_cache_write_end(u->f->env->cache, u->e, !u->lossy || u->changed);
   b2_cache_release(u->f->env->cache, u->e);
   u->e = NULL;
-  u->cur = -1;
 }
 
 /* The write reaches the last item of `chunk`: note it, to be compressed. */
@@ -138,6 +156,116 @@ static int upd_open(upd *u, int64_t chunk, size_t off) {
   return 0;
 }
 
+/* Bytes [off, off+len) of chunk `chunk`, parked when the write began:
+ * to its parked bytes, or, when it is parked no longer (the idle flusher
+ * compressed it meanwhile) or the unnamed file fails (no space, an I/O
+ * error), through the cache as if it had not been parked. */
+static int park_put(upd *u, int64_t chunk, size_t off, const void *src, size_t len) {
+  b2_file *f = u->f;
+  b2_cache *c = f->env->cache;
+  b2_cache_entry *e = NULL;
+  for (int tries = 0; !e; tries++) {
+    /* In the cache (unparked by an earlier fallback of this write): the
+     * newer bytes are there. */
+    if (b2_cache_peek(c, f->id, chunk, &e) == 0) break;
+    int rc = b2_file_spill_write(f, chunk, off, src, len);
+    if (rc > 0) return 0;
+    upd_close(u); /* (its entry may be this chunk's) */
+    if (rc < 0) {
+      /* The parked bytes go to the cache, where the newer bytes of a
+       * chunk both parked and cached are looked for first. */
+      int r2 = b2_file_spill_unpark(f, chunk, &e);
+      if (r2 < 0) return rc;
+      if (r2 > 0) break;
+    }
+    rc = b2_file_wpin(f, chunk, 0, &e);
+    if (rc == B2_E_STALE && tries < 8) continue; /* parked again meanwhile */
+    if (rc < 0) return rc;
+  }
+  int rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
+  if (rc == 0) {
+    size_t want = (size_t)f->array.chunk_nbytes;
+    if (b2_cache_len(e) != want) rc = b2_cache_resize(c, e, want);
+    if (rc == 0) memcpy(b2_cache_wdata(e) + off, src, len);
+    b2_cache_write_end(c, e, rc == 0);
+  }
+  b2_cache_release(c, e);
+  return rc;
+}
+
+static int park_flush(upd *u, pslot *p) {
+  if (p->chunk < 0 || p->len == 0) return 0;
+  size_t n = p->len;
+  p->len = 0;
+  return park_put(u, p->chunk, p->off, p->buf, n);
+}
+
+static int park_flush_all(upd *u) {
+  int rc = 0;
+  for (int k = 0; u->ps && k < PARK_SLOTS; k++) {
+    int r = park_flush(u, &u->ps[k]);
+    if (rc == 0) rc = r;
+    u->ps[k].chunk = -1;
+  }
+  return rc;
+}
+
+static void park_free(upd *u) {
+  if (!u->ps) return;
+  free(u->ps[0].buf);
+  free(u->ps);
+  u->ps = NULL;
+}
+
+/* A run for parked chunk `chunk`: joined to its slot's bytes when it
+ * follows them, else the slot is written out first. */
+static int park_run(upd *u, int64_t chunk, size_t off, const void *src, size_t len) {
+  if (!u->ps && len < PARK_SLOT_BYTES) {
+    pslot *ps = calloc(PARK_SLOTS, sizeof *ps);
+    uint8_t *buf = ps ? malloc(PARK_SLOTS * PARK_SLOT_BYTES) : NULL;
+    if (buf) {
+      for (int k = 0; k < PARK_SLOTS; k++) ps[k] = (pslot){-1, 0, 0, buf + k * PARK_SLOT_BYTES};
+      u->ps = ps;
+    } else {
+      free(ps); /* no room to gather: one write each */
+    }
+  }
+  pslot *p = NULL, *free_slot = NULL;
+  for (int k = 0; u->ps && k < PARK_SLOTS && !p; k++) {
+    if (u->ps[k].chunk == chunk) p = &u->ps[k];
+    else if (u->ps[k].chunk < 0 && !free_slot) free_slot = &u->ps[k];
+  }
+  if (!u->ps || len >= PARK_SLOT_BYTES) {
+    int rc = p ? park_flush(u, p) : 0;
+    return rc < 0 ? rc : park_put(u, chunk, off, src, len);
+  }
+  if (p && (p->off + p->len != off || p->len + len > PARK_SLOT_BYTES)) {
+    int rc = park_flush(u, p);
+    if (rc < 0) return rc;
+  }
+  if (!p) {
+    p = free_slot;
+    if (!p) { /* all in use: the next in turn is written out */
+      p = &u->ps[u->pnext];
+      u->pnext = (u->pnext + 1) % PARK_SLOTS;
+      int rc = park_flush(u, p);
+      if (rc < 0) return rc;
+    }
+    p->chunk = chunk;
+  }
+  if (u->cur != chunk) {
+    /* A flush above went through the cache (park_put closed the writer's
+     * chunk): this chunk may be cached now, so this run goes there too,
+     * never into a slot behind the cache's newer bytes. */
+    p->chunk = -1;
+    return park_put(u, chunk, off, src, len);
+  }
+  if (p->len == 0) p->off = off;
+  memcpy(p->buf + p->len, src, len);
+  p->len += len;
+  return 0;
+}
+
 static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const void *src) {
   upd *u = ctx;
   if (chunk != u->cur) {
@@ -145,19 +273,7 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
     int rc = upd_open(u, chunk, off);
     if (rc < 0) return rc;
   }
-  if (u->parked) {
-    int rc = b2_file_spill_write(u->f, chunk, off, src, len);
-    if (rc > 0) return 0;
-    /* The unnamed file failed (no space, an I/O error): the chunk goes
-     * through the cache instead, as if it had not been parked. */
-    b2_cache_entry *e;
-    int r2 = b2_file_spill_unpark(u->f, chunk, &e);
-    if (r2 < 0) return rc < 0 ? rc : r2;
-    if (r2 > 0) b2_cache_release(u->f->env->cache, e);
-    upd_close(u);
-    if ((r2 = upd_open(u, chunk, off)) < 0) return r2;
-    if (u->parked) return rc < 0 ? rc : b2_fail(B2_E_BUSY, "chunk %lld stays parked", (long long)chunk);
-  }
+  if (u->parked) return park_run(u, chunk, off, src, len);
   uint8_t *dst = b2_cache_wdata(u->e) + off;
   if (u->lossy && !u->changed && memcmp(dst, src, len) == 0) return 0;
   memcpy(dst, src, len);
@@ -170,11 +286,14 @@ static int items_write(b2_file *f, const uint8_t *src, size_t n, int64_t aoff) {
   while (n > 0) {
     size_t piece = B2_MIN(n, (size_t)1 << 30);
     upd u = {f, aoff, aoff + (int64_t)piece, NULL, -1, NULL, 0, 0,
-             b2_cparams_lossy_blocks(&f->cp), 0, 0};
+             b2_cparams_lossy_blocks(&f->cp), 0, 0, NULL, 0};
     /* spill.c: where the writer is (somewhere in this write, then past it) */
     atomic_store(&f->wlo, aoff);
     atomic_store(&f->whi, aoff + (int64_t)piece);
     int rc = b2_b2nd_update(&f->array, (uint64_t)aoff, piece, src, upd_write, &u);
+    int r2 = park_flush_all(&u);
+    if (rc >= 0 && r2 < 0) rc = r2;
+    park_free(&u);
     upd_close(&u);
     atomic_store(&f->wlo, aoff + (int64_t)piece);
     int unparked = 0;

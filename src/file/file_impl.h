@@ -248,7 +248,6 @@ int b2_file_tmpfile(b2_file *f);
 void b2_file_spill_cut(b2_file *f, int64_t nchunks);
 void b2_file_spill_reset(b2_file *f);
 void b2_file_spill_close(b2_file *f);
-int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len);
 
 /* Sequential reads of an array view whose chunks are not in C order
  * (band.c): bytes [aoff, aoff+n) of the items, by bands of rows decoded

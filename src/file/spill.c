@@ -198,12 +198,19 @@ static int drain_one(b2_file *f, int64_t i) {
   pthread_mutex_lock(&f->fmu);
   uint64_t ver = f->spill_ver, epoch = atomic_load(&f->epoch);
   int parked = has_bit(f, i);
+  size_t n, cn = (size_t)f->array.chunk_nbytes;
   pthread_mutex_unlock(&f->fmu);
   if (!parked) return 1;
   uint8_t *raw;
-  size_t n;
+  /* The chunk read back and its compressed form count in the cache. */
+  b2_cache *c = f->env->cache;
+  size_t charged = cn + b2_chunk_bound(cn);
+  b2_cache_charge(c, charged);
   int rc = b2_file_spill_load(f, i, &raw, &n);
-  if (rc <= 0) return rc < 0 ? rc : 1;
+  if (rc <= 0) {
+    b2_cache_uncharge(c, charged);
+    return rc < 0 ? rc : 1;
+  }
   size_t cap = b2_chunk_bound(n);
   uint8_t *buf = malloc(cap);
   rc = buf ? b2_chunk_encode(&f->cp, raw, n, buf, cap)
@@ -223,6 +230,7 @@ static int drain_one(b2_file *f, int64_t i) {
     pthread_mutex_unlock(&f->fmu);
   }
   free(buf);
+  b2_cache_uncharge(c, charged);
   return rc < 0 ? b2_context(rc, "%s: chunk %lld", f->path, (long long)i) : rc;
 }
 

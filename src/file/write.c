@@ -41,11 +41,17 @@ static size_t chunk_len(const b2_file *f, int64_t size, int64_t i) {
 int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len) {
   b2_file *f = owner;
   uint64_t epoch = atomic_load(&f->epoch);
-  /* A chunk the writer is still inside: parked, not compressed. */
-  if (b2_file_spill_put(f, i, data, len, epoch) > 0) return 0;
+  /* A chunk the writer is still inside: parked, not compressed (and its
+   * entry dropped: the writer's next runs go to the parked bytes). */
+  if (b2_file_spill_put(f, i, data, len, epoch) > 0) return B2_CACHE_FLUSH_DROP;
   size_t cap = b2_chunk_bound(len);
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  b2_cache_charge(c, cap); /* (room made in the cache for it) */
   uint8_t *buf = malloc(cap);
-  if (!buf) return b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
+  if (!buf) {
+    b2_cache_uncharge(c, cap);
+    return b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
+  }
   int rc = b2_chunk_encode(&f->cp, data, len, buf, cap);
   if (rc >= 0) {
     size_t clen = (size_t)rc;
@@ -64,6 +70,7 @@ int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len)
     pthread_mutex_unlock(&f->fmu);
   }
   free(buf);
+  b2_cache_uncharge(c, cap);
   if (rc < 0) return b2_context(rc, "%s: chunk %lld", f->path, (long long)i);
   return 0;
 }

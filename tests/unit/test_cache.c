@@ -91,6 +91,7 @@ typedef struct store {
   size_t len[MAXREC];
   uint8_t first[MAXREC], last[MAXREC];
   int uniform[MAXREC];  /* all bytes equal */
+  int drop;             /* return B2_CACHE_FLUSH_DROP */
 } store;
 
 static int flush_fn(void *owner, int64_t chunk, const uint8_t *data,
@@ -109,7 +110,7 @@ static int flush_fn(void *owner, int64_t chunk, const uint8_t *data,
     for (size_t k = 1; k < len; k++) u &= data[k] == data[0];
     s->uniform[i] = u;
   }
-  return 0;
+  return s->drop ? B2_CACHE_FLUSH_DROP : 0;
 }
 
 /* Overwrite a pinned entry with byte v, marking it dirty. */
@@ -680,8 +681,49 @@ static void test_buffer_red_zones(void) {
 #endif
 }
 
+/* Work buffers charged to the cache push clean, unpinned entries out (and
+ * flush none); a flush callback returning B2_CACHE_FLUSH_DROP takes its
+ * entry out of the cache once written back. */
+static void test_charge_and_drop(void) {
+  b2_cache *c = mk(4000, 2000, 1);
+  loader l = {.size = 1000};
+  store s = {.fail_chunk = -1};
+  for (int k = 0; k < 3; k++) CHECK_EQ(touch(c, &l, 1, k), 0);
+  b2_cache_entry *e;
+  CHECK_EQ(b2_cache_get(c, 1, 3, load_fn, &l, &e), 0);
+  CHECK_EQ(stats(c).bytes, 4000);
+  b2_cache_charge(c, 2500); /* 6500: the three clean ones go, not the pinned one */
+  CHECK(!present(c, 1, 0) && !present(c, 1, 1) && !present(c, 1, 2));
+  CHECK_EQ(stats(c).bytes, 3500);
+  b2_cache_release(c, e);
+  CHECK(present(c, 1, 3));
+  b2_cache_uncharge(c, 2500);
+  CHECK_EQ(stats(c).bytes, 1000);
+  CHECK_EQ(dirty_key(c, &l, &s, 1, 5, 0x55), 0);
+  b2_cache_charge(c, 10000); /* only dirty entries left: nothing flushed */
+  CHECK_EQ(s.calls, 0);
+  CHECK(present(c, 1, 5));
+  CHECK(!present(c, 1, 3));
+  b2_cache_uncharge(c, 10000);
+  CHECK_EQ(stats(c).bytes, 1000);
+  b2_cache_charge(NULL, 1); /* no cache: nothing */
+  b2_cache_uncharge(NULL, 1);
+  /* written back elsewhere: dropped; a plain write-back stays */
+  s.drop = 1;
+  CHECK_EQ(b2_cache_flush_all(c, NULL), 0);
+  CHECK_EQ(s.calls, 1);
+  CHECK(!present(c, 1, 5));
+  s.drop = 0;
+  CHECK_EQ(dirty_key(c, &l, &s, 1, 6, 0x66), 0);
+  CHECK_EQ(b2_cache_flush_all(c, NULL), 0);
+  CHECK(present(c, 1, 6));
+  CHECK_EQ(stats(c).bytes, 1000);
+  b2_cache_destroy(c);
+}
+
 int main(void) {
   T_RUN(test_hit_miss);
+  T_RUN(test_charge_and_drop);
   T_RUN(test_lru_one_shard);
   T_RUN(test_lru_sharded);
   T_RUN(test_byte_bound);
