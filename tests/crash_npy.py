@@ -4,8 +4,8 @@
       DIR is a directory under a b2fs mount.  Without LOGDIR/npy.base it
       first creates DIR/arr.npy (a 2-D '<u2' array with chunk and block
       shapes set through user.b2.*: blocks that do not divide chunks, so
-      reads gather and resizes zero padding; with CRASH_TILES=1,
-      chunks that split rows for even seeds) and logs "R" once it is
+      reads gather and resizes zero padding; chunks that split rows
+      for even seeds, unless CRASH_TILES=0) and logs "R" once it is
       committed; with it, it first checks that DIR/arr.npy holds that state
       (the remount check).  Then, until killed, random operations on the
       array's .npy view: writes of up to 124 KiB at any item offset, resizes
@@ -71,15 +71,14 @@ def run_ops(d, logdir, seed, maxops):
         os.makedirs(d, exist_ok=True)
         a = np.random.default_rng([seed, 0]).integers(0, 65536, (ROWS0, COLS)).astype(DT)
         fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
-        # Chunks across whole rows, or with CRASH_TILES=1 (even seeds, the
-        # first trial's among them: t_crash.sh's seeds start at a multiple
-        # of 1000) tiles that split them: a writer then is inside a row of
-        # chunks at once, and chunks pushed out of the cache are parked
-        # beside the frame (spill.c).  Not by default: with tiles, 3 of
-        # 200 trials read back bytes that differ from those written (a race
-        # under resizes and other writers, older than the parking: far more
-        # trials failed before it; issue 12's note of 28 November).
-        split = os.environ.get("CRASH_TILES") == "1" and seed % 2 == 0
+        # Chunks across whole rows (odd seeds, or CRASH_TILES=0), or tiles
+        # that split them (even seeds, the first trial's among them:
+        # t_crash.sh's seeds start at a multiple of 1000): a writer then is
+        # inside a row of chunks at once, and chunks pushed out of the
+        # cache are parked beside the frame (spill.c).  Tiles found a write
+        # that lost the rows of a tile it had left and came back to (fixed
+        # 28 November, 96803e6).
+        split = os.environ.get("CRASH_TILES", "1") == "1" and seed % 2 == 0
         os.setxattr(path, "user.b2.chunkshape", b"16,400" if split else b"16,1000")
         os.setxattr(path, "user.b2.blockshape", b"5,128" if split else b"5,1000")
         with os.fdopen(fd, "wb") as f:

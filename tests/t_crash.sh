@@ -41,8 +41,8 @@
 # after a clean unmount.  These trials cycle through the layouts on one
 # SOURCE, so frames of both layouts meet (renames between them included).
 #
-# CRASH_TILES=1 writes the array in tiles that split its rows (known to
-# fail a few trials in 200: see tests/crash_npy.py).
+# For even seeds the array is in tiles that split its rows (its chunks
+# get parked beside the frame); CRASH_TILES=0 keeps chunks across rows.
 # Each trial prints its seed.  CRASH_SEED=N sets the first seed (trial k
 # uses N+k: the operations, kill delay and options); the kill lands at a
 # moment the seed does not fix, so a failing trial's SOURCE, logs and
