@@ -16,8 +16,12 @@
 #include "frame/frame_impl.h"
 
 /* A thread's scratch buffer for compressed chunks is released when it
- * grows past this after use, so one huge chunk does not pin memory. */
-#define SCRATCH_KEEP ((size_t)64 << 20)
+ * grows past this after use: the daemon has a dozen threads that read
+ * chunks (FUSE workers, pool workers), and each kept the largest stored
+ * chunk it had read (3 MiB for 8 MiB cubes of float32: 36 MiB over the
+ * cache).  Larger ones go back to the heap, where the next read takes
+ * them again (fuse/main.c keeps such buffers in the heap). */
+#define SCRATCH_KEEP ((size_t)1 << 20)
 
 int b2_frame_entry_kind(int64_t entry) {
   if (entry >= 0) return B2_SPECIAL_NONE;
