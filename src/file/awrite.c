@@ -111,6 +111,22 @@ static void upd_done(upd *u, int64_t chunk) {
   u->done[u->ndone++] = chunk;
 }
 
+/* Open a write section on pinned entry e at the array's chunk length
+ * (resized when it differs, zeros added): 1 when it was resized, 0 when
+ * not, < 0 on error (no section open then). */
+static int entry_begin(b2_file *f, b2_cache_entry *e) {
+  b2_cache *c = f->env->cache;
+  int rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
+  if (rc < 0) return rc;
+  size_t want = (size_t)f->array.chunk_nbytes;
+  if (b2_cache_len(e) == want) return 0;
+  if ((rc = b2_cache_resize(c, e, want)) < 0) {
+    b2_cache_write_end(c, e, 0);
+    return rc;
+  }
+  return 1;
+}
+
 /* Open chunk `chunk` for the run at its byte `off`.  A chunk the write
  * covers whole starts blank (no decode) only at its first run (off 0): a
  * C-order write comes back to a chunk of tiles once per row of blocks, and
@@ -139,18 +155,11 @@ static int upd_open(upd *u, int64_t chunk, size_t off) {
     return 0;
   }
   if (rc < 0) return rc;
-  rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
-  if (rc < 0) {
+  if ((rc = entry_begin(f, e)) < 0) {
     b2_cache_release(c, e);
     return rc;
   }
-  size_t want = (size_t)f->array.chunk_nbytes;
-  u->changed = b2_cache_len(e) != want;
-  if (u->changed && (rc = b2_cache_resize(c, e, want)) < 0) {
-    b2_cache_write_end(c, e, 0);
-    b2_cache_release(c, e);
-    return rc;
-  }
+  u->changed = rc;
   u->e = e;
   u->cur = chunk;
   return 0;
@@ -182,15 +191,13 @@ static int park_put(upd *u, int64_t chunk, size_t off, const void *src, size_t l
     if (rc == B2_E_STALE && tries < 8) continue; /* parked again meanwhile */
     if (rc < 0) return rc;
   }
-  int rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
-  if (rc == 0) {
-    size_t want = (size_t)f->array.chunk_nbytes;
-    if (b2_cache_len(e) != want) rc = b2_cache_resize(c, e, want);
-    if (rc == 0) memcpy(b2_cache_wdata(e) + off, src, len);
-    b2_cache_write_end(c, e, rc == 0);
+  int rc = entry_begin(f, e);
+  if (rc >= 0) {
+    memcpy(b2_cache_wdata(e) + off, src, len);
+    b2_cache_write_end(c, e, 1);
   }
   b2_cache_release(c, e);
-  return rc;
+  return rc < 0 ? rc : 0;
 }
 
 static int park_flush(upd *u, pslot *p) {
@@ -361,10 +368,8 @@ static int set_rows(b2_file *f, int64_t size) {
     for (int64_t k = (nch0 - 1) * per; rc == 0 && k < nch0 * per; k++) {
       b2_cache_entry *e;
       if ((rc = b2_file_wpin(f, k, 0, &e)) < 0) break;
-      rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
-      if (rc == 0) {
-        if (b2_cache_len(e) != (size_t)a->chunk_nbytes) rc = b2_cache_resize(c, e, (size_t)a->chunk_nbytes);
-        if (rc == 0) rc = b2_b2nd_zero_rows(a, k, a->shape[0], b2_cache_wdata(e));
+      if ((rc = entry_begin(f, e)) >= 0) {
+        rc = b2_b2nd_zero_rows(a, k, a->shape[0], b2_cache_wdata(e));
         b2_cache_write_end(c, e, rc == 0);
       }
       b2_cache_release(c, e);

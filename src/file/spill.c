@@ -204,14 +204,13 @@ static int drain_one(b2_file *f, int64_t i) {
   uint8_t *raw;
   /* The chunk read back and its compressed form count in the cache. */
   b2_cache *c = f->env->cache;
-  size_t charged = cn + b2_chunk_bound(cn);
+  size_t cap = b2_chunk_bound(cn), charged = cn + cap;
   b2_cache_charge(c, charged);
-  int rc = b2_file_spill_load(f, i, &raw, &n);
+  int rc = b2_file_spill_load(f, i, &raw, &n); /* n is cn */
   if (rc <= 0) {
     b2_cache_uncharge(c, charged);
     return rc < 0 ? rc : 1;
   }
-  size_t cap = b2_chunk_bound(n);
   uint8_t *buf = malloc(cap);
   rc = buf ? b2_chunk_encode(&f->cp, raw, n, buf, cap)
            : b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
