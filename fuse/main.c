@@ -186,9 +186,12 @@ int main(int argc, char **argv) {
   memset(&cmd, 0, sizeof cmd);
   b2fs_g.root.fd = -1;
 
-  /* Chunk-sized work buffers (1 MiB and up, per thread) stay in the heap
-   * for reuse rather than being mapped and zero-faulted anew; the cache's
-   * entries have their own mappings (b2_cache_buf_alloc). */
+  /* Buffers of the same size that each thread keeps or takes again (the
+   * 1 MiB request and reply buffers) stay in the heap for reuse rather
+   * than being mapped and zero-faulted anew; chunk-sized ones of mixed
+   * sizes (cache entries, chunks compressed or read) have their own
+   * mappings (common/bigbuf.c), as holes they left in the heap would stay
+   * in the process. */
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   /* One arena per thread would each keep their own free chunk buffers and

@@ -92,11 +92,13 @@ typedef struct b2_cache_config {
                        order in tests; more shards only reduce contention. */
 } b2_cache_config;
 
-/* Buffers of entries.  Large ones (64 KiB and up) are mapped on their own
- * in 64 KiB classes and returned to the system when freed (a few are kept
- * for the next buffer of the same class), so that entries of mixed sizes
- * coming and going cannot fragment the heap and grow the process far past
- * the cache's capacity.  Contents of a new buffer are undefined.
+/* Buffers of entries (the engine's allocator of large buffers, which also
+ * holds chunks being compressed and stored chunks read for a decode).
+ * Large ones (64 KiB and up) are mapped on their own in 64 KiB classes
+ * and returned to the system when freed (a few are kept for the next
+ * buffer of the same class), so that entries of mixed sizes coming and
+ * going cannot fragment the heap and grow the process far past the
+ * cache's capacity.  Contents of a new buffer are undefined.
  * b2_cache_buf_alloc returns NULL when out of memory; b2_cache_buf_free
  * accepts NULL; b2_cache_buf_cap gives the bytes usable in a buffer. */
 uint8_t *b2_cache_buf_alloc(size_t n);

@@ -54,6 +54,12 @@ typedef struct b2_env_opts {
 void b2_env_opts_default(b2_env_opts *o);
 int b2_env_create(const b2_env_opts *o, b2_env **out);
 void b2_env_destroy(b2_env *env);
+/* Memory the caller holds beside the engine for its own I/O (a daemon's
+ * per-thread request and reply buffers) counts in the cache's bytes while
+ * held: clean chunks make room for it, so that cache_size bounds both.
+ * Uncharge the same n when it is freed.  No-op without a cache. */
+void b2_env_charge(b2_env *env, size_t n);
+void b2_env_uncharge(b2_env *env, size_t n);
 
 /* ---- handles ------------------------------------------------------------ */
 typedef struct b2_file b2_file;

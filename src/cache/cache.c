@@ -5,7 +5,7 @@
 
 #include "b2_error.h"
 #include "cache/cache_int.h"
-
+#include "common/bigbuf.h"
 
 static uint64_t key_hash(uint64_t file, int64_t chunk) {
   uint64_t x = file * 0x9e3779b97f4a7c15ull ^ (uint64_t)chunk;
@@ -98,6 +98,12 @@ void b2_cache_destroy(b2_cache *c) {
   free(c->shards);
   free(c);
 }
+
+/* Entries live in the engine's large buffers (common/bigbuf.c). */
+uint8_t *b2_cache_buf_alloc(size_t n) { return b2_bigbuf_alloc(n); }
+uint8_t *b2_cache_buf_zalloc(size_t n) { return b2_bigbuf_zalloc(n); }
+void b2_cache_buf_free(uint8_t *p) { b2_bigbuf_free(p); }
+size_t b2_cache_buf_cap(const uint8_t *p) { return b2_bigbuf_cap(p); }
 
 uint64_t b2_cache_file_id(b2_cache *c) {
   return atomic_fetch_add(&c->next_file, 1) + 1;

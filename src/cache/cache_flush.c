@@ -15,6 +15,7 @@
 
 #include "b2_error.h"
 #include "cache/cache_int.h"
+#include "common/bigbuf.h"
 #include "common/pool.h"
 #include "common/util.h"
 
@@ -191,7 +192,7 @@ int b2_cache_resize(b2_cache *c, b2_cache_entry *e, size_t len) {
     if (e->len) memcpy(p, e->data, e->len);
     b2_cache_buf_free(e->data);
   }
-  b2_cache_buf_use(p, len);
+  b2_bigbuf_use(p, len);
   if (len > e->len) {
     memset(p + e->len, 0, len - e->len);
     atomic_fetch_add(&c->bytes, (uint64_t)(len - e->len));

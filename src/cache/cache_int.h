@@ -142,9 +142,6 @@ b2_cache_entry *b2_cache_unpin_locked(b2_cache *c, b2_cache_shard *s,
 /* cache_drop.c: bring bytes back under capacity (no locks held). */
 void b2_cache_evict(b2_cache *c);
 
-/* cache_buf.c: buffer p (from b2_cache_buf_alloc) now holds len bytes,
- * len <= its capacity (for AddressSanitizer: the rest is off limits). */
-void b2_cache_buf_use(uint8_t *p, size_t len);
 
 /* cache_flush.c */
 /* Claim the oldest dirty entry matching f (dmu held): marks it flushing and

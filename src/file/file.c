@@ -53,6 +53,14 @@ int b2_env_create(const b2_env_opts *o, b2_env **out) {
   return 0;
 }
 
+void b2_env_charge(b2_env *env, size_t n) {
+  if (env) b2_cache_charge(env->cache, n);
+}
+
+void b2_env_uncharge(b2_env *env, size_t n) {
+  if (env) b2_cache_uncharge(env->cache, n);
+}
+
 void b2_env_destroy(b2_env *env) {
   if (!env) return;
   b2_env_stop_idler(env);

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "b2_error.h"
+#include "common/bigbuf.h"
 #include "common/fileio.h"
 #include "common/util.h"
 #include "file/file_impl.h"
@@ -211,7 +212,7 @@ static int drain_one(b2_file *f, int64_t i) {
     b2_cache_uncharge(c, charged);
     return rc < 0 ? rc : 1;
   }
-  uint8_t *buf = malloc(cap);
+  uint8_t *buf = b2_bigbuf_alloc(cap);
   rc = buf ? b2_chunk_encode(&f->cp, raw, n, buf, cap)
            : b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
   b2_cache_buf_free(raw);
@@ -228,7 +229,7 @@ static int drain_one(b2_file *f, int64_t i) {
     }
     pthread_mutex_unlock(&f->fmu);
   }
-  free(buf);
+  b2_bigbuf_free(buf);
   b2_cache_uncharge(c, charged);
   return rc < 0 ? b2_context(rc, "%s: chunk %lld", f->path, (long long)i) : rc;
 }

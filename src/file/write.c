@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "b2_error.h"
+#include "common/bigbuf.h"
 #include "common/fileio.h"
 #include "common/util.h"
 #include "file/file_impl.h"
@@ -47,7 +48,7 @@ int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len)
   size_t cap = b2_chunk_bound(len);
   b2_cache *c = f->env ? f->env->cache : NULL;
   b2_cache_charge(c, cap); /* (room made in the cache for it) */
-  uint8_t *buf = malloc(cap);
+  uint8_t *buf = b2_bigbuf_alloc(cap); /* not the heap: see bigbuf.h */
   if (!buf) {
     b2_cache_uncharge(c, cap);
     return b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
@@ -69,7 +70,7 @@ int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len)
       b2_file_spill_forget(f, i); /* the frame has it now */
     pthread_mutex_unlock(&f->fmu);
   }
-  free(buf);
+  b2_bigbuf_free(buf);
   b2_cache_uncharge(c, cap);
   if (rc < 0) return b2_context(rc, "%s: chunk %lld", f->path, (long long)i);
   return 0;

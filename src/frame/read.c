@@ -12,6 +12,7 @@
 
 #include "b2_chunk.h"
 #include "b2_error.h"
+#include "common/bigbuf.h"
 #include "common/util.h"
 #include "frame/frame_impl.h"
 
@@ -19,8 +20,9 @@
  * grows past this after use: the daemon has a dozen threads that read
  * chunks (FUSE workers, pool workers), and each kept the largest stored
  * chunk it had read (3 MiB for 8 MiB cubes of float32: 36 MiB over the
- * cache).  Larger ones go back to the heap, where the next read takes
- * them again (fuse/main.c keeps such buffers in the heap). */
+ * cache).  Scratch buffers are the engine's large buffers (bigbuf.h), so
+ * a larger one released goes back to the system or to the few kept for
+ * the next one, never into holes of the heap the process keeps. */
 #define SCRATCH_KEEP ((size_t)1 << 20)
 
 int b2_frame_entry_kind(int64_t entry) {
@@ -277,7 +279,7 @@ static int scratch_key_ok;
 
 static void scratch_free(void *p) {
   b2_chunkbuf *b = p;
-  free(b->p);
+  b2_bigbuf_free(b->p);
   free(b);
 }
 
@@ -292,6 +294,10 @@ static b2_chunkbuf *scratch(void) {
   b2_chunkbuf *b = pthread_getspecific(scratch_key);
   if (b) return b;
   b = calloc(1, sizeof *b);
+  if (b) {
+    b->alloc = b2_bigbuf_alloc;
+    b->release = b2_bigbuf_free;
+  }
   if (b && pthread_setspecific(scratch_key, b) != 0) {
     free(b);
     b = NULL;
@@ -301,7 +307,7 @@ static b2_chunkbuf *scratch(void) {
 
 static void scratch_trim(b2_chunkbuf *b) {
   if (b->cap > SCRATCH_KEEP) {
-    free(b->p);
+    b2_bigbuf_free(b->p);
     b->p = NULL;
     b->cap = 0;
   }

@@ -321,6 +321,40 @@ static void test_whole_chunks(void) {
   b2_env_destroy(env);
 }
 
+/* Memory charged to the environment (a daemon's thread buffers) takes the
+ * room of clean chunks at once, and is given back by the uncharge. */
+static void test_env_charge(void) {
+  size_t cap = 4 * (size_t)CHUNK + CHUNK / 2;
+  b2_env *env = make_env(cap, 1);
+  CHECK(env != NULL);
+  if (!env) return;
+  b2_file *f;
+  CHECK_EQ(b2_file_open(env, sig_path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  uint8_t *buf = malloc(CHUNK);
+  int bad = 0; /* read in order: the chunks are decoded into the cache */
+  for (int64_t off = 0; off < 3 * (int64_t)CHUNK + CHUNK / 2 && !bad; off += 8192)
+    bad = check_read(f, sig, 8192, off, buf);
+  CHECK_EQ(bad, 0);
+  b2_pool_wait(env->pool, &f->group);
+  b2_cache_stats st;
+  b2_cache_get_stats(env->cache, &st);
+  uint64_t full = st.bytes, entries = st.entries;
+  CHECK(full > 3 * (uint64_t)CHUNK); /* decoded chunks kept */
+  b2_env_charge(env, 3 * (size_t)CHUNK);
+  b2_cache_get_stats(env->cache, &st);
+  CHECK(st.bytes <= cap);                 /* chunks evicted for it */
+  CHECK(st.bytes >= 3 * (uint64_t)CHUNK); /* the charge itself counts */
+  CHECK(st.entries + 2 <= entries);
+  CHECK_EQ(check_read(f, sig, CHUNK, 0, buf), 0);
+  b2_env_uncharge(env, 3 * (size_t)CHUNK);
+  CHECK(cache_bytes(env) <= cap - 3 * (uint64_t)CHUNK + CHUNK);
+  b2_env_charge(NULL, 1); /* no environment: nothing to do */
+  b2_env_uncharge(NULL, 1);
+  free(buf);
+  CHECK_EQ(b2_file_close(f), 0);
+  b2_env_destroy(env);
+}
+
 static int check_pin(b2_file *f, const uint8_t *want, size_t n, int64_t off, uint8_t *buf,
                      int *pinned) {
   b2_file_pin p;
@@ -803,6 +837,7 @@ int main(void) {
   T_RUN(test_blocks_no_room);
   T_RUN(test_sequential_swapped);
   T_RUN(test_whole_chunks);
+  T_RUN(test_env_charge);
   T_RUN(test_pinned);
   T_RUN(test_interleaved);
   T_RUN(test_no_cache);

@@ -1,8 +1,9 @@
 /*
- * cache_buf.c - the buffers that hold cache entries (b2_cache_buf_alloc,
- * b2_cache_buf_free; see b2_cache.h).
+ * bigbuf.c - the engine's large buffers: cache entries (b2_cache_buf_alloc
+ * in b2_cache.h is this allocator), chunks being compressed, stored chunks
+ * read for a decode (see bigbuf.h).
  *
- * Entries come and go all the time in sizes that differ from chunk to
+ * Such buffers come and go all the time in sizes that differ from chunk to
  * chunk (stored chunks) next to sizes that repeat (decoded chunks).  Kept
  * in the malloc heap, such a mix fragments it: freed holes too small for
  * the next entry pile up until the process holds far more than the
@@ -28,8 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "b2_cache.h"
-#include "cache/cache_int.h"
+#include "common/bigbuf.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -139,16 +139,16 @@ static uint8_t *buf_alloc(size_t n, int zero) {
   buf_hdr *h = base; /* the header is never poisoned */
   h->size = need;
   h->mapped = mapped;
-  b2_cache_buf_use((uint8_t *)base + HDR, n);
+  b2_bigbuf_use((uint8_t *)base + HDR, n);
   if (zero && !fresh) memset((uint8_t *)base + HDR, 0, n);
   return (uint8_t *)base + HDR;
 }
 
-uint8_t *b2_cache_buf_alloc(size_t n) { return buf_alloc(n, 0); }
+uint8_t *b2_bigbuf_alloc(size_t n) { return buf_alloc(n, 0); }
 
-uint8_t *b2_cache_buf_zalloc(size_t n) { return buf_alloc(n, 1); }
+uint8_t *b2_bigbuf_zalloc(size_t n) { return buf_alloc(n, 1); }
 
-void b2_cache_buf_free(uint8_t *p) {
+void b2_bigbuf_free(uint8_t *p) {
   if (!p) return;
   buf_hdr *h = (buf_hdr *)(void *)(p - HDR);
   if (!h->mapped) {
@@ -163,14 +163,14 @@ void b2_cache_buf_free(uint8_t *p) {
   }
 }
 
-void b2_cache_buf_use(uint8_t *p, size_t len) {
+void b2_bigbuf_use(uint8_t *p, size_t len) {
   const buf_hdr *h = (const buf_hdr *)(const void *)(p - HDR);
   if (!h->mapped || len > h->size - HDR) return;
   UNPOISON(p, len);
   POISON(p + len, h->size - HDR - len);
 }
 
-size_t b2_cache_buf_cap(const uint8_t *p) {
+size_t b2_bigbuf_cap(const uint8_t *p) {
   if (!p) return 0;
   const buf_hdr *h = (const buf_hdr *)(const void *)(p - HDR);
   return h->size - HDR - (h->mapped ? REDZONE : 0);
