@@ -153,6 +153,12 @@ static inline int b2_file_arrayish(const b2_file *f) {
 /* write.c internals shared with awrite.c (wmu held where it matters). */
 int64_t b2_file_now_ms(void);
 int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len);
+/* Compress the len bytes of chunk i with f's parameters into a large
+ * buffer (*out) that counts in the cache's bytes while it lives: the
+ * compressed length, or < 0 (no buffer).  b2_file_encoded_free gives the
+ * buffer and its charge back (len as given here). */
+int b2_file_encode(b2_file *f, int64_t i, const uint8_t *data, size_t len, uint8_t **out);
+void b2_file_encoded_free(b2_file *f, uint8_t *buf, size_t len);
 /* Store every chunk written into the frame, parked ones included, without
  * committing (wmu held). */
 int b2_file_store_all(b2_file *f);

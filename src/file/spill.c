@@ -44,7 +44,6 @@
 #include <unistd.h>
 
 #include "b2_error.h"
-#include "common/bigbuf.h"
 #include "common/fileio.h"
 #include "common/util.h"
 #include "file/file_impl.h"
@@ -202,20 +201,18 @@ static int drain_one(b2_file *f, int64_t i) {
   size_t n, cn = (size_t)f->array.chunk_nbytes;
   pthread_mutex_unlock(&f->fmu);
   if (!parked) return 1;
-  uint8_t *raw;
+  uint8_t *raw, *buf;
   /* The chunk read back and its compressed form count in the cache. */
   b2_cache *c = f->env->cache;
-  size_t cap = b2_chunk_bound(cn), charged = cn + cap;
-  b2_cache_charge(c, charged);
+  b2_cache_charge(c, cn);
   int rc = b2_file_spill_load(f, i, &raw, &n); /* n is cn */
   if (rc <= 0) {
-    b2_cache_uncharge(c, charged);
+    b2_cache_uncharge(c, cn);
     return rc < 0 ? rc : 1;
   }
-  uint8_t *buf = b2_bigbuf_alloc(cap);
-  rc = buf ? b2_chunk_encode(&f->cp, raw, n, buf, cap)
-           : b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
+  rc = b2_file_encode(f, i, raw, n, &buf);
   b2_cache_buf_free(raw);
+  b2_cache_uncharge(c, cn);
   if (rc >= 0) {
     size_t clen = (size_t)rc;
     pthread_mutex_lock(&f->fmu);
@@ -229,8 +226,7 @@ static int drain_one(b2_file *f, int64_t i) {
     }
     pthread_mutex_unlock(&f->fmu);
   }
-  b2_bigbuf_free(buf);
-  b2_cache_uncharge(c, charged);
+  b2_file_encoded_free(f, buf, n);
   return rc < 0 ? b2_context(rc, "%s: chunk %lld", f->path, (long long)i) : rc;
 }
 

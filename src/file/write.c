@@ -45,15 +45,8 @@ int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len)
   /* A chunk the writer is still inside: parked, not compressed (and its
    * entry dropped: the writer's next runs go to the parked bytes). */
   if (b2_file_spill_put(f, i, data, len, epoch) > 0) return B2_CACHE_FLUSH_DROP;
-  size_t cap = b2_chunk_bound(len);
-  b2_cache *c = f->env ? f->env->cache : NULL;
-  b2_cache_charge(c, cap); /* (room made in the cache for it) */
-  uint8_t *buf = b2_bigbuf_alloc(cap); /* not the heap: see bigbuf.h */
-  if (!buf) {
-    b2_cache_uncharge(c, cap);
-    return b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
-  }
-  int rc = b2_chunk_encode(&f->cp, data, len, buf, cap);
+  uint8_t *buf;
+  int rc = b2_file_encode(f, i, data, len, &buf);
   if (rc >= 0) {
     size_t clen = (size_t)rc;
     pthread_mutex_lock(&f->fmu);
@@ -70,10 +63,32 @@ int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len)
       b2_file_spill_forget(f, i); /* the frame has it now */
     pthread_mutex_unlock(&f->fmu);
   }
-  b2_bigbuf_free(buf);
-  b2_cache_uncharge(c, cap);
+  b2_file_encoded_free(f, buf, len);
   if (rc < 0) return b2_context(rc, "%s: chunk %lld", f->path, (long long)i);
   return 0;
+}
+
+int b2_file_encode(b2_file *f, int64_t i, const uint8_t *data, size_t len, uint8_t **out) {
+  *out = NULL;
+  size_t cap = b2_chunk_bound(len);
+  b2_cache *c = f->env ? f->env->cache : NULL;
+  b2_cache_charge(c, cap); /* (room made in the cache for it) */
+  uint8_t *buf = b2_bigbuf_alloc(cap); /* not the heap: see bigbuf.h */
+  int rc = buf ? b2_chunk_encode(&f->cp, data, len, buf, cap)
+               : b2_fail(B2_E_NOMEM, "no memory to compress chunk %lld", (long long)i);
+  if (rc < 0) {
+    b2_bigbuf_free(buf);
+    b2_cache_uncharge(c, cap);
+    return rc;
+  }
+  *out = buf;
+  return rc;
+}
+
+void b2_file_encoded_free(b2_file *f, uint8_t *buf, size_t len) {
+  if (!buf) return;
+  b2_bigbuf_free(buf);
+  b2_cache_uncharge(f->env ? f->env->cache : NULL, b2_chunk_bound(len));
 }
 
 /* ---- chunk buffers -------------------------------------------------------- */
