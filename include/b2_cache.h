@@ -169,6 +169,13 @@ uint64_t b2_cache_file_id(b2_cache *c);
  * within capacity.  Release the entry with b2_cache_release. */
 int b2_cache_get(b2_cache *c, uint64_t file, int64_t chunk,
                  b2_cache_load_fn load, void *arg, b2_cache_entry **out);
+/* b2_cache_get for a load whose buffer will hold about `size` bytes (0:
+ * not known): they count in the cache's bytes while it runs, so that
+ * clean entries make room before the buffer is made rather than after
+ * (ten threads loading 4 MiB chunks at once would otherwise take the
+ * process 40 MiB past the capacity). */
+int b2_cache_get_sized(b2_cache *c, uint64_t file, int64_t chunk, size_t size,
+                       b2_cache_load_fn load, void *arg, b2_cache_entry **out);
 
 /* The entry if it is present and loaded, pinned, in *out: 0.  B2_E_NOENT
  * if absent or still loading.  Never loads or waits; not counted in the

@@ -228,11 +228,13 @@ static b2_cache_entry *entry_new(uint64_t file, int64_t chunk, uint64_t h,
 }
 
 /* Run the loader for a fresh LOADING entry we own, publish the outcome. */
-static int run_load(b2_cache *c, b2_cache_shard *s, b2_cache_entry *e,
+static int run_load(b2_cache *c, b2_cache_shard *s, b2_cache_entry *e, size_t size,
                     b2_cache_load_fn load, void *arg) {
   uint8_t *data = NULL;
   size_t len = 0;
+  if (size) b2_cache_charge(c, size);
   int rc = load(arg, e->file, e->chunk, &data, &len);
+  if (size) b2_cache_uncharge(c, size);
   if (rc >= 0 && !data && len)
     rc = b2_fail(B2_E_INVAL, "chunk %lld: loader returned no buffer",
                  (long long)e->chunk);
@@ -265,6 +267,11 @@ static int run_load(b2_cache *c, b2_cache_shard *s, b2_cache_entry *e,
 
 int b2_cache_get(b2_cache *c, uint64_t file, int64_t chunk,
                  b2_cache_load_fn load, void *arg, b2_cache_entry **out) {
+  return b2_cache_get_sized(c, file, chunk, 0, load, arg, out);
+}
+
+int b2_cache_get_sized(b2_cache *c, uint64_t file, int64_t chunk, size_t size,
+                       b2_cache_load_fn load, void *arg, b2_cache_entry **out) {
   if (!out) return b2_fail(B2_E_INVAL, "cache get: no output pointer");
   *out = NULL;
   if (!c || !load) return b2_fail(B2_E_INVAL, "cache get: no cache or loader");
@@ -279,7 +286,7 @@ int b2_cache_get(b2_cache *c, uint64_t file, int64_t chunk,
       hash_insert(s, fresh);
       s->misses++;
       pthread_mutex_unlock(&s->mu);
-      int rc = run_load(c, s, fresh, load, arg);
+      int rc = run_load(c, s, fresh, size, load, arg);
       if (rc < 0) return rc;
       *out = fresh;
       return 0;

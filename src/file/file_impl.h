@@ -203,6 +203,9 @@ void b2_file_park_clear(b2_env *env);
 
 /* Cache loader: decode chunk `chunk` of the file `arg` (a b2_file) whole. */
 int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len);
+/* Chunk i's entry (key f->id) pinned in *e, loaded by load(f, ...) on a
+ * miss with room made for the chunk's size first (b2_cache_get_sized). */
+int b2_file_cache_get(b2_file *f, int64_t i, b2_cache_load_fn load, b2_cache_entry **e);
 
 /* Internal: open/close hooks of the write side (write.c). */
 int b2_file_setup_writer(b2_file *f);

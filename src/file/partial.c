@@ -76,7 +76,7 @@ static int partial(b2_file *f, int64_t i, size_t off, size_t len, void *dst, int
       (ci.nblocks == 1 ||
        (b2_cache_use(se) > (unsigned)ci.nblocks && b2_cache_has_room(c, (size_t)ci.nbytes)))) {
     b2_cache_entry *e; /* decoded from the stored entry while it is pinned */
-    rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, &e);
+    rc = b2_file_cache_get(f, i, b2_file_load_chunk, &e);
     b2_cache_release(c, se);
     if (rc < 0) return rc;
     b2_cache_invalidate(c, f->cid, i); /* clean: the decoded entry replaces it */

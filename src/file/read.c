@@ -64,6 +64,12 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
   return load_chunk(f, chunk, data, len, f->env ? f->env->pool : NULL);
 }
 
+int b2_file_cache_get(b2_file *f, int64_t i, b2_cache_load_fn load, b2_cache_entry **e) {
+  int32_t nb = b2_frame_chunk_nbytes(f->frame, i); /* < 0 past a writer's frame */
+  size_t size = nb > 0 ? (size_t)nb : f->writable && f->chunksize > 0 ? (size_t)f->chunksize : 0;
+  return b2_cache_get_sized(f->env->cache, f->id, i, size, load, f, e);
+}
+
 /* The same on the calling thread alone: for work already beside the
  * reader's (b2_file_warm), where waking the workers would only cost. */
 static int load_chunk_solo(void *arg, uint64_t file, int64_t chunk, uint8_t **data,
@@ -91,7 +97,7 @@ static void copy_entry(const b2_file *f, b2_cache_entry *e, size_t off, size_t l
 static int pin_cached_or_warmed(b2_file *f, b2_cache *c, int64_t i, b2_cache_entry **e) {
   if (b2_cache_peek(c, f->id, i, e) == 0) return 1;
   if (i >= atomic_load(&f->warm)) return 0;
-  int rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
+  int rc = b2_file_cache_get(f, i, b2_file_load_chunk, e);
   return rc < 0 ? rc : 1;
 }
 
@@ -109,7 +115,7 @@ static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, b2_stream *s
   /* A whole chunk goes straight to the caller unless read-ahead has queued
    * it (then wait for that decode rather than repeat it). */
   if (len == (size_t)nb && !(seq && i < atomic_load(&seq->ahead))) return 0;
-  rc = b2_cache_get(c, f->id, i, b2_file_load_chunk, f, e);
+  rc = b2_file_cache_get(f, i, b2_file_load_chunk, e);
   return rc < 0 ? rc : 1;
 }
 
@@ -197,7 +203,7 @@ int b2_file_warm(b2_file *f, int64_t nbytes) {
       b2_cache_release(c, e);
       continue;
     }
-    rc = b2_cache_get(c, f->id, i, load_chunk_solo, f, &e);
+    rc = b2_file_cache_get(f, i, load_chunk_solo, &e);
     if (rc < 0) return rc;
     b2_cache_release(c, e);
     loaded++;
@@ -233,7 +239,8 @@ static void ahead_run(void *arg) {
   b2_frame_info in;
   if (j->key > atomic_load(&j->st->done) &&
       (!locked || (b2_frame_info_copy(f->frame, &in) == 0 && j->key < in.nchunks)) &&
-      b2_cache_get(f->env->cache, j->id, j->key, j->load, f, &e) == 0)
+      (j->id == f->id ? b2_file_cache_get(f, j->key, j->load, &e)
+                      : b2_cache_get(f->env->cache, j->id, j->key, j->load, f, &e)) == 0)
     b2_cache_release(f->env->cache, e);
   if (locked) pthread_rwlock_unlock(&f->szlock);
   free(j);

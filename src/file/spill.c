@@ -169,7 +169,7 @@ int b2_file_spill_unpark(b2_file *f, int64_t i, b2_cache_entry **out) {
   if (!b2_file_spill_has(f, i)) return 0;
   b2_cache *c = f->env->cache;
   b2_cache_entry *e;
-  int rc = b2_cache_get(c, f->id, i, load_parked, f, &e);
+  int rc = b2_file_cache_get(f, i, load_parked, &e);
   if (rc < 0) return rc;
   /* dirty: compressed into the frame by the caller's flush, which then
    * forgets the parked bytes */

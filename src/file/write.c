@@ -106,7 +106,7 @@ static int load_blank(void *arg, uint64_t file, int64_t chunk, uint8_t **data, s
 }
 
 int b2_file_wpin(b2_file *f, int64_t i, int whole, b2_cache_entry **e) {
-  return b2_cache_get(f->env->cache, f->id, i, whole ? load_blank : b2_file_load_chunk, f, e);
+  return b2_file_cache_get(f, i, whole ? load_blank : b2_file_load_chunk, e);
 }
 
 /* Set the length of a pinned chunk buffer and mark it dirty. */

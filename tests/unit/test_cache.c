@@ -721,8 +721,46 @@ static void test_charge_and_drop(void) {
   b2_cache_destroy(c);
 }
 
+/* A load of known size: room is made for it before its buffer exists. */
+typedef struct seen_load {
+  loader l;
+  b2_cache *c;
+  uint64_t bytes, entries; /* the cache as the loader saw it */
+} seen_load;
+
+static int load_seen(void *arg, uint64_t file, int64_t chunk, uint8_t **data, size_t *len) {
+  seen_load *s = arg;
+  b2_cache_stats st = stats(s->c);
+  s->bytes = st.bytes;
+  s->entries = st.entries;
+  return load_fn(&s->l, file, chunk, data, len);
+}
+
+static void test_sized_load(void) {
+  b2_cache *c = mk(4000, 2000, 1);
+  seen_load s = {.l = {.size = 1000}, .c = c};
+  for (int k = 0; k < 4; k++) CHECK_EQ(touch(c, &s.l, 1, k), 0);
+  b2_cache_entry *e;
+  CHECK_EQ(b2_cache_get_sized(c, 1, 9, 2500, load_seen, &s, &e), 0);
+  /* three clean entries went before the load (the loading one counts) */
+  CHECK_EQ(s.bytes, 3500);
+  CHECK_EQ(s.entries, 2);
+  CHECK(pattern_ok(e, 1, 9));
+  b2_cache_release(c, e);
+  CHECK_EQ(stats(c).bytes, 2000); /* the charge gone, the entry counted */
+  CHECK(present(c, 1, 3) && present(c, 1, 9) && !present(c, 1, 0));
+  /* size 0: as b2_cache_get, room made after */
+  for (int k = 4; k < 6; k++) CHECK_EQ(touch(c, &s.l, 1, k), 0);
+  CHECK_EQ(b2_cache_get_sized(c, 1, 10, 0, load_seen, &s, &e), 0);
+  CHECK_EQ(s.bytes, 4000);
+  b2_cache_release(c, e);
+  CHECK_EQ(stats(c).bytes, 4000);
+  b2_cache_destroy(c);
+}
+
 int main(void) {
   T_RUN(test_hit_miss);
+  T_RUN(test_sized_load);
   T_RUN(test_charge_and_drop);
   T_RUN(test_lru_one_shard);
   T_RUN(test_lru_sharded);
