@@ -142,7 +142,6 @@ b2_cache_entry *b2_cache_unpin_locked(b2_cache *c, b2_cache_shard *s,
 /* cache_drop.c: bring bytes back under capacity (no locks held). */
 void b2_cache_evict(b2_cache *c);
 
-
 /* cache_flush.c */
 /* Claim the oldest dirty entry matching f (dmu held): marks it flushing and
  * returns it, else NULL.  *busy is set when a matching entry is being

@@ -65,8 +65,10 @@ int b2_file_load_chunk(void *arg, uint64_t file, int64_t chunk, uint8_t **data, 
 }
 
 int b2_file_cache_get(b2_file *f, int64_t i, b2_cache_load_fn load, b2_cache_entry **e) {
-  int32_t nb = b2_frame_chunk_nbytes(f->frame, i); /* < 0 past a writer's frame */
-  size_t size = nb > 0 ? (size_t)nb : f->writable && f->chunksize > 0 ? (size_t)f->chunksize : 0;
+  /* A writer's chunks hold at most its chunk size (and may lie past its
+   * frame's end); a reader's, what the frame says. */
+  int32_t nb = f->writable && f->chunksize > 0 ? f->chunksize : b2_frame_chunk_nbytes(f->frame, i);
+  size_t size = nb > 0 ? (size_t)nb : 0;
   return b2_cache_get_sized(f->env->cache, f->id, i, size, load, f, e);
 }
 
