@@ -39,7 +39,9 @@ typedef struct b2_env b2_env;
 typedef struct b2_env_opts {
   size_t cache_size;  /* bytes of chunks kept, decoded or stored (default
                          256 MiB) */
-  size_t dirty_max;   /* bytes of dirty chunks held before writers wait */
+  size_t dirty_max;   /* bytes of dirty chunks held before writers wait
+                         (0, the default: half of cache_size, at least
+                         64 MiB, at most cache_size) */
   int nthreads;       /* worker threads for read-ahead and compression
                          (default: one per online CPU, 2 to 4) */
   int readahead;      /* chunks decoded ahead on sequential reads (0: off) */

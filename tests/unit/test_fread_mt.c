@@ -355,6 +355,30 @@ static void test_env_charge(void) {
   b2_env_destroy(env);
 }
 
+/* Dirty bytes held by default: half the cache, at least 64 MiB, at most
+ * the cache; a value given is kept (within the cache). */
+static void test_env_dirty_default(void) {
+  struct { size_t cache, given, want; } t[] = {
+      {256u << 20, 0, 128u << 20}, {1u << 30, 0, 512u << 20}, {100u << 20, 0, 64u << 20},
+      {4u << 20, 0, 4u << 20}, {256u << 20, 1u << 20, 1u << 20}, {2u << 20, 8u << 20, 2u << 20}};
+  for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+    b2_env_opts o;
+    b2_env_opts_default(&o);
+    CHECK_EQ(o.dirty_max, 0);
+    o.cache_size = t[k].cache;
+    o.dirty_max = t[k].given;
+    o.nthreads = 0;
+    b2_env *env = NULL;
+    CHECK_EQ(b2_env_create(&o, &env), 0);
+    if (!env) continue;
+    b2_cache_stats st;
+    b2_cache_get_stats(env->cache, &st);
+    CHECK_EQ(st.dirty_max, t[k].want);
+    CHECK_EQ(env->opts.dirty_max, t[k].want);
+    b2_env_destroy(env);
+  }
+}
+
 static int check_pin(b2_file *f, const uint8_t *want, size_t n, int64_t off, uint8_t *buf,
                      int *pinned) {
   b2_file_pin p;
@@ -838,6 +862,7 @@ int main(void) {
   T_RUN(test_sequential_swapped);
   T_RUN(test_whole_chunks);
   T_RUN(test_env_charge);
+  T_RUN(test_env_dirty_default);
   T_RUN(test_pinned);
   T_RUN(test_interleaved);
   T_RUN(test_no_cache);
