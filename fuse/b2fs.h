@@ -350,7 +350,7 @@ void b2fs_frame_renewed(b2fs_inode *in, b2fs_handle *h, uint64_t g0);
 /* Log what became of a new .npy file (a plain frame, and why), once. */
 void b2fs_frame_note(b2_file *f);
 /* A write changed the frame (for the times shown). */
-void b2fs_frame_touched(b2fs_inode *in);
+void b2fs_frame_touched(b2fs_inode *in, b2_file *f);
 /* The engine rewrites a contiguous frame into a new file on some commits
  * (an empty frame, compaction): if the inode's source entry was replaced
  * that way, rebind the inode to the new file.  Call after commits. */

@@ -188,6 +188,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     b2_file *f = rc == 0 && (fi->flags & O_TRUNC) ? b2fs_use(h) : NULL;
     if (f && b2_file_size(f) > 0) {
       int brc = b2_file_truncate(f, 0);
+      if (brc == 0) b2fs_frame_touched(in, f);
       b2fs_unuse(h);
       f = NULL;
       if (brc < 0) {
@@ -195,7 +196,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         b2fs_frame_release(in, h);
         rc = -b2fs_werrno(brc);
       } else {
-        b2fs_frame_touched(in);
         keep = 0;
       }
     }

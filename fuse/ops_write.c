@@ -60,6 +60,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
   b2_file *f = b2fs_use(h);
   ssize_t n = f ? b2_file_pwrite(f, buf, size, (int64_t)off) : B2_E_IO;
   if (f && in->kind == B2_NS_NPY) b2fs_frame_note(f);
+  if (n >= 0) b2fs_frame_touched(in, f);
   b2fs_unuse(h);
   if (in->kind == B2_NS_NPY) b2fs_frame_renewed(in, h, g0);
   if (n < 0) {
@@ -67,7 +68,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
     fuse_reply_err(req, b2fs_werrno((int)n));
     return;
   }
-  b2fs_frame_touched(in);
   if (n > 0) b2fs_kill_privs(req, in);
   fuse_reply_write(req, (size_t)n);
 }
@@ -108,13 +108,12 @@ static int set_size(b2fs_inode *in, off_t size, struct fuse_file_info *fi) {
   uint64_t g0 = b2fs_frame_gen(h);
   b2_file *f = b2fs_use(h);
   int brc = f ? b2_file_truncate(f, (int64_t)size) : B2_E_IO;
+  if (brc == 0) b2fs_frame_touched(in, f);
   b2fs_unuse(h);
   b2fs_frame_renewed(in, h, g0);
   if (brc < 0) {
     if (brc != B2_E_INVAL) b2fs_frame_log(in, h, "truncate", brc);
     rc = -b2fs_werrno(brc);
-  } else {
-    b2fs_frame_touched(in);
   }
   return rw_done(in, h, own, rc);
 }
@@ -135,7 +134,7 @@ static int frame_allocate(b2fs_inode *in, int mode, off_t off, off_t len,
   } else if (end > b2_file_size(f)) {
     int brc = b2_file_truncate(f, end);
     if (brc < 0) rc = -b2fs_werrno(brc);
-    else b2fs_frame_touched(in);
+    else b2fs_frame_touched(in, f);
   }
   b2fs_unuse(h);
   return rw_done(in, h, own, rc);

@@ -266,9 +266,9 @@ b2fs_handle *b2fs_frame_redirect(b2fs_inode *in, b2fs_handle *h) {
   return NULL;
 }
 
-void b2fs_frame_touched(b2fs_inode *in) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
+void b2fs_frame_touched(b2fs_inode *in, b2_file *f) {
+  struct timespec now; /* the engine's, which the commit gives the frame */
+  if (!b2_file_changed_at(f, &now)) clock_gettime(CLOCK_REALTIME, &now);
   pthread_mutex_lock(&in->lock);
   in->wtime = now;
   pthread_mutex_unlock(&in->lock);

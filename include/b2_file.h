@@ -222,6 +222,12 @@ int b2_file_finish(b2_file *f);
  * time set through the mount does.  B2_E_ROFS on a read-only handle. */
 int b2_file_set_mtime(b2_file *f, const struct timespec *t);
 
+/* The time of the last change written or truncated through f: what the
+ * next commit gives the frame as its modification time (an idle commit,
+ * a close or an fsync move no time a stat shows).  Just below the coarse
+ * clock at the change.  0 when nothing changed through f, else 1. */
+int b2_file_changed_at(b2_file *f, struct timespec *t);
+
 /* 1 if the handle can be written. */
 int b2_file_writable(const b2_file *f);
 

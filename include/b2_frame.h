@@ -420,6 +420,15 @@ int b2_frame_vlmeta_check(const void *data, size_t len);
  * staged state stays in memory so a later commit can retry. */
 int b2_frame_commit(b2_frame *f);
 
+/* b2_frame_commit, saying the data committed is as of time t (its last
+ * change, earlier than the commit): the checksum table's stamp and, when
+ * anything was committed, the modification time of the header file (the
+ * frame file, or a sparse frame's chunks.b2frame and its directory; with
+ * a checksum table, the chunk files staged too).  Take t just below the coarse clock
+ * (CLOCK_REALTIME_COARSE) at the last change: a later write by another
+ * program then leaves a time above it.  NULL: b2_frame_commit. */
+int b2_frame_commit_at(b2_frame *f, const struct timespec *t);
+
 /* 1 if something is staged and not committed. */
 int b2_frame_dirty(const b2_frame *f);
 

@@ -69,7 +69,7 @@ else
   : >"$TMP/bindfs.out"
 fi
 
-if ! mount_bg posix "$TMP/src" "$TMP/mnt" "allow_other,default_permissions"; then
+if ! mount_bg posix "$TMP/src" "$TMP/mnt" "allow_other,default_permissions,idle_flush=100"; then
   nok posix_mount "daemon did not mount: $(head -c 300 "${LOGS[$TMP/mnt]}")"; exit 0
 fi
 run_check "$TMP/mnt" "$TMP/b2fs.out"

@@ -46,11 +46,6 @@ static int64_t hdr_len(const b2_file *f) {
   return f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
 }
 
-static void touched(b2_file *f) {
-  atomic_fetch_add(&f->gen, 1);
-  atomic_store(&f->last_write_ms, b2_file_now_ms());
-}
-
 /* ---- items of an array ---------------------------------------------------- */
 
 typedef struct upd {
@@ -404,7 +399,7 @@ static int set_rows(b2_file *f, int64_t size) {
     free(f->npy);
     f->npy = npy;
   }
-  touched(f);
+  b2_file_touched(f);
   return 0;
 }
 
@@ -540,7 +535,7 @@ static int to_plain(b2_file *f) {
   rc = replay(f, &h, 0, 0);
   if (rc == 0 && atomic_load(&f->size) < h.size) rc = b2_file_lresize(f, h.size);
   if (rc == 0 && h.size == 0) rc = save_wanted(f); /* an empty file, shapes asked for */
-  touched(f);
+  b2_file_touched(f);
   return rc;
 }
 
@@ -582,7 +577,7 @@ static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
   if (rc < 0)
     snprintf(f->note, sizeof f->note, "%s: bytes written before its .npy header was complete "
              "could not be stored: %s", f->path, b2_last_detail());
-  touched(f);
+  b2_file_touched(f);
   return 0;
 }
 
@@ -650,7 +645,7 @@ static ssize_t pend_write(b2_file *f, const uint8_t *buf, size_t n, int64_t off)
     if (end > atomic_load(&f->size)) atomic_store(&f->size, end);
   }
   pthread_rwlock_unlock(&f->szlock);
-  touched(f);
+  b2_file_touched(f);
   if (rc == 0) rc = settle(f, 0);
   return rc < 0 ? rc : (ssize_t)n;
 }
@@ -668,7 +663,7 @@ static int pend_resize(b2_file *f, int64_t size) {
   }
   if (rc == 0) atomic_store(&f->size, size);
   pthread_rwlock_unlock(&f->szlock);
-  touched(f);
+  b2_file_touched(f);
   return rc;
 }
 
@@ -709,7 +704,7 @@ static int restart(b2_file *f) {
   f->npy_plain = 0;
   f->view = B2_VIEW_NPY;
   pthread_rwlock_unlock(&f->szlock);
-  touched(f);
+  b2_file_touched(f);
   return 0;
 }
 
@@ -736,7 +731,7 @@ ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   }
   int rc = left ? items_write(f, src, left, off - hdr) : 0;
   if (rc == 0 && end > f->npy_hw) f->npy_hw = end;
-  touched(f);
+  b2_file_touched(f);
   return rc < 0 ? rc : (ssize_t)n;
 }
 
@@ -865,6 +860,6 @@ int b2_file_ashort(b2_file *f) {
   snprintf(f->note, sizeof f->note,
            "%s: stored as a plain frame of the %lld bytes written: its .npy header gives %lld",
            f->path, (long long)hw, (long long)size);
-  touched(f);
+  b2_file_touched(f);
   return rc;
 }

@@ -101,6 +101,10 @@ struct b2_file {
                                  before one is stale */
   atomic_uint_fast64_t committed_gen; /* gen of the last successful flush */
   _Atomic int64_t last_write_ms;
+  _Atomic int64_t changed_ns; /* wall-clock time of the last change, just
+                                 below the coarse clock file times come
+                                 from (0: none yet): the time the commit
+                                 gives the frame (b2_frame_commit_at) */
   int64_t wend;               /* where the last write ended (wmu) */
   int wseq;                   /* the current write continues the last one
                                  (wmu): chunks it completes leave the cache
@@ -152,6 +156,9 @@ static inline int b2_file_arrayish(const b2_file *f) {
 
 /* write.c internals shared with awrite.c (wmu held where it matters). */
 int64_t b2_file_now_ms(void);
+/* Something changed: bump gen, note when (for the idle flusher and for
+ * the modification time the next commit gives the frame). */
+void b2_file_touched(b2_file *f);
 int b2_file_flush_chunk(void *owner, int64_t i, const uint8_t *data, size_t len);
 /* Compress the len bytes of chunk i with f's parameters into a large
  * buffer (*out) that counts in the cache's bytes while it lives: the

@@ -30,6 +30,15 @@
 
 int64_t b2_file_now_ms(void) { return (int64_t)(b2_now_ns() / 1000000); }
 
+void b2_file_touched(b2_file *f) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  int64_t ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - 1;
+  atomic_store(&f->changed_ns, ns > 0 ? ns : 1);
+  atomic_fetch_add(&f->gen, 1);
+  atomic_store(&f->last_write_ms, b2_file_now_ms());
+}
+
 /* Length chunk i must have for a file of `size` bytes (0 past the end). */
 static size_t chunk_len(const b2_file *f, int64_t size, int64_t i) {
   int64_t start = i * (int64_t)f->chunksize;
@@ -156,8 +165,7 @@ static int set_size(b2_file *f, int64_t size) {
     if (rc == 0) rc = resize_chunk(f, e, chunk_len(f, size, edge));
     b2_cache_release(c, e);
   }
-  atomic_fetch_add(&f->gen, 1);
-  atomic_store(&f->last_write_ms, b2_file_now_ms());
+  b2_file_touched(f);
   return rc;
 }
 
@@ -233,8 +241,7 @@ ssize_t b2_file_lwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
     src += take;
     off += (int64_t)take;
   }
-  atomic_fetch_add(&f->gen, 1);
-  atomic_store(&f->last_write_ms, b2_file_now_ms());
+  b2_file_touched(f);
   if (grows) pthread_rwlock_unlock(&f->szlock);
   return rc < 0 ? rc : (ssize_t)n;
 }
@@ -286,14 +293,19 @@ int b2_file_store_all(b2_file *f) {
 
 /* Flush and commit (wmu held); with t, in the commit that gives the frame
  * that modification time (b2_frame_set_mtime), made even when nothing
- * was written. */
+ * was written.  Without, the frame's time is that of its last change,
+ * not the commit's (an idle commit, a close or an fsync change no time a
+ * stat shows). */
 static int flush_locked(b2_file *f, const struct timespec *t) {
   uint64_t gen = atomic_load(&f->gen);
-  if (!t && gen == atomic_load(&f->committed_gen) && !b2_frame_dirty(f->frame)) return 0;
+  int changed = gen != atomic_load(&f->committed_gen);
+  if (!t && !changed && !b2_frame_dirty(f->frame)) return 0;
   int rc = b2_file_store_all(f);
   if (rc == 0) {
+    struct timespec at;
+    int has_at = changed && b2_file_changed_at(f, &at);
     pthread_mutex_lock(&f->fmu);
-    rc = t ? b2_frame_set_mtime(f->frame, t) : b2_frame_commit(f->frame);
+    rc = t ? b2_frame_set_mtime(f->frame, t) : b2_frame_commit_at(f->frame, has_at ? &at : NULL);
     pthread_mutex_unlock(&f->fmu);
   }
   if (rc == 0) atomic_store(&f->committed_gen, gen);
@@ -314,6 +326,14 @@ static int commit_all(b2_file *f, int last, const struct timespec *t) {
 int b2_file_flush(b2_file *f) { return f->writable ? commit_all(f, 0, NULL) : 0; }
 
 int b2_file_finish(b2_file *f) { return f->writable ? commit_all(f, 1, NULL) : 0; }
+
+int b2_file_changed_at(b2_file *f, struct timespec *t) {
+  int64_t ns = f->writable ? atomic_load(&f->changed_ns) : 0;
+  if (ns <= 0) return 0;
+  t->tv_sec = (time_t)(ns / 1000000000);
+  t->tv_nsec = (long)(ns % 1000000000);
+  return 1;
+}
 
 int b2_file_set_mtime(b2_file *f, const struct timespec *t) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
@@ -468,6 +488,7 @@ int b2_file_setup_writer(b2_file *f) {
   atomic_init(&f->committed_gen, 0);
   atomic_init(&f->epoch, 0);
   atomic_init(&f->last_write_ms, 0);
+  atomic_init(&f->changed_ns, 0);
   atomic_init(&f->wlo, -1);
   atomic_init(&f->whi, -1);
   atomic_init(&f->committing, 0);

@@ -415,6 +415,15 @@ void b2_frame_csum_keep_time(b2_frame *f) {
   }
 }
 
+/* The header file's time (and a sparse frame's directory's: its commits
+ * change it) set to ns. */
+static int set_times(b2_frame *f, int64_t ns) {
+  struct timespec ts[2] = {{0, UTIME_OMIT}, ns_time(ns)};
+  if (futimens(f->fd, ts) != 0 || (f->dirfd >= 0 && futimens(f->dirfd, ts) != 0))
+    return b2_fail(b2_from_errno(errno), "cannot set the frame's time: %s", strerror(errno));
+  return 0;
+}
+
 int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t) {
   int64_t want = time_ns(t);
   int rc = 0;
@@ -429,12 +438,16 @@ int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t) {
     f->csum.has_at = 0;
     if (rc == 0 && f->info.layout == B2_LAYOUT_SPARSE) rc = retime_chunk_files(f);
   }
-  if (rc < 0) return rc;
-  struct timespec ts[2] = {{0, UTIME_OMIT}, ns_time(want)};
-  /* A sparse frame's directory too (its commits change it). */
-  if (futimens(f->fd, ts) != 0 || (f->dirfd >= 0 && futimens(f->dirfd, ts) != 0))
-    return b2_fail(b2_from_errno(errno), "cannot set the frame's time: %s", strerror(errno));
-  return 0;
+  return rc < 0 ? rc : set_times(f, want);
+}
+
+int b2_frame_csum_commit_at(b2_frame *f, const struct timespec *t) {
+  int wrote = f->w->dirty;
+  f->csum.stamp_at = time_ns(t);
+  f->csum.has_at = 1;
+  int rc = b2_frame_commit_locked(f);
+  f->csum.has_at = 0;
+  return rc < 0 || !wrote ? rc : set_times(f, time_ns(t));
 }
 
 /* ---- reading ------------------------------------------------------------- */

@@ -320,10 +320,12 @@ int b2_frame_set_mtime(b2_frame *f, const struct timespec *t) {
   return rc;
 }
 
-int b2_frame_commit(b2_frame *f) {
+int b2_frame_commit_at(b2_frame *f, const struct timespec *t) {
   int rc = b2_frame_w_begin(f);
   if (rc < 0) return rc;
-  rc = b2_frame_commit_locked(f);
+  rc = t ? b2_frame_csum_commit_at(f, t) : b2_frame_commit_locked(f);
   b2_frame_w_end(f);
   return rc;
 }
+
+int b2_frame_commit(b2_frame *f) { return b2_frame_commit_at(f, NULL); }

@@ -501,6 +501,9 @@ int b2_frame_csum_stage(b2_frame *f);
 void b2_frame_csum_keep_time(b2_frame *f);
 /* b2_frame_set_mtime (writer held). */
 int b2_frame_csum_restamp(b2_frame *f, const struct timespec *t);
+/* b2_frame_commit_locked with the table's stamp t, and t as the header
+ * file's time when something was committed (b2_frame_commit_at). */
+int b2_frame_csum_commit_at(b2_frame *f, const struct timespec *t);
 /* 1 when a read of chunk i verifies its stored bytes: a read path that
  * reads only part of a chunk must read it whole then (a checksum covers
  * the whole stored chunk). */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "b2_chunk.h"
@@ -638,6 +639,70 @@ static void set_mtime(int layout) {
   free(m.b);
 }
 
+/* A commit made after the last change (an idle commit, a close) gives
+ * the frame the change's time (b2_frame_commit_at): the header file's,
+ * a sparse frame's directory's and new chunk files' times, the table's
+ * stamp, all vouching; damage is still caught; with nothing staged no
+ * time changes. */
+static void commit_at(int layout) {
+  char path[512], hdr[600], chunk[600];
+  tpath(path, sizeof path, layout ? "at.sparse" : "at.b2frame");
+  snprintf(hdr, sizeof hdr, "%s%s", path, layout ? "/chunks.b2frame" : "");
+  model m = {NULL, 0};
+  CHECK_EQ(write_frame(path, layout, 6, &m), 0);
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME_COARSE, &t);
+  t.tv_sec -= 2; /* the change, two seconds before its commit */
+  t.tv_nsec = 123456789;
+  b2_frame *f;
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (!f) return;
+  fill_chunk(&m, 4, 99);
+  CHECK_EQ(put_model(f, &m, 4), 0);
+  CHECK_EQ(b2_frame_commit_at(f, &t), 0);
+  b2_frame_close(f);
+  struct stat st;
+  CHECK_EQ(stat(hdr, &st), 0);
+  CHECK(st.st_mtim.tv_sec == t.tv_sec && st.st_mtim.tv_nsec == t.tv_nsec);
+  if (layout == B2_LAYOUT_SPARSE) {
+    CHECK_EQ(stat(path, &st), 0);
+    CHECK(st.st_mtim.tv_sec == t.tv_sec && st.st_mtim.tv_nsec == t.tv_nsec);
+    /* the chunk file put last is the highest numbered */
+    DIR *d = opendir(path);
+    struct dirent *e;
+    chunk[0] = 0;
+    while (d && (e = readdir(d)))
+      if (strstr(e->d_name, ".chunk") && strcmp(e->d_name, chunk) > 0)
+        snprintf(chunk, sizeof chunk, "%s", e->d_name);
+    if (d) closedir(d);
+    char cpath[1200];
+    snprintf(cpath, sizeof cpath, "%s/%s", path, chunk);
+    CHECK_EQ(stat(cpath, &st), 0);
+    CHECK(st.st_mtim.tv_sec == t.tv_sec && st.st_mtim.tv_nsec == t.tv_nsec);
+  }
+  b2_frame_csum_info ci;
+  CHECK_EQ(csum_state(path, &ci), 0);
+  CHECK_EQ(ci.state, B2_CSUM_ALL);
+  CHECK_EQ(ci.checked, 6);
+  CHECK(reads_as(path, &m));
+  /* Nothing staged: no commit, no time moved. */
+  struct timespec later = {t.tv_sec + 1, 0};
+  CHECK_EQ(b2_frame_open_rw(path, &f), 0);
+  if (f) CHECK_EQ(b2_frame_commit_at(f, &later), 0);
+  b2_frame_close(f);
+  CHECK_EQ(stat(hdr, &st), 0);
+  CHECK(st.st_mtim.tv_sec == t.tv_sec && st.st_mtim.tv_nsec == t.tv_nsec);
+  CHECK_EQ(damage_chunk(path, 4), 0); /* times kept: rot */
+  CHECK_EQ(b2_frame_open(path, &f), 0);
+  uint8_t buf[CS];
+  if (f) CHECK_EQ(b2_frame_decode_chunk(f, 4, buf, sizeof buf), B2_E_CHECKSUM);
+  b2_frame_close(f);
+  free(m.b);
+}
+
+static void test_commit_at_contiguous(void) { commit_at(B2_LAYOUT_CONTIGUOUS); }
+static void test_commit_at_sparse(void) { commit_at(B2_LAYOUT_SPARSE); }
+
 /* Compaction rewrites the same content: the new file keeps the time, and
  * its table vouches for that time. */
 static void test_compaction_keeps_time(void) {
@@ -1008,6 +1073,8 @@ int main(void) {
   T_RUN(test_changed_elsewhere_sparse);
   T_RUN(test_set_mtime_contiguous);
   T_RUN(test_set_mtime_sparse);
+  T_RUN(test_commit_at_contiguous);
+  T_RUN(test_commit_at_sparse);
   T_RUN(test_compaction_keeps_time);
   T_RUN(test_crash_before_commit);
   T_RUN(test_crash_before_commit_sparse);
