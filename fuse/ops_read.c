@@ -310,6 +310,17 @@ again:
     goto again;
   }
   if (err == ESTALE) err = read_failed(in, use, (int64_t)off, B2_E_IO);
+  /* The kernel takes a short reply for the end of the file (and lowers
+   * its size to it): one short of a writer's size is a bug to name. */
+  if (!err && use->writable && done < want) {
+    int64_t end = b2_file_size(f);
+    if ((int64_t)off + (int64_t)done < end) {
+      char what[128];
+      snprintf(what, sizeof what, "read at offset %lld: %zu of %zu bytes, short of the size %lld",
+               (long long)off, done, want, (long long)end);
+      b2fs_frame_log(in, use, what, B2_E_IO);
+    }
+  }
   /* Done with the handle before replying: once the reply is out, a release
    * may free it.  The pin holds only the cache entry the reply sends. */
   b2fs_unuse(use);
