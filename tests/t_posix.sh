@@ -161,3 +161,34 @@ if mount_bg redo "$S2" "$M2" "allow_other"; then
 else
   nok posix_redo_mount "daemon did not mount: $(head -c 300 "${LOGS[$M2]}")"
 fi
+
+# ---- access times ----------------------------------------------------------------
+# Listing and stat of frames are no reads of their data: the daemon's probe
+# of a frame's header leaves the source's access time as it was (a plain
+# directory does the same); reading the data through the mount updates it
+# as the source's file system would (relatime: the access time was older
+# than the modification time).
+S3=$TMP/asrc M3=$TMP/amnt
+mkdir -p "$S3" "$M3"
+head -c 300000 /dev/urandom >"$TMP/adata"
+if "$B2F" pack "$TMP/adata" "$S3/c.b2frame" >/dev/null 2>&1 &&
+   "$B2F" pack --sparse "$TMP/adata" "$S3/s.b2frame" >/dev/null 2>&1; then
+  for f in "$S3/c.b2frame" "$S3/s.b2frame/chunks.b2frame"; do
+    touch -m -d @2000000000 "$f" && touch -a -d @1000000000 "$f"
+  done
+  if mount_bg atime "$S3" "$M3" "timeout=0"; then
+    ls -l "$M3" >/dev/null && stat "$M3/c" "$M3/s" >/dev/null && ls -l "$M3" >/dev/null
+    a1=$(stat -c %X "$S3/c.b2frame" "$S3/s.b2frame/chunks.b2frame" | tr '\n' ' ')
+    cat "$M3/c" "$M3/s" >/dev/null
+    a2=$(stat -c %X "$S3/c.b2frame" "$S3/s.b2frame/chunks.b2frame" | tr '\n' ' ')
+    if [ "$a1" = "1000000000 1000000000 " ]; then ok posix_atime_listing_kept
+    else nok posix_atime_listing_kept "access times after ls and stat: $a1(set 1000000000)"; fi
+    if [ -n "$(echo "$a2" | awk '$1 > 1000000000 && $2 > 1000000000')" ]; then ok posix_atime_read_updates
+    else nok posix_atime_read_updates "access times after reading: $a2"; fi
+    unmount_fg "$M3" atime
+  else
+    nok posix_atime_mount "daemon did not mount: $(head -c 300 "${LOGS[$M3]}")"
+  fi
+else
+  nok posix_atime_pack "b2f pack failed"
+fi

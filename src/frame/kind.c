@@ -195,12 +195,18 @@ static int header_stat(int dirfd, const char *name, struct stat *st) {
 /* Open `name` in dirfd (AT_FDCWD: a path, as b2_frame_open opens one): the
  * frame file, or a sparse frame's index file; *out gets its fstat. */
 static int open_header_file(int dirfd, const char *name, struct stat *out) {
-  int fd = b2_io_openat(dirfd, name, O_RDONLY | O_NONBLOCK | (dirfd == AT_FDCWD ? 0 : O_NOFOLLOW), 0);
+  /* A probe (a listing, a lookup) is no read of the data: it leaves the
+   * access time alone where it may (the file's owner, or CAP_FOWNER). */
+  int flags = O_RDONLY | O_NONBLOCK | (dirfd == AT_FDCWD ? 0 : O_NOFOLLOW);
+  int fd = b2_io_openat(dirfd, name, flags | O_NOATIME, 0);
+  if (fd == B2_E_PERM) fd = b2_io_openat(dirfd, name, flags, 0);
   if (fd < 0) return fd;
   struct stat st;
   if (fstat(fd, &st) < 0) st.st_mode = 0;
   if (S_ISDIR(st.st_mode)) {
-    int ifd = openat(fd, B2_FRAME_SPARSE_INDEX, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW;
+    int ifd = openat(fd, B2_FRAME_SPARSE_INDEX, flags | O_NOATIME);
+    if (ifd < 0 && errno == EPERM) ifd = openat(fd, B2_FRAME_SPARSE_INDEX, flags);
     int e = errno;
     close(fd);
     if (ifd < 0)
