@@ -447,7 +447,13 @@ int b2_frame_csum_commit_at(b2_frame *f, const struct timespec *t) {
   f->csum.has_at = 1;
   int rc = b2_frame_commit_locked(f);
   f->csum.has_at = 0;
-  return rc < 0 || !wrote ? rc : set_times(f, time_ns(t));
+  /* The data is committed: a time that cannot be set (a file of another
+   * owner, a writer without CAP_FOWNER) leaves the commit's own. */
+  if (rc == 0 && wrote) {
+    set_mtime_ns(f->fd, time_ns(t));
+    if (f->dirfd >= 0) set_mtime_ns(f->dirfd, time_ns(t));
+  }
+  return rc;
 }
 
 /* ---- reading ------------------------------------------------------------- */
