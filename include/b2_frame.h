@@ -424,9 +424,9 @@ int b2_frame_commit(b2_frame *f);
  * change, earlier than the commit): the checksum table's stamp and, when
  * anything was committed, the modification time of the header file (the
  * frame file, or a sparse frame's chunks.b2frame and its directory; with
- * a checksum table, the chunk files staged too).  Take t just below the coarse clock
- * (CLOCK_REALTIME_COARSE) at the last change: a later write by another
- * program then leaves a time above it.  NULL: b2_frame_commit. */
+ * a checksum table, the chunk files staged too).  Take t just below the
+ * coarse clock (CLOCK_REALTIME_COARSE) at the last change: a later write
+ * by another program then leaves a time above it.  NULL: b2_frame_commit. */
 int b2_frame_commit_at(b2_frame *f, const struct timespec *t);
 
 /* 1 if something is staged and not committed. */

@@ -78,6 +78,16 @@ static inline uint64_t b2_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Wall-clock nanoseconds just below the coarse clock file times come from
+ * (CLOCK_REALTIME_COARSE - 1, at least 1): a time stamped now that any
+ * later write by another program leaves a file time above. */
+static inline int64_t b2_stamp_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - 1;
+  return ns > 0 ? ns : 1;
+}
+
 /* Do a and b describe the same file with the same bytes (device, inode,
  * size, modification and change times)? */
 static inline int b2_same_file(const struct stat *a, const struct stat *b) {

@@ -31,10 +31,7 @@
 int64_t b2_file_now_ms(void) { return (int64_t)(b2_now_ns() / 1000000); }
 
 void b2_file_touched(b2_file *f) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME_COARSE, &now);
-  int64_t ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - 1;
-  atomic_store(&f->changed_ns, ns > 0 ? ns : 1);
+  atomic_store(&f->changed_ns, b2_stamp_now_ns());
   atomic_fetch_add(&f->gen, 1);
   atomic_store(&f->last_write_ms, b2_file_now_ms());
 }

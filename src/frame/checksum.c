@@ -350,11 +350,7 @@ static int encode(const b2_frame *f, uint8_t **out, size_t *olen) {
 
 int b2_frame_csum_stage(b2_frame *f) {
   if (!f->csum.crc) return 0;
-  /* Just below the coarse clock that file times come from: any later
-   * write by another program leaves a time above the stamp. */
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME_COARSE, &now);
-  f->csum.stamp = time_ns(&now) > 1 ? time_ns(&now) - 1 : 1;
+  f->csum.stamp = b2_stamp_now_ns();
   if (f->csum.has_at) f->csum.stamp = f->csum.stamp_at;
   int rc = b2_frame_csum_fill(f, fill_budget());
   uint8_t *content = NULL, *chunk = NULL;
