@@ -27,9 +27,13 @@
  * `NAME.npy` (the .npy view), and a python-blosc2 store `NAME.b2d`,
  * `NAME.b2z` or `NAME.b2e` (b2_store_detect) as the directory `NAME` (it
  * counts as a frame for the names: the probe says FRAME).  The short name
- * is used only while it is free: no source entry of that name exists and no source entry that would
- * take the same short name with a higher priority exists.  Otherwise the
- * frame keeps its full source name (and its view).  Everything else keeps
+ * is used only while it is free: no source entry is shown under it (an
+ * entry of that name that is itself a frame shown by its own short name
+ * does not count) and no source entry that would take the same short name
+ * with a higher priority exists.  Otherwise the frame keeps its full
+ * source name (and its view).  So with `a.b2frame` shown as `a`, a new
+ * file `a.b2frame` is stored as `a.b2frame.b2frame`, and no new frame
+ * changes the name of an entry already shown.  Everything else keeps
  * its name; the engine's temporaries (`.NAME.b2tmp`, `chunks.b2frame.tmp`)
  * are never shown.  The mapping is a bijection between the entries of a
  * directory and the names shown for them.  Both directions are pure

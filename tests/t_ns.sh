@@ -143,3 +143,29 @@ more" -a "$(cat "$M2/notes.b2")" = "$(cat "$S2/notes.b2")" -a -f "$S2/notes.b2fr
 else
   notok ns2_mount "daemon did not mount"
 fi
+
+# ---- a frame's own source name as a new name --------------------------------
+# The frame a.b2frame is shown as `a`, so nothing shows as `a.b2frame`: a
+# file created under that name is the frame a.b2frame.b2frame, shown as
+# asked (was EEXIST), and `a` keeps its name and bytes; b2f ls and a
+# remount give the same names.
+S3=$TMP/src3 M3=$TMP/mnt3
+mkdir -p "$S3" "$M3"
+"$B2F" pack "$TMP/t.txt" "$S3/a.b2frame" >/dev/null
+if mount_bg ns3 "$S3" "$M3" "default_permissions"; then
+  check ns_own_name_create sh -c "echo second >'$M3/a.b2frame'"
+  check ns_own_name_shown test "$(ls -A "$M3" | tr '\n' ' ')" = "a a.b2frame " \
+    -a "$(cat "$M3/a" 2>&1)" = hello -a "$(cat "$M3/a.b2frame" 2>&1)" = second
+  unmount_fg "$M3" ns3
+  check ns_own_name_source test "$(ls -A "$S3" | tr '\n' ' ')" = "a.b2frame a.b2frame.b2frame " \
+    -a "$("$B2F" ls "$S3" | sort | tr '\n' ' ')" = "a a.b2frame "
+  if mount_bg ns3b "$S3" "$M3" "ro"; then
+    check ns_own_name_remount test "$(ls -A "$M3" | tr '\n' ' ')" = "a a.b2frame " \
+      -a "$(cat "$M3/a.b2frame" 2>&1)" = second
+    unmount_fg "$M3" ns3b
+  else
+    notok ns3b_mount "daemon did not mount"
+  fi
+else
+  notok ns3_mount "daemon did not mount"
+fi

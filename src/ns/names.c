@@ -4,10 +4,15 @@
  * For a shown name M the source names that may be shown as M are, in
  * priority order: STEM.b2nd (when M is STEM.npy), M.b2frame, M.b2f, M.b2,
  * then the stores M.b2d, M.b2z, M.b2e.
- * A frame S takes its short name M when no entry named M exists and no
- * candidate of M ahead of S exists; the reverse direction takes the first
- * existing candidate of M when it is a frame and M itself does not exist.
- * These two rules are each other's inverse, so shown names are unique.
+ * An entry shows itself under its own name unless it is a frame that takes
+ * its short name.  A frame S takes its short name M when no entry shows
+ * itself as M and no candidate of M ahead of S exists; the reverse
+ * direction takes the first existing candidate of M when it is a frame and
+ * no entry shows itself as M.  These two rules are each other's inverse, so
+ * shown names are unique.  ("a.b2frame" stored beside a frame that shows
+ * as "a" is named "a.b2frame.b2frame": the entry named M is not shown as M.)
+ * Deciding whether M shows itself looks at M's own short name, so the rule
+ * recurses once per suffix M carries; each step strips one.
  */
 #include "b2_ns.h"
 
@@ -92,15 +97,26 @@ static int copy_out(char *out, size_t cap, const char *s) {
   return 0;
 }
 
+/* Is the existing entry `name` (probe result p) shown under its own name?
+ * 1, 0, or a probe's code. */
+static int shows_itself(const char *name, int p, b2_ns_probe_fn probe, void *ctx) {
+  char back[B2_NS_NAME_MAX + 1];
+  if (p == B2_NS_ABSENT) return 0;
+  if (p != B2_NS_FRAME) return 1;
+  int rc = b2_ns_name_to_shown(name, 1, probe, ctx, back, sizeof back);
+  return rc < 0 ? rc : strcmp(back, name) == 0;
+}
+
 int b2_ns_name_to_shown(const char *src, int is_frame, b2_ns_probe_fn probe,
                        void *ctx, char *out, size_t cap) {
   char shrt[B2_NS_NAME_MAX + 1];
-  char cand[MAX_CANDIDATES][B2_NS_NAME_MAX + 1];
   if (!is_frame || strlen(src) > B2_NS_NAME_MAX || short_name(src, shrt) < 0)
     return copy_out(out, cap, src);
   int p = probe(ctx, shrt);
   if (p < 0) return p;
-  if (p != B2_NS_ABSENT) return copy_out(out, cap, src);
+  p = shows_itself(shrt, p, probe, ctx);
+  if (p != 0) return p < 0 ? p : copy_out(out, cap, src);
+  char cand[MAX_CANDIDATES][B2_NS_NAME_MAX + 1];
   int nc = candidates(shrt, cand);
   for (int i = 0; i < nc; i++) {
     if (strcmp(cand[i], src) == 0) return copy_out(out, cap, shrt);
@@ -113,33 +129,28 @@ int b2_ns_name_to_shown(const char *src, int is_frame, b2_ns_probe_fn probe,
 
 int b2_ns_name_to_source(const char *shown, b2_ns_probe_fn probe, void *ctx,
                         char *out, size_t cap) {
-  char cand[MAX_CANDIDATES][B2_NS_NAME_MAX + 1];
-  char back[B2_NS_NAME_MAX + 1];
   if (strlen(shown) > B2_NS_NAME_MAX) return B2_E_NAMETOOLONG; /* as any file system */
   int self = probe(ctx, shown);
   if (self < 0) return self;
-  if (self == B2_NS_ABSENT) {
-    /* Only a frame's short name can be shown for a name that is absent. */
-    int nc = candidates(shown, cand);
-    for (int i = 0; i < nc; i++) {
-      int p = probe(ctx, cand[i]);
-      if (p < 0) return p;
-      if (p == B2_NS_ABSENT) continue;
-      if (p != B2_NS_FRAME) break;
-      int rc = copy_out(out, cap, cand[i]);
-      return rc < 0 ? rc : b2_ns_name_kind(cand[i], NULL);
-    }
-    return B2_E_NOENT;
+  int own = shows_itself(shown, self, probe, ctx);
+  if (own < 0) return own;
+  if (own) {
+    int rc = copy_out(out, cap, shown);
+    if (rc < 0) return rc;
+    return self == B2_NS_FRAME ? b2_ns_name_kind(shown, NULL) : B2_NS_PLAIN;
   }
-  /* The entry exists: it is shown under its own name unless it is a frame
-   * shown under its short name. */
-  int rc = b2_ns_name_to_shown(shown, self == B2_NS_FRAME, probe, ctx, back,
-                              sizeof back);
-  if (rc < 0) return rc;
-  if (strcmp(back, shown) != 0) return B2_E_NOENT;
-  rc = copy_out(out, cap, shown);
-  if (rc < 0) return rc;
-  return self == B2_NS_FRAME ? b2_ns_name_kind(shown, NULL) : B2_NS_PLAIN;
+  /* No entry shows itself as `shown`: only a frame's short name can be. */
+  char cand[MAX_CANDIDATES][B2_NS_NAME_MAX + 1];
+  int nc = candidates(shown, cand);
+  for (int i = 0; i < nc; i++) {
+    int p = probe(ctx, cand[i]);
+    if (p < 0) return p;
+    if (p == B2_NS_ABSENT) continue;
+    if (p != B2_NS_FRAME) break;
+    int rc = copy_out(out, cap, cand[i]);
+    return rc < 0 ? rc : b2_ns_name_kind(cand[i], NULL);
+  }
+  return B2_E_NOENT;
 }
 
 /* ---- changing a directory ---------------------------------------------- */

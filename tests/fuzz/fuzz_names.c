@@ -11,7 +11,7 @@
  * source name is b2_ns_name_target(LOGICAL, ".b2frame", S); when
  * b2_ns_name_check() accepts it in the directory with that entry added (the
  * overlay probe), that directory is still a bijection and shows the new
- * entry as S. */
+ * entry as S, and every other entry keeps the name it was shown under. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,12 +60,20 @@ static void check_new_file(dir_t *d, const char *ask) {
   if (probe(d, src) != B2_NS_ABSENT) return;
   b2_ns_overlay ov = {.probe = probe, .ctx = d, .added = src, .added_as = B2_NS_FRAME};
   if (b2_ns_name_check(ask, src, 1, b2_ns_overlay_probe, &ov) != 0) return;
+  static char before[MAXN + 1][B2_NS_NAME_MAX + 1];
+  for (int k = 0; k < d->n; k++)
+    if (b2_ns_name_to_shown(d->name[k], d->frame[k], probe, d, before[k], sizeof before[k]) != 0)
+      abort();
   memcpy(d->name[d->n], src, sizeof src);
   d->frame[d->n] = 1;
   d->n++;
   char shown[B2_NS_NAME_MAX + 1];
   if (b2_ns_name_to_shown(src, 1, probe, d, shown, sizeof shown) != 0 || strcmp(shown, ask))
     abort(); /* accepted, but not shown as asked */
+  for (int k = 0; k < d->n - 1; k++)
+    if (b2_ns_name_to_shown(d->name[k], d->frame[k], probe, d, shown, sizeof shown) != 0 ||
+        strcmp(shown, before[k]))
+      abort(); /* the new frame renamed another entry */
   check_dir(d);
   d->n--;
 }

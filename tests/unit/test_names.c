@@ -112,8 +112,10 @@ static void test_collisions(void) {
   add(&d, "x.b2nd", 1);     /* "x.npy" taken */
   add(&d, "y.b2nd", 1);     /* .b2nd comes first for "y.npy" */
   add(&d, "y.npy.b2frame", 1);
-  add(&d, "z.b2.b2", 1);    /* "z.b2" exists: keeps its name */
+  add(&d, "z.b2.b2", 1);    /* "z.b2" is shown as z: takes "z.b2" */
   add(&d, "z.b2", 1);       /* becomes "z" */
+  add(&d, "v.b2", 0);       /* shows itself (not a frame) */
+  add(&d, "v.b2.b2", 1);    /* so keeps its name */
   CHECK(!strcmp(shown(&d, "a", 0), "a"));
   CHECK(!strcmp(shown(&d, "a.b2frame", 1), "a.b2frame"));
   CHECK(!strcmp(shown(&d, "b.b2frame", 1), "b"));
@@ -124,7 +126,8 @@ static void test_collisions(void) {
   CHECK(!strcmp(shown(&d, "x.b2nd", 1), "x.b2nd"));
   CHECK(!strcmp(shown(&d, "y.b2nd", 1), "y.npy"));
   CHECK(!strcmp(shown(&d, "y.npy.b2frame", 1), "y.npy.b2frame"));
-  CHECK(!strcmp(shown(&d, "z.b2.b2", 1), "z.b2.b2"));
+  CHECK(!strcmp(shown(&d, "z.b2.b2", 1), "z.b2"));
+  CHECK(!strcmp(shown(&d, "v.b2.b2", 1), "v.b2.b2"));
   CHECK(!strcmp(shown(&d, "z.b2", 1), "z"));
   CHECK(!strcmp(source(&d, "a", &kind), "a"));
   CHECK_EQ(kind, B2_NS_PLAIN);
@@ -141,9 +144,13 @@ static void test_collisions(void) {
   CHECK(!strcmp(source(&d, "y.npy", &kind), "y.b2nd"));
   CHECK_EQ(kind, B2_NS_NPY);
   CHECK(!strcmp(source(&d, "z", NULL), "z.b2"));
-  CHECK(!strcmp(source(&d, "z.b2.b2", NULL), "z.b2.b2"));
-  source(&d, "z.b2", &kind);
+  CHECK(!strcmp(source(&d, "z.b2", &kind), "z.b2.b2"));
+  CHECK_EQ(kind, B2_NS_LOGICAL);
+  source(&d, "z.b2.b2", &kind);
   CHECK_EQ(kind, B2_E_NOENT);
+  CHECK(!strcmp(source(&d, "v.b2.b2", NULL), "v.b2.b2"));
+  CHECK(!strcmp(source(&d, "v.b2", &kind), "v.b2"));
+  CHECK_EQ(kind, B2_NS_PLAIN);
 }
 
 /* A non-frame entry ahead in priority still blocks the short name, and a
@@ -312,8 +319,17 @@ static void test_check(void) {
   add(&d, "p", 0);
   /* a new file "n" is the frame n.b2frame */
   CHECK_EQ(check_new(&d, "n", "n.b2frame", 1, NULL), 0);
-  /* "y.b2frame" is taken by the frame shown as y: neither way works */
-  CHECK_EQ(check_new(&d, "y.b2frame", "y.b2frame.b2frame", 1, NULL), B2_E_EXIST);
+  /* the frame y.b2frame is shown as y, so nothing shows as "y.b2frame":
+   * a new file of that name is the frame y.b2frame.b2frame (but the
+   * name itself is an entry's, so not a plain file) */
+  CHECK_EQ(check_new(&d, "y.b2frame", "y.b2frame.b2frame", 1, NULL), 0);
+  /* a chain: y.b2frame.b2frame there, y.b2frame.b2frame.b2frame shows as
+   * the name that one leaves */
+  add(&d, "y.b2frame.b2frame", 1);
+  CHECK(!strcmp(shown(&d, "y.b2frame.b2frame", 1), "y.b2frame"));
+  CHECK_EQ(check_new(&d, "y.b2frame.b2frame", "y.b2frame.b2frame.b2frame", 1, NULL), 0);
+  CHECK_EQ(check_new(&d, "y.b2frame", "y.b2frame.b2f", 1, NULL), B2_E_EXIST);
+  d.n--;
   /* "z.npy" cannot be a frame (z.b2nd comes first), but a plain file can */
   CHECK_EQ(check_new(&d, "z.npy", "z.npy.b2frame", 1, NULL), B2_E_EXIST);
   CHECK_EQ(check_new(&d, "z.npy", "z.npy", 0, NULL), 0);
@@ -351,8 +367,22 @@ static void test_random_new(void) {
     int exists = 0;
     for (int i = 0; i < d.n; i++) exists |= !strcmp(d.name[i], src);
     if (exists) continue;
+    int was_shown;
+    source(&d, nm, &was_shown);
+    was_shown = was_shown != B2_E_NOENT; /* then a create opens that entry */
     int rc = check_new(&d, nm, src, real_frame, NULL);
+    static char before[MAXE][B2_NS_NAME_MAX + 1];
+    for (int i = 0; i < d.n; i++)
+      snprintf(before[i], sizeof before[i], "%s", shown(&d, d.name[i], d.frame[i]));
     add(&d, src, real_frame);
+    /* a new frame under a name not shown yet leaves every other entry's
+     * name as it was */
+    for (int i = 0; i < d.n - 1 && rc == 0 && real_frame && !was_shown && !bad; i++)
+      if (strcmp(before[i], shown(&d, d.name[i], d.frame[i])) != 0) {
+        fprintf(stderr, "  new %s as %s: %s was %s, now %s\n", src, nm, d.name[i], before[i],
+                shown(&d, d.name[i], d.frame[i]));
+        bad = 1;
+      }
     int kind;
     const char *back = source(&d, nm, &kind);
     int ok_now = !strcmp(back, src) && (kind != B2_NS_PLAIN) == real_frame;
