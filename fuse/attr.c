@@ -108,15 +108,17 @@ static int64_t view_size(b2fs_inode *in, const b2fs_sig *sig) {
   hst.st_ctim = sig->ctime;
   if (sig->size >= 0 && b2_ns_frame_size(&hst, in->kind, &n) == 0) return n;
   b2_file *f;
-  if (sig->size < 0 || b2fs_open_view(in, &f) < 0) return 0;
+  if (sig->size < 0 || b2fs_open_view(in, B2_OPEN_PROBE, &f) < 0) return 0; /* no read */
   n = b2_file_size(f);
   b2_file_close(f);
   return n < 0 ? 0 : n;
 }
 
-/* Disk use of a sparse frame: the blocks of the files it holds. */
+/* Disk use of a sparse frame: the blocks of the files it holds.  Listing
+ * its directory is no access the user made: O_NOATIME where permitted. */
 static blkcnt_t sparse_blocks(int fd) {
-  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+  if (dfd < 0 && errno == EPERM) dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return 0;
   DIR *d = fdopendir(dfd);
   if (!d) {

@@ -424,8 +424,9 @@ void b2fs_sig_nolock(b2fs_inode *in, const b2fs_sig *sig);
 /* The same for a frame file (contiguous) whose lstat is st. */
 void b2fs_sig_nolock_file(b2fs_inode *in, const struct stat *st);
 /* Open the frame of a frame inode with its view, read-only, at its node's
- * directory and name (handle.c; inode lock held). */
-int b2fs_open_view(b2fs_inode *in, b2_file **out);
+ * directory and name (handle.c; inode lock held).  flags: B2_OPEN_RDONLY,
+ * or B2_OPEN_PROBE to learn its size without counting as a read. */
+int b2fs_open_view(b2fs_inode *in, int flags, b2_file **out);
 /* Source path of an inode, for messages. */
 const char *b2fs_src_path(b2fs_inode *in, char *buf, size_t cap);
 /* Plain-file keep_cache decision from a fresh fstat. */

@@ -65,7 +65,7 @@ b2fs_inode **b2fs_wreg_pinned(size_t *n) {
   return out;
 }
 
-int b2fs_open_view(b2fs_inode *in, b2_file **out) {
+int b2fs_open_view(b2fs_inode *in, int flags, b2_file **out) {
   char path[64];
   int view = in->kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
   /* A contiguous frame at its node's directory and name (any depth; its
@@ -77,7 +77,7 @@ int b2fs_open_view(b2fs_inode *in, b2_file **out) {
     struct stat st;
     dev_t dev;
     ino_t ino;
-    int rc = b2_file_open_at(b2fs_g.env, b2_ns_dir_fd(d), name, view, B2_OPEN_RDONLY, out);
+    int rc = b2_file_open_at(b2fs_g.env, b2_ns_dir_fd(d), name, view, flags, out);
     b2_ns_dir_put(d);
     b2fs_inode_ident(in, &dev, &ino);
     if (rc == 0 && b2_frame_stat(b2_file_frame(*out), &st) == 0 && st.st_dev == dev &&
@@ -85,8 +85,7 @@ int b2fs_open_view(b2fs_inode *in, b2_file **out) {
       return 0;
     if (rc == 0) b2_file_close(*out);
   }
-  return b2_file_open(b2fs_g.env, b2fs_fd_path(in->fd, path, sizeof path),
-                      view, B2_OPEN_RDONLY, out);
+  return b2_file_open(b2fs_g.env, b2fs_fd_path(in->fd, path, sizeof path), view, flags, out);
 }
 
 /* Handles: refs counts the opens (and peeks) using a handle plus one while
@@ -163,7 +162,7 @@ void b2fs_handle_make_cur(b2fs_inode *in, b2fs_handle *h, b2fs_handle **old) {
  * (lock held).  *old gets a replaced handle to free after unlocking. */
 static int install_new(b2fs_inode *in, const b2fs_sig *sig, b2fs_handle **old) {
   b2_file *f;
-  int rc = b2fs_open_view(in, &f);
+  int rc = b2fs_open_view(in, B2_OPEN_RDONLY, &f);
   if (rc < 0) {
     char path[4096];
     b2fs_log("%s: cannot open: %s", b2fs_src_path(in, path, sizeof path),

@@ -71,6 +71,11 @@ enum b2_view { B2_VIEW_LOGICAL = 0, B2_VIEW_CORDER = 1, B2_VIEW_NPY = 2 };
 /* Open flags. */
 #define B2_OPEN_RDONLY 0
 #define B2_OPEN_RDWR 1
+/* With B2_OPEN_RDONLY: a look at the file (its size, its kind), not a read
+ * of its data: the frame's files are opened with O_NOATIME where permitted
+ * (b2_frame_open_probe), so the source's access time stays as it was.
+ * Close such a handle once it has answered. */
+#define B2_OPEN_PROBE 2
 
 /* Open the frame at `path` with the given view.  B2_VIEW_CORDER needs a
  * valid b2nd metalayer (else B2_E_FORMAT); B2_VIEW_NPY of a frame without

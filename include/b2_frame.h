@@ -127,6 +127,14 @@ int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
 int b2_frame_open_reusing_at(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
                              b2_frame **out);
 int b2_frame_detach(b2_frame *f);
+/* A probe: open as b2_frame_open_reusing (dirfd -1, `name` a path) or
+ * b2_frame_open_reusing_at (fn may be NULL), to learn what the frame holds
+ * rather than to read it: its files are opened with O_NOATIME where the
+ * caller may (the files' owner, or CAP_FOWNER), so reading the header,
+ * index and trailer leaves the source's access time alone.  Close it (or
+ * detach it) soon: its reads never count as reads of the data. */
+int b2_frame_open_probe(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
+                        b2_frame **out);
 
 /* The frame file's status (fstat) when it was opened by path (sparse
  * frames: chunks.b2frame's): with st_dev, st_ino, st_size, st_mtim and

@@ -254,7 +254,7 @@ static int open_in(b2_env *env, int dirfd, const char *path, int view, int flags
   if (flags & B2_OPEN_RDWR)
     rc = dirfd == -1 ? b2_frame_open_rw(path, &fr) : b2_frame_open_rw_at(dirfd, path, &fr);
   else
-    rc = b2_file_park_open(env, dirfd, path, &fr);
+    rc = b2_file_park_open(env, dirfd, path, flags & B2_OPEN_PROBE, &fr);
   if (rc < 0) return rc;
   return wrap(env, fr, path, view, flags, out);
 }

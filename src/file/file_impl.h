@@ -199,9 +199,9 @@ int b2_file_asettle(b2_file *f);
 int b2_file_ashort(b2_file *f);
 
 /* b2_frame_open (b2_frame_open_at when dirfd is not -1: path is a name in
- * it), taking back a parked frame of the same file unchanged instead of
- * parsing it again when there is one. */
-int b2_file_park_open(b2_env *env, int dirfd, const char *path, b2_frame **out);
+ * it; with probe set, b2_frame_open_probe), taking back a parked frame of
+ * the same file unchanged instead of parsing it again when there is one. */
+int b2_file_park_open(b2_env *env, int dirfd, const char *path, int probe, b2_frame **out);
 /* Park a frame at its last close: 1 if kept (env owns it now), 0 if not
  * (the caller closes it). */
 int b2_file_park_put(b2_env *env, b2_frame *fr);

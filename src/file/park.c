@@ -59,13 +59,14 @@ static b2_frame *take(void *ctx, const struct stat *st) {
   return fr;
 }
 
-int b2_file_park_open(b2_env *env, int dirfd, const char *path, b2_frame **out) {
+int b2_file_park_open(b2_env *env, int dirfd, const char *path, int probe, b2_frame **out) {
   int use = 0;
   if (env && env->park_max > 0) {
     pthread_mutex_lock(&env->park_mu);
     use = env->npark > 0;
     pthread_mutex_unlock(&env->park_mu);
   }
+  if (probe) return b2_frame_open_probe(dirfd, path, use ? take : NULL, env, out);
   if (dirfd != -1)
     return use ? b2_frame_open_reusing_at(dirfd, path, take, env, out)
                : b2_frame_open_at(dirfd, path, out);

@@ -40,13 +40,24 @@ static int use_file(b2_frame *f, int fd, const struct stat *st) {
   return 0;
 }
 
+/* openat for reading the frame's files: O_NOATIME for a probe where the
+ * caller may (the file's owner or CAP_FOWNER), else as any reader. */
+static int open_ro(const b2_frame *f, int dirfd, const char *name, int flags) {
+  for (int k = f->noatime ? 0 : 1; k < 2; k++) {
+    int fl = k == 0 ? flags | O_NOATIME : flags;
+    int fd = dirfd < 0 ? b2_io_open_path(name, fl, 0) : openat(dirfd, name, fl);
+    if (fd >= 0 || k == 1 || errno != EPERM) return fd;
+  }
+  return -1;
+}
+
 /* Open a sparse frame's index, chunks.b2frame in f->dirfd, as its file
  * (again, when the one it has may have been replaced: each commit renames
  * a new index over it and then removes the chunk files only the old one
  * named). */
 static int open_index(b2_frame *f) {
   struct stat st;
-  int fd = openat(f->dirfd, B2_FRAME_SPARSE_INDEX, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  int fd = open_ro(f, f->dirfd, B2_FRAME_SPARSE_INDEX, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   int rc = stat_opened(fd, &st, " sparse frame's " B2_FRAME_SPARSE_INDEX);
   return rc < 0 ? rc : use_file(f, fd, &st);
 }
@@ -56,8 +67,8 @@ static int open_index(b2_frame *f) {
  * effect on the regular files that pass the checks. */
 static int open_files(b2_frame *f, const char *path) {
   int fd = f->home_dir >= 0
-               ? openat(f->home_dir, f->home_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
-               : b2_io_open_path(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+               ? open_ro(f, f->home_dir, f->home_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+               : open_ro(f, -1, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
   int rc = stat_opened(fd, &st, "");
   if (rc < 0) return rc;
@@ -222,7 +233,7 @@ static int frame_new_at(int dirfd, const char *name, int borrow, b2_frame **out)
 }
 
 static int open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx, int borrow,
-                   b2_frame **out);
+                   int noatime, b2_frame **out);
 
 int b2_frame_open(const char *path, b2_frame **out) {
   return b2_frame_open_in(-1, path, NULL, NULL, out);
@@ -236,12 +247,17 @@ int b2_frame_open_reusing(const char *path, b2_frame_reuse_fn fn, void *ctx,
 int b2_frame_open_reusing_at(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
                              b2_frame **out) {
   if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame open: no directory");
-  return open_in(dirfd, name, fn, ctx, 1, out);
+  return open_in(dirfd, name, fn, ctx, 1, 0, out);
+}
+
+int b2_frame_open_probe(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
+                        b2_frame **out) {
+  return open_in(dirfd, name, fn, ctx, dirfd != -1, 1, out);
 }
 
 int b2_frame_open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
                      b2_frame **out) {
-  return open_in(dirfd, name, fn, ctx, 0, out);
+  return open_in(dirfd, name, fn, ctx, 0, 0, out);
 }
 
 /* A read-only frame opened at a borrowed directory lets go of it. */
@@ -254,7 +270,7 @@ static void unborrow(b2_frame *f) {
 }
 
 static int open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx, int borrow,
-                   b2_frame **out) {
+                   int noatime, b2_frame **out) {
   if (!out) return b2_fail(B2_E_INVAL, "frame open: no output");
   *out = NULL;
   if (!name || !*name) return b2_fail(B2_E_INVAL, "frame open: empty path");
@@ -263,6 +279,7 @@ static int open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
   b2_frame *f;
   int rc = frame_new_at(dirfd, name, borrow, &f);
   if (rc < 0) return rc;
+  f->noatime = noatime;
   rc = open_files(f, name);
   b2_frame *old = rc == 0 && fn && f->info.layout == B2_LAYOUT_CONTIGUOUS ? fn(ctx, &f->st) : NULL;
   if (old && b2_frame_lk_moved(old)) { /* changed under locking, size and times alike */
@@ -271,6 +288,7 @@ static int open_in(int dirfd, const char *name, b2_frame_reuse_fn fn, void *ctx,
   }
   if (old) { /* the same file, unchanged: the parse it had is right */
     old->fd = f->fd;
+    old->noatime = f->noatime;
     f->fd = -1;
     char *p = old->path;
     old->path = f->path;
@@ -365,7 +383,7 @@ int b2_frame_rehome(b2_frame *f, int dirfd, const char *name) {
 
 int b2_frame_open_at(int dirfd, const char *name, b2_frame **out) {
   if (dirfd == -1) return b2_fail(B2_E_INVAL, "frame open: no directory");
-  return open_in(dirfd, name, NULL, NULL, 1, out); /* read-only: dirfd is needed meanwhile */
+  return open_in(dirfd, name, NULL, NULL, 1, 0, out); /* read-only: dirfd is needed meanwhile */
 }
 
 int b2_frame_open_fd(int fd, int64_t offset, int64_t length, const char *name,

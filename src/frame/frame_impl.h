@@ -118,6 +118,8 @@ struct b2_frame {
   char *home_name;      /* ... and the name in it */
   int home_borrowed;    /* home_dir is the caller's, for the time of a
                            read-only open only (never closed here) */
+  int noatime;          /* a probe (b2_frame_open_probe): files opened
+                           with O_NOATIME where permitted */
   int64_t file_size;    /* size of the frame file when opened (a frame
                            inside another file: the bytes it may use) */
   int64_t base;         /* where the frame starts in fd (0 but for frames

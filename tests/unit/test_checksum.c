@@ -49,6 +49,15 @@ static void tpath(char *out, size_t cap, const char *name) {
   snprintf(out, cap, "%s/%s", tmproot, name);
 }
 
+/* path[512] gets the frame STEM.b2frame or STEM.sparse of that layout,
+ * hdr[600] its header file (a sparse frame's chunks.b2frame). */
+static void tframe(char *path, char *hdr, int layout, const char *stem) {
+  char name[64];
+  snprintf(name, sizeof name, "%s.%s", stem, layout ? "sparse" : "b2frame");
+  tpath(path, 512, name);
+  snprintf(hdr, 600, "%s%s", path, layout ? "/chunks.b2frame" : "");
+}
+
 static uint32_t rnd_state = 2463534242u;
 static uint32_t rnd(void) {
   rnd_state ^= rnd_state << 13;
@@ -594,8 +603,7 @@ static void test_changed_elsewhere_sparse(void) { changed_elsewhere(B2_LAYOUT_SP
  * program's change, as before. */
 static void set_mtime(int layout) {
   char path[512], hdr[600];
-  tpath(path, sizeof path, layout ? "time.sparse" : "time.b2frame");
-  snprintf(hdr, sizeof hdr, "%s%s", path, layout ? "/chunks.b2frame" : "");
+  tframe(path, hdr, layout, "time");
   model m = {NULL, 0};
   CHECK_EQ(write_frame(path, layout, 6, &m), 0);
   static const struct timespec when[] = {{1577836800, 123456789}, {1956528000, 5}};
@@ -646,8 +654,7 @@ static void set_mtime(int layout) {
  * time changes. */
 static void commit_at(int layout) {
   char path[512], hdr[600], chunk[600];
-  tpath(path, sizeof path, layout ? "at.sparse" : "at.b2frame");
-  snprintf(hdr, sizeof hdr, "%s%s", path, layout ? "/chunks.b2frame" : "");
+  tframe(path, hdr, layout, "at");
   model m = {NULL, 0};
   CHECK_EQ(write_frame(path, layout, 6, &m), 0);
   struct timespec t;
@@ -699,6 +706,44 @@ static void commit_at(int layout) {
   b2_frame_close(f);
   free(m.b);
 }
+
+/* A probe (b2_frame_open_probe) reads header, index and trailer without
+ * counting as a read: the header file's access time stays; a plain open
+ * that reads updates it (relatime: it was older than the modification
+ * time).  Skipped where the file system keeps no access times. */
+static time_t atime_of(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 ? st.st_atim.tv_sec : -1;
+}
+
+static void probe_atime(int layout) {
+  char path[512], hdr[600];
+  tframe(path, hdr, layout, "probe");
+  model m = {NULL, 0};
+  CHECK_EQ(write_frame(path, layout, 3, &m), 0);
+  free(m.b);
+  struct timespec old[2] = {{1000000000, 0}, {2000000000, 0}};
+  CHECK_EQ(utimensat(AT_FDCWD, hdr, old, 0), 0);
+  b2_frame *f = NULL;
+  uint8_t buf[CS];
+  CHECK_EQ(b2_frame_open(path, &f), 0);
+  if (f) CHECK_EQ(b2_frame_decode_chunk(f, 1, buf, sizeof buf), CS);
+  b2_frame_close(f);
+  if (atime_of(hdr) == 1000000000) T_SKIP("the file system keeps no access times");
+  for (int at = 0; at < 2; at++) { /* by path; at a directory */
+    CHECK_EQ(utimensat(AT_FDCWD, hdr, old, 0), 0);
+    int dfd = at ? open(tmproot, O_RDONLY | O_DIRECTORY) : -1;
+    f = NULL;
+    CHECK_EQ(b2_frame_open_probe(dfd, at ? strrchr(path, '/') + 1 : path, NULL, NULL, &f), 0);
+    if (f) CHECK_EQ(b2_frame_get_info(f)->nchunks, 3);
+    b2_frame_close(f);
+    if (dfd >= 0) close(dfd);
+    CHECK_EQ(atime_of(hdr), 1000000000);
+  }
+}
+
+static void test_probe_atime_contiguous(void) { probe_atime(B2_LAYOUT_CONTIGUOUS); }
+static void test_probe_atime_sparse(void) { probe_atime(B2_LAYOUT_SPARSE); }
 
 static void test_commit_at_contiguous(void) { commit_at(B2_LAYOUT_CONTIGUOUS); }
 static void test_commit_at_sparse(void) { commit_at(B2_LAYOUT_SPARSE); }
@@ -1075,6 +1120,8 @@ int main(void) {
   T_RUN(test_set_mtime_sparse);
   T_RUN(test_commit_at_contiguous);
   T_RUN(test_commit_at_sparse);
+  T_RUN(test_probe_atime_contiguous);
+  T_RUN(test_probe_atime_sparse);
   T_RUN(test_compaction_keeps_time);
   T_RUN(test_crash_before_commit);
   T_RUN(test_crash_before_commit_sparse);
