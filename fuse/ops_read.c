@@ -311,13 +311,19 @@ again:
   }
   if (err == ESTALE) err = read_failed(in, use, (int64_t)off, B2_E_IO);
   /* The kernel takes a short reply for the end of the file (and lowers
-   * its size to it): one short of a writer's size is a bug to name. */
-  if (!err && use->writable && done < want) {
+   * its size to it): one short of the size is a bug to name, and so is a
+   * short one from a read-only view while the file is open for writing
+   * (the writer's size is the one the kernel knows). */
+  if (!err && done < want) {
     int64_t end = b2_file_size(f);
-    if ((int64_t)off + (int64_t)done < end) {
-      char what[128];
-      snprintf(what, sizeof what, "read at offset %lld: %zu of %zu bytes, short of the size %lld",
-               (long long)off, done, want, (long long)end);
+    int ro_beside_writer = !use->writable && atomic_load(&in->rw);
+    if ((int64_t)off + (int64_t)done < end || ro_beside_writer) {
+      char what[192];
+      snprintf(what, sizeof what,
+               "read at offset %lld: %zu of %zu bytes, short of the size %lld (%s handle%s)",
+               (long long)off, done, want, (long long)end,
+               use->writable ? "writable" : "read-only",
+               ro_beside_writer ? ", the file open for writing" : "");
       b2fs_frame_log(in, use, what, B2_E_IO);
     }
   }

@@ -29,6 +29,8 @@
  *         after every completed operation, or (when the operation under way
  *         at the kill was a rename, unlink or creation) after it as well;
  *         no other visible entry; hidden engine temporaries are counted.
+ *         A frame a rename had set aside (a restore marker beside it) is
+ *         first put back, as the next daemon does (restore_set_aside).
  *       - content (read with `B2F cat`): let S_a ... S_z be the states of a
  *         file's content from the last acknowledged commit (a completed
  *         fsync, fdatasync or close, or its creation, or the start of the
@@ -709,6 +711,38 @@ static void names_of(const slotst *ns, char *out, size_t cap) {
       snprintf(out + strlen(out), cap - strlen(out), " f%dg%d", ns[s].ns, ns[s].gen);
 }
 
+/* A frame a rename had set aside under a hidden name when the daemon died
+ * (its restore marker beside it: source name, target name) goes back to
+ * its name when that target is free: the next daemon's sweep does so (see
+ * src/ns/leftover.c), as if the rename had not begun.  Done here first, the
+ * same way, so the names are checked as the next mount shows them.
+ * Returns how many went back. */
+static int restore_set_aside(const char *srcdir) {
+  static const char mark[] = ".restore.b2tmp";
+  int n = 0, dfd = open(srcdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dfd < 0 ? NULL : fdopendir(dup(dfd));
+  struct dirent *de;
+  while (d && (de = readdir(d))) {
+    size_t l = strlen(de->d_name), k = sizeof mark - 1;
+    if (strncmp(de->d_name, ".b2fs-gone-", 11) || l <= k || strcmp(de->d_name + l - k, mark))
+      continue;
+    char hidden[300], buf[600] = {0}, *target;
+    snprintf(hidden, sizeof hidden, "%.*s.b2tmp", (int)(l - k), de->d_name);
+    int fd = openat(dfd, de->d_name, O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0) close(fd);
+    struct stat st;
+    if (r > 0 && (target = memchr(buf, 0, (size_t)r)) && ++target < buf + r &&
+        fstatat(dfd, target, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
+        renameat(dfd, hidden, dfd, buf) == 0)
+      n++;
+    unlinkat(dfd, de->d_name, 0);
+  }
+  if (d) closedir(d);
+  if (dfd >= 0) close(dfd);
+  return n;
+}
+
 static int cmd_check(const char *srcdir, const char *logdir, const char *b2f, int64_t cs) {
   slotst init[NSLOT];
   buf base[NSLOT] = {{0}};
@@ -718,7 +752,8 @@ static int cmd_check(const char *srcdir, const char *logdir, const char *b2f, in
   if (nops && ops[nops - 1].done != 1) certain = nops - 1;
   const lop *un = certain < nops ? &ops[nops - 1] : NULL;
 
-  /* What SRCDIR holds. */
+  /* What SRCDIR holds, once what a rename set aside is back. */
+  int restored = restore_set_aside(srcdir);
   DIR *d = opendir(srcdir);
   if (!d) die("cannot list %s", srcdir);
   found f[64];
@@ -791,9 +826,10 @@ static int cmd_check(const char *srcdir, const char *logdir, const char *b2f, in
                   sizeof summary[0]);
     nsum++;
   }
-  printf("# %ld ops, last %s (%s)%s; %d hidden%s;", nops, nops ? ops[nops - 1].op : "-",
+  printf("# %ld ops, last %s (%s)%s; %d hidden%s;%s", nops, nops ? ops[nops - 1].op : "-",
          un ? (un->done == 0 ? "under way" : "failed") : "completed",
-         took_new ? ", names after it" : "", hidden, hnames);
+         took_new ? ", names after it" : "", hidden, hnames,
+         restored ? " a frame a rename set aside put back;" : "");
   for (int k = 0; k < nsum; k++) printf(" %s;", summary[k]);
   printf("\n");
   if (fails) return 1;
