@@ -83,4 +83,19 @@ static inline unsigned char *t_read_file(const char *path, size_t *len) {
   return buf;
 }
 
+/* Test data: Marsaglia's xorshift generators (shifts 13, 7, 17 on 64
+ * bits; 13, 17, 5 on 32), repeatable from a seed; the state must not be 0. */
+static inline uint64_t t_xorshift64(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+static inline uint32_t t_xorshift32(uint32_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 17;
+  *s ^= *s << 5;
+  return *s;
+}
+
 #endif

@@ -31,13 +31,7 @@
 /* ---- helpers ------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
+static uint64_t rnd(void) { return t_xorshift64(&rng_state); }
 
 static void put_be(uint8_t *p, uint64_t v, int w) {
   for (int i = 0; i < w; i++) p[i] = (uint8_t)(v >> (8 * (w - 1 - i)));

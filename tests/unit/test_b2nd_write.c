@@ -25,13 +25,7 @@
 #include "t.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
+static uint64_t rnd(void) { return t_xorshift64(&rng_state); }
 static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
 
 /* A random geometry: ndim 1..5, small shapes, chunks up to a bit past the

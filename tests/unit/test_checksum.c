@@ -59,12 +59,7 @@ static void tframe(char *path, char *hdr, int layout, const char *stem) {
 }
 
 static uint32_t rnd_state = 2463534242u;
-static uint32_t rnd(void) {
-  rnd_state ^= rnd_state << 13;
-  rnd_state ^= rnd_state >> 17;
-  rnd_state ^= rnd_state << 5;
-  return rnd_state;
-}
+static uint32_t rnd(void) { return t_xorshift32(&rnd_state); }
 
 #define CS 4096 /* chunk size of the frames written here */
 

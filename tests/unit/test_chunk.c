@@ -16,12 +16,7 @@
 /* ---- helpers ------------------------------------------------------------ */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static uint64_t rnd(void) { return t_xorshift64(&rng_state); }
 
 static uint32_t be32(const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |

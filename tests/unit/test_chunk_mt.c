@@ -29,12 +29,7 @@
 static b2_pool *pool;
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static uint64_t rnd(void) { return t_xorshift64(&rng_state); }
 
 /* Wait (at most ~2 s) until every worker waits for a job, so that the next
  * decode can hand blocks out. */

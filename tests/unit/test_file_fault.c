@@ -678,12 +678,7 @@ static void map_path(const char *p, const char *from, const char *to, char *out,
 }
 
 static uint32_t prng = 1;
-static uint32_t rnd32(void) {
-  prng ^= prng << 13;
-  prng ^= prng >> 17;
-  prng ^= prng << 5;
-  return prng;
-}
+static uint32_t rnd32(void) { return t_xorshift32(&prng); }
 
 /* Is write j of a prefix of k events covered by a later sync of its file? */
 static int synced_in(int j, int k) {

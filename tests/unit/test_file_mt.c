@@ -20,12 +20,7 @@
 #include "t.h"
 
 static uint64_t rng_state;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static uint64_t rnd(void) { return t_xorshift64(&rng_state); }
 static uint64_t rnd_below(uint64_t n) { return n ? rnd() % n : 0; }
 
 static char dir[] = "/tmp/b2fs-test-file-XXXXXX";

@@ -25,12 +25,7 @@
 #define PIECE (16 * 1024)
 
 static uint64_t seed0;
-static uint64_t rnd(uint64_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
+static uint64_t rnd(uint64_t *s) { return t_xorshift64(s); }
 
 static char dir[] = "/tmp/b2fs-test-fread-XXXXXX";
 static char sig_path[64], txt_path[64];

@@ -71,12 +71,7 @@ static void model_resize(model *m, int64_t n) {
 }
 
 static uint32_t rnd_state = 12345;
-static uint32_t rnd(void) {
-  rnd_state ^= rnd_state << 13;
-  rnd_state ^= rnd_state >> 17;
-  rnd_state ^= rnd_state << 5;
-  return rnd_state;
-}
+static uint32_t rnd(void) { return t_xorshift32(&rnd_state); }
 
 /* Fill [off, off+n) with compressible data tagged by `v`. */
 static void fill(model *m, int64_t off, int64_t n, uint32_t v) {

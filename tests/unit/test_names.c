@@ -206,12 +206,7 @@ static void test_long_and_errors(void) {
 
 /* Random directories over names built from a few confusable pieces. */
 static uint64_t rng = 0x9e3779b97f4a7c15u;
-static unsigned rnd(unsigned n) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (unsigned)(rng % n);
-}
+static unsigned rnd(unsigned n) { return (unsigned)(t_xorshift64(&rng) % n); }
 
 static void random_name(char *out) {
   static const char *const stems[] = {"a", "b", ".", "..", "", "a.npy", "a.b2"};
