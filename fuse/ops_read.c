@@ -264,6 +264,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   b2_file *f = b2fs_use(use);
   size_t done = 0, want = size;
   int err = !buf ? ENOMEM : !f ? EIO : 0;
+  if (err) /* the kernel ends a read at a failed page: name it */
+    b2fs_frame_log(in, use, !buf ? "read: no buffer" : "read: the handle has no file", B2_E_IO);
   int tries = 0, stale = 0;
   b2_file_pin pin = {0};
 again:

@@ -132,7 +132,11 @@ def run_ops(d, logdir, seed, maxops):
                     rows_ = sorted(set((bad // ROWB).tolist()))
                     cols_ = sorted(set(((bad % ROWB) // 2).tolist()))
                     zeros = int((g[bad] == 0).sum())
-                    open(f"{logdir}/diag", "w").write(f"len got {len(got)} model {len(model)}; {len(bad)} bytes differ in [{b0},{b1}]; rows {rows_[:3]}..{rows_[-3:]} ({len(rows_)}); cols {cols_[0]}..{cols_[-1]} ({len(cols_)}); zeros in got {zeros}\n")
+                    # a short read: the size the kernel holds now, and
+                    # what a second read gives (a failed page read ends a
+                    # read early; a short reply lowers the size)
+                    again = os.pread(fd, n + 1, hdr)
+                    open(f"{logdir}/diag", "w").write(f"len got {len(got)} model {len(model)}; {len(bad)} bytes differ in [{b0},{b1}]; rows {rows_[:3]}..{rows_[-3:]} ({len(rows_)}); cols {cols_[0]}..{cols_[-1]} ({len(cols_)}); zeros in got {zeros}; fstat size then {os.fstat(fd).st_size} (header {hdr}); read again: {len(again)} bytes, {'equal' if again == bytes(model) else 'different'}\n")
                 say("X read")
                 sys.exit(f"crash_npy: op {k}: a read differs from the model")
         say(f"E {k}")
