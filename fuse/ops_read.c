@@ -265,7 +265,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   size_t done = 0, want = size;
   int err = !buf ? ENOMEM : !f ? EIO : 0;
   if (err) /* the kernel ends a read at a failed page: name it */
-    b2fs_frame_log(in, use, !buf ? "read: no buffer" : "read: the handle has no file", B2_E_IO);
+    b2fs_frame_log(in, use, "read", b2_fail(B2_E_IO, !buf ? "no buffer" : "the handle has no file"));
   int tries = 0, stale = 0;
   b2_file_pin pin = {0};
 again:
@@ -326,7 +326,7 @@ again:
                (long long)off, done, want, (long long)end,
                use->writable ? "writable" : "read-only",
                ro_beside_writer ? ", the file open for writing" : "");
-      b2fs_frame_log(in, use, what, B2_E_IO);
+      b2fs_frame_log(in, use, what, b2_fail(B2_E_IO, "the kernel takes it for the end"));
     }
   }
   /* Done with the handle before replying: once the reply is out, a release
