@@ -18,8 +18,13 @@
  *       lives outside the mount and survives the kill.  The first error
  *       ends the run (exit 4): after the daemon is killed every call fails.
  *       Data of a write is a function of a logged seed, so the checker
- *       regenerates it.  No write exceeds 124 KiB (one FUSE request: 32
- *       pages even when unaligned), so the daemon sees each write whole.
+ *       regenerates it.  No write exceeds 124 KiB (at most 32 pages even
+ *       when unaligned), so the kernel sends each write as one request,
+ *       except that a write starting inside a page not in its page cache
+ *       goes as two: that page's part, then the rest (fuse_fill_write_pages
+ *       stops at a page it could not mark up to date).  A commit may fall
+ *       between the two (the idle flusher), so the state "before the write
+ *       plus its first page's part" is a state too (split_state).
  *
  *   crash_writer check SRCDIR LOGDIR B2F CHUNKSIZE
  *       SRCDIR is the same directory in SOURCE, after the daemon was killed
@@ -60,7 +65,8 @@
 
 #define NSLOT 3
 #define MAXSZ ((int64_t)2 << 20)   /* files stay below 2 MiB */
-#define MAXW ((int64_t)124 << 10)  /* one FUSE request per write */
+#define MAXW ((int64_t)124 << 10)  /* one FUSE request per write (but split_state) */
+#define KPAGE 4096                  /* the kernel's page: where it may split a write */
 #define MAXLOG 100000              /* operations per trial */
 
 /* ---- common ------------------------------------------------------------- */
@@ -649,13 +655,24 @@ static void check_content(int s, const buf *init, long inc0, long ack, long upto
   int64_t nch = (act->n + cs - 1) / cs;
   if (nch > maxch) nch = maxch;
   char *chunk_ok = calloc((size_t)maxch + 1, 1);
-  int size_ok = 0, k = 0, match = -1, older = -1;
+  int size_ok = 0, k = 0, match = -1, older = -1, split = -1;
   for (long j = first - 1; j < upto; j++) {
     if (j >= first) { /* state k: after the k-th content op */
       const lop *o = &ops[j];
       if (o->s != s || !is_content_op(o)) continue;
       if (!strcmp(o->op, "write")) {
         gen_data((uint64_t)o->c, data, o->b);
+        /* split_state: the state before it plus the part of its first
+         * page, when the kernel sent that part alone (see the header) */
+        int64_t piece = KPAGE - o->a % KPAGE;
+        if (o->a % KPAGE && o->b > piece && k >= a) {
+          buf t = {0};
+          buf_set(&t, m.b, m.n);
+          if (o->a + piece > t.n) buf_resize(&t, o->a + piece);
+          memcpy(t.b + o->a, data, (size_t)piece);
+          if (t.n == act->n && !memcmp(t.b, act->b, (size_t)t.n)) split = k;
+          free(t.b);
+        }
         if (o->a + o->b > m.n) buf_resize(&m, o->a + o->b);
         memcpy(m.b + o->a, data, (size_t)o->b);
       } else {
@@ -680,6 +697,9 @@ static void check_content(int s, const buf *init, long inc0, long ack, long upto
   if (match >= 0) {
     snprintf(summary, scap, "%s %lld bytes = state %d of [%d..%d]", name, (long long)act->n,
              match, a, z);
+  } else if (split >= 0) {
+    snprintf(summary, scap, "%s %lld bytes = state %d and the first page's part of the next "
+             "write of [%d..%d]", name, (long long)act->n, split, a, z);
   } else {
     int64_t bad = -1;
     for (int64_t c = 0; c < nch && bad < 0; c++)
