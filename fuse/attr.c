@@ -17,6 +17,7 @@
 
 #include "b2_store.h"
 #include "b2fs.h"
+#include "common/fileio.h"
 
 static int stat_known(b2fs_inode *in, struct stat *st);
 
@@ -117,8 +118,7 @@ static int64_t view_size(b2fs_inode *in, const b2fs_sig *sig) {
 /* Disk use of a sparse frame: the blocks of the files it holds.  Listing
  * its directory is no access the user made: O_NOATIME where permitted. */
 static blkcnt_t sparse_blocks(int fd) {
-  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
-  if (dfd < 0 && errno == EPERM) dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = b2_io_open_noatime(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return 0;
   DIR *d = fdopendir(dfd);
   if (!d) {

@@ -317,6 +317,15 @@ int b2_io_open_path(const char *path, int flags, mode_t mode) {
   return open(path, flags | O_NOFOLLOW, mode); /* old kernel: last component */
 }
 
+int b2_io_open_noatime(int dirfd, const char *name, int flags) {
+  for (int k = 0; k < 2; k++) {
+    int fl = k == 0 ? flags | O_NOATIME : flags;
+    int fd = dirfd < 0 ? b2_io_open_path(name, fl, 0) : openat(dirfd, name, fl);
+    if (fd >= 0 || k == 1 || errno != EPERM) return fd;
+  }
+  return -1;
+}
+
 int b2_io_open_parent(const char *path, const char **base) {
   /* Ignore trailing slashes ("dir/" names dir). */
   size_t len = strlen(path);

@@ -68,6 +68,12 @@ void b2_io_set_strict_paths(int on);
 int b2_io_strict_paths(void);
 int b2_io_open_path(const char *path, int flags, mode_t mode);
 
+/* Open `name` of dirfd (negative: `name` is a path, b2_io_open_path) to look at
+ * it, not to read it for a user: with O_NOATIME where the caller may (the
+ * file's owner, or CAP_FOWNER), else (EPERM) as any reader.  open(2)-like:
+ * an fd or -1 with errno; never faulted. */
+int b2_io_open_noatime(int dirfd, const char *name, int flags);
+
 #ifdef B2_FAULT_INJECTION
 enum b2_io_op {
   B2_IO_OPEN = 0,

@@ -40,15 +40,11 @@ static int use_file(b2_frame *f, int fd, const struct stat *st) {
   return 0;
 }
 
-/* openat for reading the frame's files: O_NOATIME for a probe where the
- * caller may (the file's owner or CAP_FOWNER), else as any reader. */
+/* Open one of the frame's files for reading (dirfd -1: name is a path); a
+ * probe's leave the access time alone where permitted. */
 static int open_ro(const b2_frame *f, int dirfd, const char *name, int flags) {
-  for (int k = f->noatime ? 0 : 1; k < 2; k++) {
-    int fl = k == 0 ? flags | O_NOATIME : flags;
-    int fd = dirfd < 0 ? b2_io_open_path(name, fl, 0) : openat(dirfd, name, fl);
-    if (fd >= 0 || k == 1 || errno != EPERM) return fd;
-  }
-  return -1;
+  if (f->noatime) return b2_io_open_noatime(dirfd, name, flags);
+  return dirfd < 0 ? b2_io_open_path(name, flags, 0) : openat(dirfd, name, flags);
 }
 
 /* Open a sparse frame's index, chunks.b2frame in f->dirfd, as its file

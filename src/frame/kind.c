@@ -205,8 +205,7 @@ static int open_header_file(int dirfd, const char *name, struct stat *out) {
   if (fstat(fd, &st) < 0) st.st_mode = 0;
   if (S_ISDIR(st.st_mode)) {
     flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW;
-    int ifd = openat(fd, B2_FRAME_SPARSE_INDEX, flags | O_NOATIME);
-    if (ifd < 0 && errno == EPERM) ifd = openat(fd, B2_FRAME_SPARSE_INDEX, flags);
+    int ifd = b2_io_open_noatime(fd, B2_FRAME_SPARSE_INDEX, flags);
     int e = errno;
     close(fd);
     if (ifd < 0)
