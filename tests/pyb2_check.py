@@ -475,8 +475,12 @@ def cmd_schunk(src, mnt):
     rng = np.random.default_rng(11)
     cases = {"plain_small": rng.bytes(1000), "plain_multi": rng.bytes(3 * 1024 * 1024 + 17),
              "plain_text": b"hello python-blosc2\n" * 50000, "plain_empty": b""}
+    # typesize 1 set on the empty file (README): python-blosc2 slices it whole
+    cases["plain_bytes"] = cases["plain_multi"]
     for name, data in cases.items():
         with open(os.path.join(mnt, name), "wb") as f:
+            if name == "plain_bytes":
+                os.setxattr(f.fileno(), "user.b2.typesize", b"1")
             f.write(data)
     os.sync()
     for name, data in cases.items():
@@ -492,6 +496,10 @@ def cmd_schunk(src, mnt):
             items = s[:] if s.nbytes >= s.typesize else b""
             if bytes(items) != data[: len(data) // s.typesize * s.typesize]:
                 notok("schunk:" + name, "SChunk[:] differs")
+                continue
+            if name == "plain_bytes" and (s.typesize != 1 or bytes(items) != data):
+                notok("schunk:" + name, "typesize %d, SChunk[:] %d of %d bytes" % (
+                    s.typesize, len(items), len(data)))
                 continue
         except Exception as e:  # noqa: BLE001
             notok("schunk:" + name, "%s: %s" % (type(e).__name__, e))
