@@ -71,7 +71,10 @@ static int open_files(b2_frame *f, const char *path) {
   if (S_ISDIR(st.st_mode)) {
     f->dirfd = fd;
     f->info.layout = B2_LAYOUT_SPARSE;
-    return open_index(f);
+    rc = open_index(f);
+    if (rc == B2_E_NOENT)
+      return b2_fail(rc, "a directory without " B2_FRAME_SPARSE_INDEX ", so no sparse frame");
+    return rc;
   }
   return use_file(f, fd, &st);
 }

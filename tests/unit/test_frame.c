@@ -1139,6 +1139,12 @@ static void test_open_errors(void) {
     CHECK_EQ(b2_frame_open(fifo, &f), B2_E_FORMAT);
     unlink(fifo);
   }
+  /* A directory without a sparse frame's index says so. */
+  char dir[] = "/tmp/test_frame_dir.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  CHECK_EQ(b2_frame_open(dir, &f), B2_E_NOENT);
+  CHECK(strstr(b2_last_detail(), "a directory without chunks.b2frame") != NULL);
+  rmdir(dir);
 }
 
 int main(void) {
