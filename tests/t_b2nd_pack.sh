@@ -119,6 +119,14 @@ if "$B2F" pack --force "$tmp/u1-2d.npy" "$tmp/f8-1d.b2nd" &&
 else
   notok "pack --force"
 fi
+# the same for a frame of bytes; a file that is no frame is never replaced
+printf 'abc' >"$tmp/plain.txt"
+"$B2F" pack "$tmp/text.bin" "$tmp/t2.b2frame" 2>/dev/null
+check "pack without --force says OUT exists" bash -c "! '$B2F' pack '$tmp/text.bin' '$tmp/t2.b2frame' 2>'$tmp/err' && grep -q 'exists (--force replaces' '$tmp/err'"
+check "pack --force replaces a frame of bytes" bash -c "'$B2F' pack --force '$tmp/plain.txt' '$tmp/t2.b2frame' && [ \"\$('$B2F' cat '$tmp/t2.b2frame')\" = abc ]"
+for src in "$tmp/text.bin" "$tmp/u1-2d.npy"; do
+  check "pack --force keeps a file that is no frame ($(basename "$src"))" bash -c "! '$B2F' pack --force '$src' '$tmp/plain.txt' 2>'$tmp/err' && grep -q 'not replaced' '$tmp/err' && [ \"\$(cat '$tmp/plain.txt')\" = abc ]"
+done
 
 # bad inputs: non-zero status, one line naming the problem, no output left
 head -c $(( $(stat -c %s "$tmp/f4-2d.npy") - 100 )) "$tmp/f4-2d.npy" >"$tmp/short.npy"

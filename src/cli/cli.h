@@ -31,6 +31,10 @@ int b2f_npy_option(int argc, char **argv, int *i);
 int b2f_npy_wanted(const char *in);
 int b2f_pack_npy(const char *in, const char *out, const struct b2_frame_params *p, int force,
                  int threads);
+/* Make way for `b2f pack`'s OUT (a file, not "-"): 0 when nothing is
+ * there, or with `force` when a contiguous frame file was there and is
+ * removed; else -1, with one line on stderr saying why OUT stays. */
+int b2f_clear_output(const char *out, int force);
 
 /* Write the content of the frame at `path` in `view` (B2_VIEW_*) to fd;
  * returns the exit status (errors reported on stderr). */

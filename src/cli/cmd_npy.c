@@ -206,20 +206,6 @@ static void remove_output(const char *out) {
   rmdir(out);
 }
 
-/* --force: replace OUT only when it is a contiguous frame. */
-static int clear_output(const char *out, int force) {
-  struct stat st;
-  if (!force || lstat(out, &st) < 0) return 0;
-  b2_frame *old;
-  if (S_ISDIR(st.st_mode) || b2_frame_open(out, &old) < 0) {
-    fprintf(stderr, "b2f pack: %s: not replaced: only a contiguous frame file is\n", out);
-    return -1;
-  }
-  b2_frame_close(old);
-  unlink(out);
-  return 0;
-}
-
 static int pack(input *in, const char *out, const b2_frame_params *p, int threads) {
   char *descr = malloc(B2_B2ND_MAXDTYPE + 1);
   if (!descr) return b2_fail(B2_E_NOMEM, "no memory for the dtype");
@@ -276,7 +262,7 @@ int b2f_pack_npy(const char *in, const char *out, const b2_frame_params *p, int 
   if (opt.error) return b2f_usage_error("pack", opt.error);
   if (!strcmp(out, "-"))
     return b2f_usage_error("pack", "a .npy array is packed into a file, not to stdout");
-  if (clear_output(out, force) < 0) return 1;
+  if (b2f_clear_output(out, force) < 0) return 1;
   input src;
   memset(&src, 0, sizeof src);
   src.path = in;

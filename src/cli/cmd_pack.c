@@ -93,6 +93,24 @@ static const char *pack_usage =
     "  the codecs ndlz:CELL, zfp_acc:EXP, zfp_prec:BITS, zfp_rate:PCT and the filters\n"
     "  ndcell:CELL, ndmean:CELL (python-blosc2's codec_meta and filters_meta).\n";
 
+int b2f_clear_output(const char *out, int force) {
+  struct stat st;
+  if (lstat(out, &st) < 0) return 0;
+  if (!force) {
+    fprintf(stderr, "b2f pack: %s exists (--force replaces a frame file)\n", out);
+    return -1;
+  }
+  b2_frame *old;
+  if (!S_ISREG(st.st_mode) || b2_frame_open(out, &old) < 0) {
+    fprintf(stderr, "b2f pack: %s: not replaced: only a contiguous frame file is\n", out);
+    return -1;
+  }
+  b2_frame_close(old);
+  if (unlink(out) == 0) return 0;
+  fprintf(stderr, "b2f pack: %s: cannot remove it: %s\n", out, strerror(errno));
+  return -1;
+}
+
 int b2f_pack(int argc, char **argv) {
   b2_frame_params p;
   b2_frame_params_default(&p);
@@ -158,17 +176,9 @@ int b2f_pack(int argc, char **argv) {
     close(t);
     unlink(tmp);
     target = tmp;
-  } else if (force) {
-    b2_frame *old;
-    if (b2_frame_open(out, &old) == 0) { /* only ever replace a frame */
-      b2_frame_close(old);
-      struct stat ost;
-      if (stat(out, &ost) == 0 && S_ISDIR(ost.st_mode)) {
-        fprintf(stderr, "b2f pack: %s: will not replace a directory\n", out);
-        return 1;
-      }
-      unlink(out);
-    }
+  } else if (b2f_clear_output(out, force) < 0) {
+    if (infd != STDIN_FILENO) close(infd);
+    return 1;
   }
 
   b2_env_opts eo;
