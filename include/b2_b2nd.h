@@ -267,6 +267,28 @@ int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
 int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp,
                          b2_frame_meta_init *mi, uint8_t **meta);
 
+/* ---- tensors -------------------------------------------------------------
+ * python-blosc2's pack_tensor, save_tensor, pack_array2 and save_array
+ * store a NumPy array (or a PyTorch or TensorFlow tensor) as a plain
+ * SChunk of its items in C order, typesize the item size, with the
+ * vlmetalayer B2_TENSOR_VLMETA = msgpack (kind, shape, dtype): kind
+ * "numpy", "torch" or "tensorflow", dtype its dtype.str, or dtype.descr
+ * for void dtypes.  The frame's logical bytes are the array's items, so
+ * its .npy view is a header for (shape, dtype) followed by them.
+ *
+ * b2_tensor_parse reads that vlmetalayer's content (untrusted) into a
+ * geometry holding the shape and dtype (its chunk and block shapes are
+ * chosen as for a new array, not the frame's: a tensor's chunks cut its
+ * items anywhere) and checks that the items fill exactly `nbytes`, the
+ * frame's logical size.  B2_E_FORMAT when the content is not such a
+ * triple or does not match nbytes, B2_E_UNSUPPORTED for object dtypes,
+ * B2_E_LIMIT beyond B2_B2ND_MAXDIM dimensions.
+ * b2_tensor_get does it for an open frame: 1 and *out set for a tensor,
+ * 0 for a frame without the vlmetalayer, or the parse's negative code. */
+#define B2_TENSOR_VLMETA "__pack_tensor__"
+int b2_tensor_parse(const uint8_t *vlmeta, size_t len, int64_t nbytes, b2_b2nd *out);
+int b2_tensor_get(const b2_frame *f, b2_b2nd *out);
+
 /* ---- dtypes --------------------------------------------------------------
  * One pair of conversions between the dtype text of a b2nd metalayer and a
  * .npy header's descr, both as NumPy itself spells them; the .npy view

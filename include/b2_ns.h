@@ -188,9 +188,10 @@ int b2_ns_is_frame(int dirfd, const char *name, const struct stat *st);
  * header file (the frame file, or a sparse frame's chunks.b2frame) has the
  * lstat `hst`, as the probe that found it a frame (b2_ns_is_frame, through
  * lookups and listings) read it from the header, while that file is
- * unchanged: 0 and *size.  B2_E_NOENT when not known that way (an array's
- * .npy view needs its metalayer; a frame not probed since it changed):
- * open it then.  No system call. */
+ * unchanged: 0 and *size.  B2_E_NOENT when not known that way (a .npy
+ * view needs an array's metalayer or, for an SChunk, a look at its trailer
+ * for a python-blosc2 tensor; a frame not probed since it changed): open
+ * it then.  No system call. */
 int b2_ns_frame_size(const struct stat *hst, int kind, int64_t *size);
 /* Does frame `name` of dirfd (lstat st) have the reference library's
  * lock sidecar (NAME.b2lock beside a frame file, .b2lock inside a sparse

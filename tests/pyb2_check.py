@@ -54,6 +54,7 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
 
 Prints one "ok NAME" / "not ok NAME: why" line per check.
 """
+import io
 import json
 import os
 import subprocess
@@ -136,13 +137,19 @@ def values(dt, n, rng):
     return a
 
 
+def samples(rng):
+    """(key, dtype, array) of each of DTYPES: 37 items, or 23 x 11 small ones"""
+    for key, dt in DTYPES.items():
+        shape = (37,) if dt.itemsize > 16 else (23, 11)
+        yield key, dt, values(dt, int(np.prod(shape)), rng).reshape(shape)
+
+
 def cmd_make(d):
     rng = np.random.default_rng(10)
     os.makedirs(d, exist_ok=True)
     names = []
-    for key, dt in DTYPES.items():
-        shape = (37,) if dt.itemsize > 16 else (23, 11)
-        a = values(dt, int(np.prod(shape)), rng).reshape(shape)
+    for key, dt, a in samples(rng):
+        shape = a.shape
         # asarray stores the dtype of the data's descr (padding as named
         # void fields); empty() stores str(dtype) (dict literals): both
         sparse = key in ("f8", "aligned", "nested", "unicode", "padded", "subarray_padded")
@@ -608,6 +615,89 @@ def cmd_objcheck(d, mnt, b2f):
             notok("object_operand:" + name, str(e))
 
 
+# python-blosc2's save_tensor / save_array files: an SChunk of the items in
+# C order, with (kind, shape, dtype) in the vlmetalayer __pack_tensor__
+TENSOR_SKIP = ("void",)  # dtype.descr [('', '|V8')]: no field, no .npy descr
+
+
+def cmd_tensors(d):
+    rng = np.random.default_rng(12)
+    os.makedirs(d, exist_ok=True)
+    names = []
+    for key, _, a in samples(rng):
+        name = "t_%s.b2frame" % key
+        blosc2.save_tensor(a, os.path.join(d, name), mode="w")
+        names.append(name)
+    big = rng.normal(size=(300, 200, 7))
+    blosc2.save_array(big, os.path.join(d, "t_big.b2frame"), chunksize=100_000, mode="w")
+    blosc2.save_tensor(np.zeros((0, 3), dtype="<i2"), os.path.join(d, "t_empty.b2frame"), mode="w")
+    names += ["t_big.b2frame", "t_empty.b2frame"]
+    # under a .b2nd name the mount shows it as NAME.npy
+    blosc2.save_tensor(big.astype(">f4"), os.path.join(d, "tn.b2nd"), chunksize=65_536, mode="w")
+    names.append("tn.b2nd")
+    with open(os.path.join(d, "tensors.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+
+
+def cmd_tensorcheck(d, mnt, b2f):
+    for name in open(os.path.join(d, "tensors.txt")).read().split():
+        src = os.path.join(d, name)
+        key = name.split(".")[0]
+        tag = "tensor:" + name
+        why = []
+        try:
+            want = blosc2.load_tensor(src)
+            sc = blosc2.open(src)
+            items = b"".join(sc.decompress_chunk(i) for i in range(sc.nchunks))
+            out = subprocess.run([b2f, "cat", "--npy", src], capture_output=True)
+            expect_npy = key[2:] not in TENSOR_SKIP
+            if not expect_npy:
+                if out.returncode == 0:
+                    why.append("b2f cat --npy made a .npy of it")
+            else:
+                got = np.load(io.BytesIO(out.stdout))
+                if got.dtype != want.dtype or fields(got.dtype) != fields(want.dtype):
+                    why.append("cat dtype %r, python-blosc2 %r" % (got.dtype, want.dtype))
+                # numpy.load leaves padding bytes undefined: the file's own
+                if got.shape != want.shape or out.stdout[len(out.stdout) - len(items):] != items:
+                    why.append("cat shape %r or bytes differ" % (got.shape,))
+            info = json.loads(subprocess.run([b2f, "info", "--json", src], capture_output=True,
+                                             check=True).stdout)
+            if expect_npy and info.get("shape") != list(want.shape):
+                why.append("b2f info shape %r" % info.get("shape"))
+            if name.endswith(".b2nd"):
+                shown = os.path.join(mnt, key + ".npy")
+                got = np.load(shown)
+                if got.dtype != want.dtype or got.shape != want.shape or \
+                        open(shown, "rb").read()[-len(items):] != items:
+                    why.append("the mount's %s.npy differs" % key)
+                m = np.load(shown, mmap_mode="r")
+                if m[-1].tobytes() != want[-1].tobytes():
+                    why.append("a mapping of %s.npy differs" % key)
+                try:
+                    open(shown, "r+b").close()
+                    why.append("%s.npy opens for writing" % key)
+                except PermissionError:
+                    pass
+            else:
+                shown = os.path.join(mnt, key)
+                if open(shown, "rb").read() != items:
+                    why.append("the mount's %s is not the items in C order" % key)
+                if expect_npy:
+                    x = os.getxattr(shown, "user.b2.shape").decode()
+                    if x != "x".join(str(n) for n in want.shape):
+                        why.append("xattr user.b2.shape %r" % x)
+                    dt = os.getxattr(shown, "user.b2.dtype").decode()
+                    if np.dtype(eval(dt) if dt[0] in "[{" else dt) != want.dtype:
+                        why.append("xattr user.b2.dtype %r" % dt)
+        except Exception as e:  # noqa: BLE001
+            why.append("%s: %s" % (type(e).__name__, e))
+        if why:
+            notok(tag, "; ".join(why))
+        else:
+            ok(tag)
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "make":
@@ -632,6 +722,10 @@ def main():
         cmd_infocheck(sys.argv[2], sys.argv[3])
     elif cmd == "refused":
         cmd_refused(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "tensors":
+        cmd_tensors(sys.argv[2])
+    elif cmd == "tensorcheck":
+        cmd_tensorcheck(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "schunk":
         cmd_schunk(sys.argv[2], sys.argv[3])
     else:

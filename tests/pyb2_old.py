@@ -4,7 +4,8 @@ users' archives are full of, and frames b2fs writes opened by them.
 usage:
   pyb2_old.py make DIR         the release writes arrays (dtypes; each codec
                                under each filter; sparse; resized, with
-                               vlmeta), an SChunk, and (3.x) its stores;
+                               vlmeta; two save_tensor files), an SChunk,
+                               and (3.x) its stores;
                                DIR/arrays.txt and DIR/stores.txt list them
   pyb2_old.py npy DIR ROOT     each array's ROOT/NAME.npy (b2f cat --npy
                                output, or the mount) equals the release's
@@ -81,6 +82,11 @@ def cmd_make(d):
          contiguous=False)
     save("struct.b2nd", np.zeros(50, dtype=[("x", "<f4"), ("y", ">i8"), ("s", "S3")]))
     save("default.b2nd", field)  # the release's own chunk and block choice
+    # save_tensor's SChunks (items in C order, __pack_tensor__ vlmeta) under
+    # .b2nd names: the mount's NAME.npy, as `b2f cat --npy`
+    for i, a in enumerate([field, np.zeros(50, dtype=[("x", "<f4"), ("y", ">i8"), ("s", "S3")])]):
+        blosc2.save_tensor(a, os.path.join(d, "tensor%d.b2nd" % i), chunksize=50_000, mode="w")
+        names.append("tensor%d.b2nd" % i)
     b = blosc2.asarray(np.arange(1000.0), urlpath=os.path.join(d, "resized.b2nd"), mode="w",
                        chunks=(300,))
     b.resize((1500,))
@@ -117,7 +123,8 @@ def cmd_npy(d, root):
     for name in open(os.path.join(d, "arrays.txt")).read().split():
         tag = "%s:%s" % ("mount" if os.path.ismount(root) else "cat", name)
         try:
-            want = blosc2.open(os.path.join(d, name))[...]
+            path = os.path.join(d, name)
+            want = blosc2.load_tensor(path) if name.startswith("tensor") else blosc2.open(path)[...]
             got = np.load(os.path.join(root, name[: -len(".b2nd")] + ".npy"))
         except Exception as e:  # noqa: BLE001 - any failure is a test result
             notok(tag, "%s: %s" % (type(e).__name__, e))

@@ -163,15 +163,27 @@ else notok "python-blosc2 writes and opens frames in the mount" "$(tail -c 300 "
 unmount_fg "$MNT" pyb2new
 timeout 120 "$PYB2" tests/pyb2_new.py check "$NEW" "$PACK" "$ZFP"
 
+# gen_check NAME MAKE CHECK: python-blosc2 writes $TMP/NAME (pyb2_check.py
+# MAKE), then CHECK runs on it and its mount
+gen_check() {
+  local dir=$TMP/$1
+  if ! timeout 300 "$PYB2" "$CHECK" "$2" "$dir" 2>"$TMP/$1.log"; then
+    notok "pyb2_$1" "$(tail -3 "$TMP/$1.log")"
+    return
+  fi
+  if ! mount_bg "pyb2$1" "$dir" "$MNT" "timeout=0"; then
+    notok "pyb2_$1_mount" "the daemon did not mount: $(tail -3 "${LOGS[$MNT]}")"
+    return
+  fi
+  timeout 300 "$PYB2" "$CHECK" "$3" "$dir" "$MNT" "$B2F"
+  unmount_fg "$MNT" "pyb2$1"
+}
+
 # objects that are not data pass through raw
-OBJ=$TMP/objects
-if ! timeout 300 "$PYB2" "$CHECK" objects "$OBJ" 2>"$TMP/objects.log"; then
-  notok pyb2_objects "$(tail -3 "$TMP/objects.log")"
-  exit 0
-fi
-if ! mount_bg pyb2obj "$OBJ" "$MNT" "timeout=0"; then
-  notok pyb2_objects_mount "the daemon did not mount: $(tail -3 "${LOGS[$MNT]}")"
-  exit 0
-fi
-timeout 300 "$PYB2" "$CHECK" objcheck "$OBJ" "$MNT" "$B2F"
-unmount_fg "$MNT" pyb2obj
+gen_check objects objects objcheck
+
+# python-blosc2's save_tensor and save_array files: `b2f cat --npy` and
+# `b2f info` give the array with its shape and dtype; in the mount NAME
+# holds the items in C order (user.b2.shape, user.b2.dtype say which), and
+# one saved under a .b2nd name is a read-only NAME.npy
+gen_check tensors tensors tensorcheck

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "b2_b2nd.h"
+#include "common/msgpack.h"
 
 /* Largest piece of a block fetched into scratch at once (bytes).  Blocks
  * whose needed span is larger are fetched in consecutive windows, so a
@@ -52,5 +53,17 @@ int b2_b2nd_derive(b2_b2nd *a);
 
 /* Copy s[0..n) as a->dtype (NUL-terminated; a NUL inside is refused). */
 int b2_b2nd_set_dtype(b2_b2nd *a, const uint8_t *s, size_t n);
+
+/* The .npy descr (b2_npy_parse's form: a plain dtype's string, a
+ * structured one's list literal) of the dtype python-blosc2 stores in a
+ * tensor's msgpack (its dtype.str, or dtype.descr for void dtypes), read
+ * at r as numpy.lib.format.descr_to_dtype reads it; malloc'd.  B2_E_FORMAT
+ * for an item that is no dtype, B2_E_LIMIT beyond the text parser's
+ * limits. */
+int b2_npy_descr_from_mp(b2_mp_reader *r, char **descr);
+
+/* A msgpack array's header at r, as python-blosc2 writes tuples: a first
+ * item "__tuple__" (its versions since 4) is skipped and not counted. */
+int b2_tensor_mp_seq(b2_mp_reader *r, uint32_t *n);
 
 #endif /* B2_B2ND_INT_H */

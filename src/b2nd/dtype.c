@@ -932,6 +932,159 @@ static int finish(sbuf *b, int rc, char **out) {
   return 0;
 }
 
+/* ---- msgpack descrs ------------------------------------------------------
+ * python-blosc2 stores a tensor's structured dtype as the msgpack of
+ * dtype.descr: a list of (name, format[, shape]) tuples, a name either a
+ * string or a (title, name) pair, a format a string or a nested list.  Its
+ * versions since 4 write a tuple as an array whose first item is the
+ * string "__tuple__"; older ones write a plain array.  The position of
+ * each item says which of list and tuple it is, so both read the same. */
+
+#define MP_TUPLE "__tuple__"
+
+int b2_tensor_mp_seq(b2_mp_reader *r, uint32_t *n) {
+  int rc = b2_mp_read_array(r, n);
+  if (rc < 0 || *n == 0) return rc;
+  b2_mp_reader ahead = *r;
+  b2_mp_item it;
+  if (b2_mp_next(&ahead, &it) == 0 && it.kind == B2_MP_STR && it.len == sizeof MP_TUPLE - 1 &&
+      !memcmp(it.data, MP_TUPLE, it.len)) {
+    *r = ahead;
+    (*n)--;
+  }
+  return 0;
+}
+
+static int mp_kind(const b2_mp_reader *r) {
+  b2_mp_reader ahead = *r;
+  b2_mp_item it;
+  return b2_mp_next(&ahead, &it) < 0 ? -1 : it.kind;
+}
+
+/* A new literal of `type` with room for n items. */
+static int mp_lit(int type, uint32_t n, lit **out) {
+  *out = calloc(1, sizeof **out);
+  if (*out && n) (*out)->items = calloc(n, sizeof *(*out)->items);
+  if (!*out || (n && !(*out)->items)) {
+    lit_free(*out);
+    *out = NULL;
+    return b2_fail(B2_E_NOMEM, "dtype: no memory");
+  }
+  (*out)->type = type;
+  return 0;
+}
+
+static int mp_str(b2_mp_reader *r, lit **out) {
+  const uint8_t *s;
+  uint32_t n;
+  int rc = b2_mp_read_str(r, &s, &n);
+  if (rc < 0) return rc;
+  if (n > B2_B2ND_MAXDTYPE || memchr(s, 0, n)) return bad("a string is too long or holds a NUL");
+  if ((rc = mp_lit(L_STR, 0, out)) < 0) return rc;
+  (*out)->s = malloc((size_t)n + 1);
+  if (!(*out)->s) {
+    lit_free(*out);
+    return b2_fail(B2_E_NOMEM, "dtype: no memory");
+  }
+  memcpy((*out)->s, s, n);
+  (*out)->s[n] = 0;
+  (*out)->n = n;
+  if (b2_npy_text_kind((*out)->s) < 0) {
+    lit_free(*out);
+    return bad("a string is not valid UTF-8");
+  }
+  return 0;
+}
+
+/* A sub-array shape (an integer or a sequence of them) or a (title, name)
+ * pair: a tuple of n items of one msgpack kind. */
+static int mp_tuple_of(b2_mp_reader *r, int kind, uint32_t lo, uint32_t hi, lit **out) {
+  uint32_t n;
+  int rc = b2_tensor_mp_seq(r, &n);
+  if (rc < 0) return rc;
+  if (n < lo || n > hi) return bad("a tuple of the wrong length");
+  if ((rc = mp_lit(L_TUPLE, n, out)) < 0) return rc;
+  for (uint32_t k = 0; k < n && rc == 0; k++) {
+    lit **item = &(*out)->items[(*out)->nitems];
+    if (kind == B2_MP_STR) {
+      rc = mp_str(r, item);
+    } else {
+      int64_t v;
+      rc = b2_mp_read_int(r, &v);
+      if (rc == 0 && (v < 0 || v > SIZE_MAX32)) rc = b2_fail(B2_E_LIMIT, "dtype: a sub-array length is out of range");
+      if (rc == 0 && (rc = mp_lit(L_INT, 0, item)) == 0) (*item)->i = v;
+    }
+    if (rc == 0) (*out)->nitems++;
+  }
+  if (rc < 0) lit_free(*out);
+  return rc;
+}
+
+static int mp_fields(b2_mp_reader *r, int depth, lit **out);
+
+/* A format: a type string, or a nested list of fields. */
+static int mp_format(b2_mp_reader *r, int depth, lit **out) {
+  return mp_kind(r) == B2_MP_STR ? mp_str(r, out) : mp_fields(r, depth + 1, out);
+}
+
+static int mp_field(b2_mp_reader *r, int depth, lit **out) {
+  uint32_t n;
+  int rc = b2_tensor_mp_seq(r, &n);
+  if (rc < 0) return rc;
+  if (n < 2 || n > 3) return bad("a field is not a (name, dtype[, shape]) tuple");
+  if ((rc = mp_lit(L_TUPLE, n, out)) < 0) return rc;
+  lit **items = (*out)->items;
+  rc = mp_kind(r) == B2_MP_STR ? mp_str(r, &items[0]) : mp_tuple_of(r, B2_MP_STR, 2, 2, &items[0]);
+  if (rc == 0) (*out)->nitems++, rc = mp_format(r, depth, &items[1]);
+  if (rc == 0) (*out)->nitems++;
+  if (rc == 0 && n == 3) {
+    if (mp_kind(r) == B2_MP_INT) {
+      int64_t v;
+      rc = b2_mp_read_int(r, &v);
+      if (rc == 0 && (v < 0 || v > SIZE_MAX32)) rc = b2_fail(B2_E_LIMIT, "dtype: a sub-array length is out of range");
+      if (rc == 0 && (rc = mp_lit(L_INT, 0, &items[2])) == 0) items[2]->i = v;
+    } else {
+      rc = mp_tuple_of(r, B2_MP_INT, 0, MAX_SUBDIM, &items[2]);
+    }
+    if (rc == 0) (*out)->nitems++;
+  }
+  if (rc < 0) lit_free(*out);
+  return rc;
+}
+
+static int mp_fields(b2_mp_reader *r, int depth, lit **out) {
+  if (depth > MAX_DEPTH) return b2_fail(B2_E_LIMIT, "dtype: nested too deeply");
+  uint32_t n;
+  int rc = b2_tensor_mp_seq(r, &n);
+  if (rc < 0) return rc;
+  if (n == 0) return bad("a structured dtype without fields");
+  if (n > r->len - r->pos) return b2_fail(B2_E_TRUNCATED, "dtype: %u fields in fewer bytes", n);
+  if ((rc = mp_lit(L_LIST, n, out)) < 0) return rc;
+  for (uint32_t k = 0; k < n && rc == 0; k++) {
+    rc = mp_field(r, depth, &(*out)->items[k]);
+    if (rc == 0) (*out)->nitems++;
+  }
+  if (rc < 0) lit_free(*out);
+  return rc;
+}
+
+int b2_npy_descr_from_mp(b2_mp_reader *r, char **descr) {
+  *descr = NULL;
+  lit *v;
+  int rc = mp_format(r, 0, &v);
+  if (rc < 0) return rc;
+  dt *d;
+  rc = build(v, 0, 1, &d); /* as numpy.lib.format.descr_to_dtype reads it */
+  lit_free(v);
+  if (rc < 0) return rc;
+  sbuf b = {0};
+  if (d->size == 0) rc = bad("item size 0");
+  else if (d->kind == D_SUB) rc = b2_fail(B2_E_UNSUPPORTED, "dtype: a sub-array dtype is not an array's dtype");
+  else rc = put_descr(&b, d, 0);
+  dt_free(d);
+  return finish(&b, rc, descr);
+}
+
 /* ---- public ------------------------------------------------------------- */
 
 /* Parse `text` (a metalayer's text, or a .npy descr when `from_npy`) and

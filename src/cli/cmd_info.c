@@ -127,6 +127,8 @@ int b2f_info(int argc, char **argv) {
       return 1;
     }
     has_arr = 1;
+  } else if (b2_tensor_get(f, &arr) == 1) {
+    has_arr = 2; /* a python-blosc2 tensor: shape and dtype, no chunk shapes */
   }
 
   char filters[128];
@@ -168,10 +170,12 @@ int b2f_info(int argc, char **argv) {
   if (has_arr) {
     int64_t dims[B2_B2ND_MAXDIM];
     put_dims(&o, "shape", arr.ndim, arr.shape);
-    for (int i = 0; i < arr.ndim; i++) dims[i] = arr.chunkshape[i];
-    put_dims(&o, "chunkshape", arr.ndim, dims);
-    for (int i = 0; i < arr.ndim; i++) dims[i] = arr.blockshape[i];
-    put_dims(&o, "blockshape", arr.ndim, dims);
+    if (has_arr == 1) {
+      for (int i = 0; i < arr.ndim; i++) dims[i] = arr.chunkshape[i];
+      put_dims(&o, "chunkshape", arr.ndim, dims);
+      for (int i = 0; i < arr.ndim; i++) dims[i] = arr.blockshape[i];
+      put_dims(&o, "blockshape", arr.ndim, dims);
+    }
     put_str(&o, "dtype", arr.dtype);
     b2_b2nd_free(&arr);
   }

@@ -81,11 +81,38 @@ void b2_env_destroy(b2_env *env) {
   free(env);
 }
 
+/* The .npy header of an array view (f->array set), counted in its size. */
+static int setup_npy(b2_file *f) {
+  int n = b2_npy_header(&f->array, NULL, 0);
+  if (n < 0) return n;
+  f->npy = malloc((size_t)n);
+  if (!f->npy) return b2_fail(B2_E_NOMEM, "no memory for the .npy header");
+  int rc = b2_npy_header(&f->array, f->npy, (size_t)n);
+  if (rc != n) return rc < 0 ? rc : b2_fail(B2_E_INVAL, ".npy header size changed");
+  f->npylen = (size_t)n;
+  f->size += n;
+  return 0;
+}
+
+/* A python-blosc2 tensor: its items are the logical bytes.  Writing them
+ * through the array view would need the tensor's own rules (its shape in
+ * the vlmetalayer), which b2fs does not implement: read-only. */
+static int setup_tensor(b2_file *f) {
+  f->tensor = 1;
+  if (f->flags & B2_OPEN_RDWR)
+    return b2_fail(B2_E_PERM, "a python-blosc2 tensor (vlmetalayer %s): its array view is read-only",
+                   B2_TENSOR_VLMETA);
+  f->size = b2_frame_get_info(f->frame)->nbytes;
+  return f->view == B2_VIEW_NPY ? setup_npy(f) : 0;
+}
+
 static int setup_array(b2_file *f) {
   const b2_frame_info *in = b2_frame_get_info(f->frame);
   const uint8_t *meta;
   size_t len;
   int rc = b2_frame_meta_get(f->frame, "b2nd", &meta, &len);
+  /* No array: a tensor (one whose vlmetalayer does not parse is none). */
+  if (rc < 0 && b2_tensor_get(f->frame, &f->array) == 1) return setup_tensor(f);
   if (rc < 0 && f->view == B2_VIEW_NPY) {
     /* A .npy file that could not become an array, kept as its bytes. */
     f->view = B2_VIEW_LOGICAL;
@@ -103,17 +130,7 @@ static int setup_array(b2_file *f) {
   rc = b2_b2nd_check(&f->array, in->nchunks, in->chunksize);
   if (rc < 0) return b2_context(rc, "b2nd metalayer");
   f->size = b2_b2nd_nbytes(&f->array);
-  if (f->view == B2_VIEW_NPY) {
-    int n = b2_npy_header(&f->array, NULL, 0);
-    if (n < 0) return n;
-    f->npy = malloc((size_t)n);
-    if (!f->npy) return b2_fail(B2_E_NOMEM, "no memory for the .npy header");
-    rc = b2_npy_header(&f->array, f->npy, (size_t)n);
-    if (rc != n) return rc < 0 ? rc : b2_fail(B2_E_INVAL, ".npy header size changed");
-    f->npylen = (size_t)n;
-    f->size += n;
-  }
-  return 0;
+  return f->view == B2_VIEW_NPY ? setup_npy(f) : 0;
 }
 
 /* A handle around an open frame (ownership passes to the handle). */
@@ -299,7 +316,7 @@ int b2_file_close(b2_file *f) {
     if (f->cid) b2_cache_discard_keys(f->env->cache, f->cid, nkeys);
     if (f->bid) b2_cache_discard_file(f->env->cache, f->bid);
   }
-  if (f->has_array) b2_b2nd_free(&f->array);
+  if (f->has_array || f->tensor) b2_b2nd_free(&f->array);
   free(f->npy);
   free(f->pend);
   free(f->pend_set);
@@ -325,4 +342,4 @@ int b2_file_frame_now(b2_file *f, struct stat *st) {
   pthread_mutex_unlock(&f->fmu);
   return rc;
 }
-const b2_b2nd *b2_file_array(const b2_file *f) { return f->has_array ? &f->array : NULL; }
+const b2_b2nd *b2_file_array(const b2_file *f) { return f->has_array || f->tensor ? &f->array : NULL; }

@@ -71,6 +71,9 @@ struct b2_file {
   uint64_t bid;         /* key of its bands (band.c): read-only array
                            views, else 0 */
   int has_array;
+  int tensor;           /* an array view of a python-blosc2 tensor: `array`
+                           holds its shape and dtype, its items are the
+                           frame's logical bytes (read-only handles) */
   b2_b2nd array;
   char *npy;            /* .npy header (B2_VIEW_NPY) */
   size_t npylen;
@@ -147,6 +150,12 @@ struct b2_file {
  * size, or the array's chunks (all full-size) for array views. */
 static inline int64_t b2_file_fbytes(const b2_file *f) {
   return f->has_array ? f->array.nchunks * f->array.chunk_nbytes : atomic_load(&f->size);
+}
+
+/* An array view whose items are the frame's logical bytes in order, read
+ * as the logical view is (read-ahead, drop-behind, no gather). */
+static inline int b2_file_linear(const b2_file *f) {
+  return f->tensor || (f->has_array && b2_b2nd_is_linear(&f->array));
 }
 
 /* Writes and size changes go through awrite.c (arrays, new .npy files). */

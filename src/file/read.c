@@ -165,7 +165,7 @@ int b2_file_read_chunk(b2_file *f, int64_t i, size_t off, size_t len, void *dst,
 static int view_chunks(b2_file *f, int64_t nbytes, int64_t *last) {
   int64_t hdr = 0; /* bytes of the view before the first chunk's */
   if (f->view != B2_VIEW_LOGICAL) {
-    if (!f->has_array || !b2_b2nd_is_linear(&f->array)) return 0;
+    if (!b2_file_linear(f)) return 0;
     hdr = f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
   }
   int64_t end = B2_MIN(nbytes, atomic_load(&f->size)) - hdr;
@@ -395,7 +395,7 @@ static int read_view(b2_file *f, uint8_t *dst, size_t n, int64_t off, b2_stream 
   int64_t aoff = off - (f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0);
   /* Chunks that hold the items in C order: read them as the logical view
    * (read-ahead, drop-behind), no gather. */
-  if (b2_b2nd_is_linear(&f->array)) return read_logical(f, dst + done, n - done, aoff, seq);
+  if (b2_file_linear(f)) return read_logical(f, dst + done, n - done, aoff, seq);
   /* Otherwise a sequential reader goes by bands of rows (band.c). */
   int rc = b2_file_band_read(f, dst + done, n - done, aoff, seq);
   if (rc != 0) return rc < 0 ? rc : 0;
@@ -454,7 +454,7 @@ static int pin_range(b2_file *f, size_t n, int64_t off, b2_stream *seq, b2_file_
     int64_t hdr = f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
     if (off < hdr) return 0;
     off -= hdr;
-    if (!b2_b2nd_is_linear(&f->array))
+    if (!b2_file_linear(f))
       return f->has_array ? b2_file_band_pin(f, n, off, seq, p) : 0; /* by bands, or not */
   }
   int64_t i = b2_frame_chunk_at(f->frame, off);

@@ -28,20 +28,28 @@ static const char *const array_keys[] = {"shape", "chunkshape", "blockshape",
 #define NFRAME_KEYS (sizeof frame_keys / sizeof frame_keys[0])
 #define NARRAY_KEYS (sizeof array_keys / sizeof array_keys[0])
 
-/* The frame's b2nd geometry, parsed from its metalayer; 0 when absent or
- * invalid (then the array attributes are simply not offered). */
+/* The frame's b2nd geometry, parsed from its metalayer (1), or a
+ * python-blosc2 tensor's shape and dtype (2: its chunk and block shapes
+ * are not the frame's, so only shape and dtype are offered); 0 when
+ * neither is there or valid (then the array attributes are simply not
+ * offered). */
 static int get_array(b2_frame *fr, b2_b2nd *a) {
   const uint8_t *meta;
   size_t len;
   b2_frame_info in;
   memset(a, 0, sizeof *a);
   if (b2_frame_info_copy(fr, &in) < 0) return 0;
-  if (b2_frame_meta_get(fr, "b2nd", &meta, &len) < 0) return 0;
+  if (b2_frame_meta_get(fr, "b2nd", &meta, &len) < 0) return b2_tensor_get(fr, a) == 1 ? 2 : 0;
   if (b2_b2nd_parse(meta, len, in.typesize, a) < 0) {
     b2_b2nd_free(a);
     return 0;
   }
   return 1;
+}
+
+/* Is array key k offered for get_array's answer `got`? */
+static int array_key(int got, size_t k) {
+  return got == 1 || (got == 2 && (!strcmp(array_keys[k], "shape") || !strcmp(array_keys[k], "dtype")));
 }
 
 /* Append one name (PREFIX + a + b, NUL-terminated); tracks the total. */
@@ -81,11 +89,10 @@ ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap) {
     put_name(buf, cap, &total, frame_keys[i], "");
   put_name(buf, cap, &total, KIND_KEY, "");
   b2_b2nd a;
-  if (get_array(fr, &a)) {
-    for (size_t i = 0; i < NARRAY_KEYS; i++)
-      put_name(buf, cap, &total, array_keys[i], "");
-    b2_b2nd_free(&a);
-  }
+  int got = get_array(fr, &a);
+  for (size_t i = 0; i < NARRAY_KEYS; i++)
+    if (array_key(got, i)) put_name(buf, cap, &total, array_keys[i], "");
+  b2_b2nd_free(&a);
   for (int k = 0; k < in->nmeta; k++) {
     const char *name = b2_frame_meta_name(fr, k);
     if (name) put_name(buf, cap, &total, META_PREFIX, name);
@@ -156,11 +163,15 @@ static int frame_value(const b2_frame_info *in, const char *key, char *txt,
   return 0;
 }
 
-static ssize_t array_value(b2_frame *fr, const char *key, void *buf, size_t cap) {
+static ssize_t array_value(b2_frame *fr, size_t k, void *buf, size_t cap) {
   b2_b2nd a;
   char txt[B2_B2ND_MAXDIM * 24];
   ssize_t rc;
-  if (!get_array(fr, &a)) return B2_E_NOENT;
+  const char *key = array_keys[k];
+  if (!array_key(get_array(fr, &a), k)) {
+    b2_b2nd_free(&a);
+    return B2_E_NOENT;
+  }
   if (!strcmp(key, "dtype")) {
     rc = put_value(a.dtype, a.dtype ? strlen(a.dtype) : 0, buf, cap);
   } else {
@@ -215,7 +226,7 @@ ssize_t b2_file_xattr_get(b2_file *f, const char *name, void *buf, size_t cap) {
     return put_value(txt, strlen(txt), buf, cap);
   for (size_t i = 0; i < NARRAY_KEYS; i++)
     if (!strcmp(key, array_keys[i])) {
-      ssize_t rc = array_value(fr, key, buf, cap);
+      ssize_t rc = array_value(fr, i, buf, cap);
       if (rc == B2_E_NOENT) break;
       return rc;
     }

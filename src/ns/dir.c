@@ -73,8 +73,9 @@ int b2_ns_is_frame(int dirfd, const char *name, const struct stat *st) {
 int b2_ns_frame_size(const struct stat *hst, int kind, int64_t *size) {
   int64_t n = 0;
   int k = b2_frame_kind_seen(hst, &n);
-  /* the .npy view of an SChunk is its logical content; an array's is not */
-  if (k == B2_KIND_SCHUNK || (k == B2_KIND_NDARRAY && kind == B2_NS_LOGICAL)) {
+  /* The logical view's size is the header's nbytes; a .npy view's is not
+   * (an array's header, a python-blosc2 tensor's in its trailer). */
+  if ((k == B2_KIND_SCHUNK || k == B2_KIND_NDARRAY) && kind == B2_NS_LOGICAL) {
     *size = n;
     return 0;
   }

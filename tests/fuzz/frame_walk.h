@@ -1,5 +1,6 @@
 /* frame_walk.h - what the frame fuzz targets do with a frame that opened:
- * read its metalayers, checksum state and b2nd geometry, check it, and
+ * read its metalayers, checksum state, b2nd geometry and a tensor's
+ * __pack_tensor__, check it, and
  * decode its first chunks whole and in part (the part must equal the same
  * bytes of the whole, else abort).  Shared by fuzz_frame.c and
  * fuzz_sframe.c (a static function: each target is one translation unit). */
@@ -34,6 +35,8 @@ static void fuzz_frame_walk(b2_frame *f) {
     size_t len;
     if (b2_frame_vlmeta_get(f, b2_frame_vlmeta_name(f, k), &m, &len) == 0) free(m);
   }
+  b2_b2nd t; /* a python-blosc2 tensor's shape and dtype */
+  if (b2_tensor_get(f, &t) == 1) b2_b2nd_free(&t);
   b2_frame_csum_info cs;
   b2_frame_checksums(f, &cs);
   b2_frame_check(f);

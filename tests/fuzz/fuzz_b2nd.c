@@ -1,6 +1,9 @@
 /* fuzz_b2nd.c - libFuzzer target: the b2nd metalayer parser and reader.
- * The first byte picks the parser: odd, the .npy header parser (see also
- * fuzz_npy.c); even, the metalayer with item size 1 + (byte >> 1) % 16.
+ * The first byte picks the parser: bits 0-1 = 1, the .npy header parser
+ * (see also fuzz_npy.c); 3, a python-blosc2 tensor's __pack_tensor__
+ * (the frame's nbytes, times 2, in the next 8 bytes, little-endian), whose .npy
+ * header is then written; even, the metalayer with item size
+ * 1 + (byte >> 1) % 16.
  * A metalayer that parses gets its .npy header written and is read at its
  * start and end through a reader that checks every block request stays
  * inside a chunk of the geometry. */
@@ -8,6 +11,16 @@
 #include <stdlib.h>
 
 #include "b2_b2nd.h"
+
+/* A geometry's .npy header: sized, then written at that size. */
+static void header(const b2_b2nd *a) {
+  int n = b2_npy_header(a, NULL, 0);
+  if (n > 0 && n < (1 << 20)) {
+    char *h = malloc((size_t)n);
+    if (h && b2_npy_header(a, h, (size_t)n) != n) abort();
+    free(h);
+  }
+}
 
 static int checked_reader(void *ctx, int64_t chunk, size_t off, size_t len, void *dst) {
   const b2_b2nd *a = ctx;
@@ -20,6 +33,19 @@ static int checked_reader(void *ctx, int64_t chunk, size_t off, size_t len, void
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
+  if ((data[0] & 3) == 3) {
+    if (size < 9) return 0;
+    uint64_t u = 0;
+    for (int k = 8; k >= 1; k--) u = u << 8 | data[k];
+    int64_t nbytes = (int64_t)(u >> 1); /* any count within int64 */
+    b2_b2nd a;
+    if (b2_tensor_parse(data + 9, size - 9, nbytes, &a) == 0) {
+      if ((uint64_t)a.nitems * (uint64_t)a.itemsize != (uint64_t)nbytes) abort(); /* checked against the frame */
+      header(&a);
+      b2_b2nd_free(&a);
+    }
+    return 0;
+  }
   if (data[0] & 1) {
     size_t hlen;
     char descr[256];
@@ -31,12 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   b2_b2nd a;
   int32_t itemsize = 1 + (data[0] >> 1) % 16;
   if (b2_b2nd_parse(data + 1, size - 1, itemsize, &a) < 0) return 0;
-  int n = b2_npy_header(&a, NULL, 0);
-  if (n > 0 && n < (1 << 20)) {
-    char *h = malloc((size_t)n);
-    if (h && b2_npy_header(&a, h, (size_t)n) != n) abort(); /* sized, then written */
-    free(h);
-  }
+  header(&a);
   b2_b2nd_check(&a, a.nchunks, (int32_t)(a.chunk_nbytes <= INT32_MAX ? a.chunk_nbytes : 0));
   int64_t nb = b2_b2nd_nbytes(&a);
   static uint8_t out[4096];

@@ -1064,6 +1064,77 @@ static void shape_text(const b2_b2nd *a, char *out, size_t cap) {
     n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? "x" : "", (long long)a->shape[i]);
 }
 
+/* python-blosc2's __pack_tensor__ triples, as its save_tensor wrote them
+ * (4.14.1; 2.7.1 writes the same), and hand-made variants. */
+#define TUP "\xa9__tuple__"
+static void test_tensor_parse(void) {
+  static const struct {
+    const char *mp;
+    size_t len;
+    int64_t nbytes;
+    int rc;
+    const char *dtype, *descr; /* b2nd dtype text; descr in the .npy header */
+    int ndim;
+    int64_t shape0;
+  } cases[] = {
+#define C(lit, ...) {lit, sizeof lit - 1, __VA_ARGS__}
+      C("\x94" TUP "\xa5numpy\x93" TUP "\x03\x04\xa3<i4", 48, 0, "<i4", "'<i4'", 2, 3),
+      C("\x94" TUP "\xa5numpy\x92" TUP "\x03\x92\x93" TUP "\xa1x\xa3<f8\x93" TUP "\xa1y\xa3|S3", 33, 0,
+        "[('x', '<f8'), ('y', 'S3')]", "[('x', '<f8'), ('y', '|S3')]", 1, 3),
+      /* aligned: padding fields, read as numpy.lib.format reads them */
+      C("\x94" TUP "\xa5numpy\x92" TUP "\x02\x93\x93" TUP "\xa1" "a\xa3|u1\x93" TUP "\xa0\xa3|V7\x93" TUP
+        "\xa1" "b\xa3<f8", 32, 0, "{'names': ['a', 'b'], 'formats': ['u1', '<f8'], 'offsets': [0, 8], 'itemsize': 16}",
+        "[('a', '|u1'), ('', '|V7'), ('b', '<f8')]", 1, 2),
+      /* title, nested fields, a sub-array */
+      C("\x94" TUP "\xa5torch\x92" TUP "\x02\x93\x94" TUP "\xa1" "a\xa3<f4\x93" TUP "\x02\x03\x93" TUP "\x93" TUP
+        "\xa1T\xa1" "b\xa3>i2\x93" TUP "\xa1n\x92\x93" TUP "\xa1p\xa3|u1\x93" TUP "\xa1q\xa3<c8", 70, 0,
+        "[('a', '<f4', (2, 3)), (('T', 'b'), '>i2'), ('n', [('p', 'u1'), ('q', '<c8')])]",
+        "[('a', '<f4', (2, 3)), (('T', 'b'), '>i2'), ('n', [('p', '|u1'), ('q', '<c8')])]", 1, 2),
+      /* plain arrays for tuples, an integer sub-array shape */
+      C("\x93\xa5numpy\x92\x05\x02\x91\x93\xa1v\xa3<i2\x02", 40, 0, "[('v', '<i2', (2,))]", "[('v', '<i2', (2,))]", 2, 5),
+      C("\x93\xa5numpy\x90\xa3<f8", 8, 0, "<f8", "'<f8'", 0, 0),  /* a 0-d array */
+      C("\x93\xa5numpy\x92\x00\x05\xa3<U3", 0, 0, "<U3", "'<U3'", 2, 0), /* empty */
+      /* refused */
+      C("\x94" TUP "\xa5numpy\x93" TUP "\x03\x04\xa3<i4", 47, B2_E_FORMAT, 0, 0, 0, 0), /* size */
+      C("\x94" TUP "\xa5numpy\x93" TUP "\x03\x04\xa3<i4\xc0", 48, B2_E_FORMAT, 0, 0, 0, 0), /* junk */
+      C("\x94" TUP "\xa5numpy\x93" TUP "\x03\x04\xa3<i", 48, B2_E_TRUNCATED, 0, 0, 0, 0), /* cut */
+      C("\x93\xa5numpy\x91\xff\xa3<i4", 4, B2_E_FORMAT, 0, 0, 0, 0),    /* length -1 */
+      C("\x93\xa5numpy\x91\x01\xa3|O8", 8, B2_E_UNSUPPORTED, 0, 0, 0, 0), /* objects */
+      C("\x93\xa5numpy\x91\x01\xa3<x4", 4, B2_E_FORMAT, 0, 0, 0, 0),
+      C("\x93\xa5numpy\x91\x01\x91\x92\xa0\xa3|V8", 8, B2_E_FORMAT, 0, 0, 0, 0), /* padding only */
+      C("\x93\xa0\x91\x01\xa3<i4", 4, B2_E_FORMAT, 0, 0, 0, 0),          /* no kind */
+      C("\x92\xa5numpy\x91\x01", 4, B2_E_FORMAT, 0, 0, 0, 0),            /* a pair */
+      C("\x93\xa5numpy\xdc\x00\x11\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\xa3<i4",
+        4, B2_E_LIMIT, 0, 0, 0, 0),                                         /* 17 dimensions */
+      C("\x93\xa5numpy\x92\xcf\x10\0\0\0\0\0\0\0\xcf\x10\0\0\0\0\0\0\0\xa3<i4", 0, B2_E_FORMAT, 0, 0, 0,
+        0), /* 2^60 squared: no int64 */
+      C("\x93\xa5numpy\x91\x01\xdd\xff\xff\xff\xff", 4, B2_E_TRUNCATED, 0, 0, 0, 0), /* 2^32-1 fields */
+#undef C
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    b2_b2nd a;
+    int rc = b2_tensor_parse((const uint8_t *)cases[k].mp, cases[k].len, cases[k].nbytes, &a);
+    if (cases[k].rc) {
+      if (rc != cases[k].rc) fprintf(stderr, "  case %zu: %d (%s)\n", k, rc, b2_last_detail());
+      CHECK_EQ(rc, cases[k].rc);
+      continue;
+    }
+    if (rc < 0) fprintf(stderr, "  case %zu: %s\n", k, b2_last_detail());
+    CHECK_EQ(rc, 0);
+    if (rc < 0) continue;
+    CHECK_EQ(a.ndim, cases[k].ndim);
+    if (a.ndim) CHECK_EQ(a.shape[0], cases[k].shape0);
+    CHECK(a.dtype && strcmp(a.dtype, cases[k].dtype) == 0);
+    CHECK_EQ(a.nitems * a.itemsize, cases[k].nbytes);
+    char h[512];
+    int n = b2_npy_header(&a, h, sizeof h);
+    CHECK(n > 0 && n <= (int)sizeof h);
+    const char *want = cases[k].descr;
+    CHECK(n > 0 && memmem(h, (size_t)n, want, strlen(want)) != NULL);
+    b2_b2nd_free(&a);
+  }
+}
+
 static void test_fixtures(void) {
   char path[1024];
   snprintf(path, sizeof path, "%s/manifest.tsv", t_fixtures());
@@ -1217,6 +1288,7 @@ int main(void) {
   T_RUN(test_npy_header_v2);
   T_RUN(test_dtype_convert);
   T_RUN(test_npy_parse);
+  T_RUN(test_tensor_parse);
   T_RUN(test_fixtures);
   T_RUN(test_bad_fixtures);
   T_END();
