@@ -6,7 +6,8 @@
 # that needs a format 3.0 header); each is packed (from the file, from a
 # pipe, as a sparse frame, with given chunk/block shapes) and
 # `b2f cat --npy` must give back the .npy file byte for byte, `b2f verify`
-# must pass and `b2f info` must show the geometry.  Bad inputs (Fortran
+# must pass and `b2f info` must show the geometry; `b2f unpack` to a .npy
+# name gives it back too.  Bad inputs (Fortran
 # order, object arrays, truncated or overlong data, not a .npy) must fail
 # with one message and leave no output behind.
 set -u
@@ -127,6 +128,15 @@ check "pack --force replaces a frame of bytes" bash -c "'$B2F' pack --force '$tm
 for src in "$tmp/text.bin" "$tmp/u1-2d.npy"; do
   check "pack --force keeps a file that is no frame ($(basename "$src"))" bash -c "! '$B2F' pack --force '$src' '$tmp/plain.txt' 2>'$tmp/err' && grep -q 'not replaced' '$tmp/err' && [ \"\$(cat '$tmp/plain.txt')\" = abc ]"
 done
+
+# unpack, pack's inverse: to OUT.npy (or --npy) an array's .npy file; to
+# another name (or --raw) the logical content; --c-order the items
+check "unpack to .npy gives numpy's file" bash -c "'$B2F' unpack '$tmp/f4-2d.b2nd' '$tmp/back.npy' && cmp -s '$tmp/back.npy' '$tmp/f4-2d.npy'"
+check "unpack --npy to another name" bash -c "'$B2F' unpack --npy '$tmp/f4-2d.b2nd' - | cmp -s - '$tmp/f4-2d.npy'"
+check "unpack --c-order: the items" bash -c "'$B2F' unpack --c-order '$tmp/f4-2d.b2nd' - | cmp -s - <('$B2F' cat --c-order '$tmp/f4-2d.b2nd') && [ \$('$B2F' unpack --c-order '$tmp/f4-2d.b2nd' - | wc -c) -gt 0 ]"
+check "unpack --raw: the logical content" bash -c "'$B2F' unpack --raw '$tmp/f4-2d.b2nd' '$tmp/raw.npy' && cmp -s '$tmp/raw.npy' <('$B2F' cat '$tmp/f4-2d.b2nd')"
+check "unpack of bytes to a plain name" bash -c "'$B2F' unpack '$tmp/text.b2frame' '$tmp/text.out' && [ \"\$(cat '$tmp/text.out')\" = 'not an array at all' ]"
+check "unpack of an SChunk to .npy fails, no OUT left" bash -c "! '$B2F' unpack '$tmp/text.b2frame' '$tmp/text.npy' 2>'$tmp/err' && [ ! -e '$tmp/text.npy' ] && grep -q 'not a b2nd array' '$tmp/err'"
 
 # bad inputs: non-zero status, one line naming the problem, no output left
 head -c $(( $(stat -c %s "$tmp/f4-2d.npy") - 100 )) "$tmp/f4-2d.npy" >"$tmp/short.npy"

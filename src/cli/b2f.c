@@ -22,7 +22,8 @@ static const struct {
     {"ls", b2f_ls, "ls [-l] STORE|DIR       list a store's keys, or DIR as the mount shows it"},
     {"verify", b2f_verify, "verify PATH...          check conformance, decode everything"},
     {"pack", b2f_pack, "pack [OPTIONS] IN OUT   compress a plain file into a frame"},
-    {"unpack", b2f_unpack, "unpack IN OUT           write a frame's content to a plain file"},
+    {"unpack", b2f_unpack, "unpack [--npy|--c-order|--raw] IN OUT\n"
+                           "                          write a frame's content to a plain file (.npy when OUT ends so)"},
     {"compact", b2f_compact, "compact PATH...         reclaim the dead space of frames"},
     {"scrub", b2f_scrub, "scrub [-q] DIR...       report every damaged chunk of the frames in trees"},
 };

@@ -29,6 +29,8 @@ int b2f_ls_dir(const char *path, int lng);
 struct b2_frame_params;
 int b2f_npy_option(int argc, char **argv, int *i);
 int b2f_npy_wanted(const char *in);
+/* Does path name a .npy file (it ends in ".npy")? */
+int b2f_npy_name(const char *path);
 int b2f_pack_npy(const char *in, const char *out, const struct b2_frame_params *p, int force,
                  int threads);
 /* Make way for `b2f pack`'s OUT (a file, not "-"): 0 when nothing is

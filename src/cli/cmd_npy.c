@@ -72,11 +72,14 @@ int b2f_npy_option(int argc, char **argv, int *i) {
   return 1;
 }
 
+int b2f_npy_name(const char *path) {
+  size_t n = path ? strlen(path) : 0;
+  return n > 4 && !strcmp(path + n - 4, ".npy");
+}
+
 int b2f_npy_wanted(const char *in) {
   if (opt.raw) return 0;
-  size_t n = in ? strlen(in) : 0;
-  return opt.npy || opt.nchunk >= 0 || opt.nblock >= 0 || opt.error ||
-         (n > 4 && !strcmp(in + n - 4, ".npy"));
+  return opt.npy || opt.nchunk >= 0 || opt.nblock >= 0 || opt.error || b2f_npy_name(in);
 }
 
 /* ---- the input: header, then items through a source callback ------------ */

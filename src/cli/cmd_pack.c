@@ -232,26 +232,36 @@ int b2f_pack(int argc, char **argv) {
   return status;
 }
 
+/* The view unpack writes: --npy, --c-order or --raw (the logical content)
+ * as asked; else a .npy file when OUT is named so (pack's inverse), the
+ * logical content otherwise. */
 int b2f_unpack(int argc, char **argv) {
   const char *in = NULL, *out = NULL;
+  int view = -1;
   for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-' && argv[i][1]) return b2f_usage_error("unpack", "unknown option");
-    if (!in) in = argv[i];
+    if (!strcmp(argv[i], "--npy")) view = B2_VIEW_NPY;
+    else if (!strcmp(argv[i], "--c-order")) view = B2_VIEW_CORDER;
+    else if (!strcmp(argv[i], "--raw")) view = B2_VIEW_LOGICAL;
+    else if (argv[i][0] == '-' && argv[i][1]) return b2f_usage_error("unpack", "unknown option");
+    else if (!in) in = argv[i];
     else if (!out) out = argv[i];
     else return b2f_usage_error("unpack", "IN and OUT only");
   }
   if (!in || !out) return b2f_usage_error("unpack", "needs IN and OUT");
   if (!strcmp(in, "-")) return b2f_usage_error("unpack", "IN must be a frame on disk");
-  int fd = strcmp(out, "-") ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : STDOUT_FILENO;
+  if (view < 0) view = b2f_npy_name(out) ? B2_VIEW_NPY : B2_VIEW_LOGICAL;
+  int to_file = strcmp(out, "-") != 0;
+  int fd = to_file ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : STDOUT_FILENO;
   if (fd < 0) {
     fprintf(stderr, "b2f: %s: %s\n", out, strerror(errno));
     return 1;
   }
-  int status = b2f_copy_content(in, B2_VIEW_LOGICAL, fd, 1);
-  if (fd != STDOUT_FILENO && close(fd) < 0 && !status) {
+  int status = b2f_copy_content(in, view, fd, 1);
+  if (to_file && close(fd) < 0 && !status) {
     fprintf(stderr, "b2f: %s: %s\n", out, strerror(errno));
     status = 1;
   }
+  if (to_file && status) unlink(out); /* nothing half written left behind */
   return status;
 }
 
