@@ -59,7 +59,9 @@ int b2_tensor_get(const b2_frame *f, b2_b2nd *out) {
   if (b2_frame_vlmeta_get(f, B2_TENSOR_VLMETA, NULL, &len) < 0) return 0; /* none */
   int rc = b2_frame_vlmeta_get(f, B2_TENSOR_VLMETA, &data, &len);
   if (rc < 0) return rc;
-  rc = b2_tensor_parse(data, len, b2_frame_get_info(f)->nbytes, out);
+  b2_frame_info in; /* a copy: a writable frame's changes while we look */
+  rc = b2_frame_info_copy(f, &in);
+  if (rc == 0) rc = b2_tensor_parse(data, len, in.nbytes, out);
   free(data);
   return rc < 0 ? rc : 1;
 }
