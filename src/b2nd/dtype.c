@@ -996,6 +996,15 @@ static int mp_str(b2_mp_reader *r, lit **out) {
   return 0;
 }
 
+/* A sub-array length. */
+static int mp_int(b2_mp_reader *r, lit **out) {
+  int64_t v;
+  int rc = b2_mp_read_int(r, &v);
+  if (rc == 0 && (v < 0 || v > SIZE_MAX32)) rc = b2_fail(B2_E_LIMIT, "dtype: a sub-array length is out of range");
+  if (rc == 0 && (rc = mp_lit(L_INT, 0, out)) == 0) (*out)->i = v;
+  return rc;
+}
+
 /* A sub-array shape (an integer or a sequence of them) or a (title, name)
  * pair: a tuple of n items of one msgpack kind. */
 static int mp_tuple_of(b2_mp_reader *r, int kind, uint32_t lo, uint32_t hi, lit **out) {
@@ -1006,14 +1015,7 @@ static int mp_tuple_of(b2_mp_reader *r, int kind, uint32_t lo, uint32_t hi, lit 
   if ((rc = mp_lit(L_TUPLE, n, out)) < 0) return rc;
   for (uint32_t k = 0; k < n && rc == 0; k++) {
     lit **item = &(*out)->items[(*out)->nitems];
-    if (kind == B2_MP_STR) {
-      rc = mp_str(r, item);
-    } else {
-      int64_t v;
-      rc = b2_mp_read_int(r, &v);
-      if (rc == 0 && (v < 0 || v > SIZE_MAX32)) rc = b2_fail(B2_E_LIMIT, "dtype: a sub-array length is out of range");
-      if (rc == 0 && (rc = mp_lit(L_INT, 0, item)) == 0) (*item)->i = v;
-    }
+    rc = kind == B2_MP_STR ? mp_str(r, item) : mp_int(r, item);
     if (rc == 0) (*out)->nitems++;
   }
   if (rc < 0) lit_free(*out);
@@ -1038,14 +1040,7 @@ static int mp_field(b2_mp_reader *r, int depth, lit **out) {
   if (rc == 0) (*out)->nitems++, rc = mp_format(r, depth, &items[1]);
   if (rc == 0) (*out)->nitems++;
   if (rc == 0 && n == 3) {
-    if (mp_kind(r) == B2_MP_INT) {
-      int64_t v;
-      rc = b2_mp_read_int(r, &v);
-      if (rc == 0 && (v < 0 || v > SIZE_MAX32)) rc = b2_fail(B2_E_LIMIT, "dtype: a sub-array length is out of range");
-      if (rc == 0 && (rc = mp_lit(L_INT, 0, &items[2])) == 0) items[2]->i = v;
-    } else {
-      rc = mp_tuple_of(r, B2_MP_INT, 0, MAX_SUBDIM, &items[2]);
-    }
+    rc = mp_kind(r) == B2_MP_INT ? mp_int(r, &items[2]) : mp_tuple_of(r, B2_MP_INT, 0, MAX_SUBDIM, &items[2]);
     if (rc == 0) (*out)->nitems++;
   }
   if (rc < 0) lit_free(*out);

@@ -56,9 +56,8 @@ int b2_tensor_get(const b2_frame *f, b2_b2nd *out) {
   memset(out, 0, sizeof *out);
   uint8_t *data;
   size_t len;
-  if (b2_frame_vlmeta_get(f, B2_TENSOR_VLMETA, NULL, &len) < 0) return 0; /* none */
   int rc = b2_frame_vlmeta_get(f, B2_TENSOR_VLMETA, &data, &len);
-  if (rc < 0) return rc;
+  if (rc < 0) return rc == B2_E_NOENT ? 0 : rc; /* none, or damaged */
   b2_frame_info in; /* a copy: a writable frame's changes while we look */
   rc = b2_frame_info_copy(f, &in);
   if (rc == 0) rc = b2_tensor_parse(data, len, in.nbytes, out);
