@@ -54,6 +54,7 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
 
 Prints one "ok NAME" / "not ok NAME: why" line per check.
 """
+import ast
 import io
 import json
 import os
@@ -688,7 +689,7 @@ def cmd_tensorcheck(d, mnt, b2f):
                     if x != "x".join(str(n) for n in want.shape):
                         why.append("xattr user.b2.shape %r" % x)
                     dt = os.getxattr(shown, "user.b2.dtype").decode()
-                    if np.dtype(eval(dt) if dt[0] in "[{" else dt) != want.dtype:
+                    if np.dtype(ast.literal_eval(dt) if dt[0] in "[{" else dt) != want.dtype:
                         why.append("xattr user.b2.dtype %r" % dt)
         except Exception as e:  # noqa: BLE001
             why.append("%s: %s" % (type(e).__name__, e))

@@ -26,7 +26,10 @@
 # "zfp_rate:30", user.b2.filters "ndcell:4" before numpy.save into the
 # mount; `b2f pack -c/-f`) are what python-blosc2 makes of the same data,
 # chunks and blocks, byte for byte; choices that cannot encode the data are
-# refused (tests/pyb2_new.py).
+# refused (tests/pyb2_new.py).  Arrays saved with save_tensor and
+# save_array (an SChunk with __pack_tensor__), of every dtype family above,
+# read as those arrays through `b2f cat --npy`, `b2f info` and the mount
+# (user.b2.shape and user.b2.dtype; a .b2nd-named one as a read-only .npy).
 #
 # Env: B2FS, B2F, PYB2 (set by tests/run.sh and tests/lib.sh).
 set -u
