@@ -59,7 +59,8 @@ int b2_b2nd_set_dtype(b2_b2nd *a, const uint8_t *s, size_t n);
  * tensor's msgpack (its dtype.str, or dtype.descr for void dtypes), read
  * at r as numpy.lib.format.descr_to_dtype reads it; malloc'd.  B2_E_FORMAT
  * for an item that is no dtype, B2_E_LIMIT beyond the text parser's
- * limits. */
+ * limits.  What no array can have (item size 0, a sub-array dtype) is
+ * left to b2_dtype_from_npy, which the caller's b2_b2nd_from_npy runs. */
 int b2_npy_descr_from_mp(b2_mp_reader *r, char **descr);
 
 /* A msgpack array's header at r, as python-blosc2 writes tuples: a first

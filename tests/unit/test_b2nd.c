@@ -1103,6 +1103,7 @@ static void test_tensor_parse(void) {
       C("\x93\xa5numpy\x91\x01\xa3<x4", 4, B2_E_FORMAT, 0, 0, 0, 0),
       C("\x93\xa5numpy\x91\x01\x91\x92\xa0\xa3|V8", 8, B2_E_FORMAT, 0, 0, 0, 0), /* padding only */
       C("\x93\xa0\x91\x01\xa3<i4", 4, B2_E_FORMAT, 0, 0, 0, 0),          /* no kind */
+      C("\x93\xa5numpy\x91\x03\x91\x93\xa1" "a\xa3<f4\x91\x00", 0, B2_E_FORMAT, 0, 0, 0, 0), /* items of 0 bytes */
       C("\x92\xa5numpy\x91\x01", 4, B2_E_FORMAT, 0, 0, 0, 0),            /* a pair */
       C("\x93\xa5numpy\xdc\x00\x11\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\xa3<i4",
         4, B2_E_LIMIT, 0, 0, 0, 0),                                         /* 17 dimensions */
