@@ -246,7 +246,7 @@ static int codec_only_chunk(struct wctx *w, const uint8_t *c, size_t len,
 
 /* ---- thread team ---------------------------------------------------------- */
 
-enum { JOB_ENCODE, JOB_DECODE, JOB_DECODE_PAR, JOB_CODEC, JOB_MEMCPY, JOB_QUIT };
+enum { JOB_ENCODE, JOB_DECODE, JOB_DECODE_PAR, JOB_CODEC, JOB_MEMCPY, JOB_PAIR, JOB_QUIT };
 
 /* Workers that share a chunk's blocks with the caller (JOB_DECODE_PAR). */
 static b2_pool *par_pool;
@@ -256,6 +256,12 @@ struct job {
   struct encoded *e;
   uint8_t *out;
   int rc[MAX_THREADS];
+  /* JOB_PAIR: every thread decodes chunk `chunk` at once, the caller into
+   * out + chunk * CHUNK, thread k > 0 into out2 + (k - 1) * CHUNK, and
+   * notes how long its own decode took */
+  size_t chunk;
+  uint8_t *out2;
+  double took[MAX_THREADS];
 };
 
 struct team {
@@ -270,6 +276,14 @@ static struct team team;
 
 static int run_share(struct job *j, int me, int n) {
   struct encoded *e = j->e;
+  if (j->kind == JOB_PAIR) {
+    size_t i = j->chunk, nb = chunk_nbytes(e, i);
+    uint8_t *out = me ? j->out2 + (size_t)(me - 1) * CHUNK : j->out + i * CHUNK;
+    double t0 = now();
+    int rc = b2_chunk_decode(chunk_at(e, i), e->len[i], out, nb);
+    j->took[me] = now() - t0;
+    return rc < 0 ? rc : (size_t)rc == nb ? 0 : B2_E_FORMAT;
+  }
   size_t lo = e->nchunks * (size_t)me / (size_t)n;
   size_t hi = e->nchunks * (size_t)(me + 1) / (size_t)n;
   for (size_t i = lo; i < hi; i++) {
@@ -500,8 +514,9 @@ static b2_frame *write_frame(const struct encoded *e, char *dir, size_t dirlen,
  * is woken before the read).  Wall clock; per chunk the smallest time of
  * each way (the rounds other work on the machine delayed least).  Prints
  * the median per-chunk times and ratios, the share of blocks the workers
- * decoded, and the process CPU time per chunk of the in-memory ways (all
- * rounds: what sharing costs in hand-overs and wake-ups). */
+ * decoded, the process CPU time per chunk of the in-memory ways (all
+ * rounds: what sharing costs in hand-overs and wake-ups), and the floor
+ * (JOB_PAIR, run right after each 1T decode). */
 static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
                         const struct filtcfg *fc, const struct opts *o,
                         uint8_t *out) {
@@ -513,8 +528,17 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
   double *t1 = xmalloc(nc * sizeof *t1), *tp = xmalloc(nc * sizeof *tp);
   double *r1 = xmalloc(nc * sizeof *r1), *rp = xmalloc(nc * sizeof *rp);
   double *rat = xmalloc(nc * sizeof *rat);
+  /* The machine's floor for sharing a chunk: every thread of the team
+   * decoding the chunk at once (JOB_PAIR), each thread's own time; half
+   * of that (on two threads) over the 1T time is the least ratio a split
+   * of the chunk could reach with no hand-over at all, 0.5 on two cores
+   * that do not slow each other down (shared caches, memory bandwidth, a
+   * hypervisor's siblings do). */
+  double *tpair = xmalloc(nc * sizeof *tpair), *flo = xmalloc(nc * sizeof *flo);
+  struct job pair = {.kind = JOB_PAIR, .e = &e, .out = out,
+                     .out2 = xmalloc((size_t)(team.n > 1 ? team.n - 1 : 1) * CHUNK)};
   double cpu1 = 0, cpup = 0, helped = 0, blocks = 0;
-  for (size_t i = 0; i < nc; i++) t1[i] = tp[i] = r1[i] = rp[i] = 1e30;
+  for (size_t i = 0; i < nc; i++) t1[i] = tp[i] = r1[i] = rp[i] = tpair[i] = 1e30;
   for (int r = 0; r < o->runs; r++) {
     for (size_t i = 0; i < nc; i++) {
       size_t nb = chunk_nbytes(&e, i);
@@ -536,6 +560,13 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
           die("chunk %zu differs (%s %s)", i, cold ? "cold" : "", par ? "shared" : "1T");
         double *t = cold ? (par ? rp : r1) : (par ? tp : t1);
         if (w1 - w0 < t[i]) t[i] = w1 - w0;
+        if (way == 0 && team.n >= 2) { /* the floor, right after a 1T decode */
+          pair.chunk = i;
+          run_job(&pair, team.n);
+          double m = 0;
+          for (int th = 0; th < team.n; th++) m += pair.took[th] / team.n;
+          if (m < tpair[i]) tpair[i] = m;
+        }
         if (cold) continue;
         if (par) {
           cpup += c1 - c0;
@@ -550,7 +581,12 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
   }
   b2_frame_close(fr);
   if (unlink(path) != 0 || rmdir(dir) != 0) die("cannot remove %s: %s", dir, strerror(errno));
-  for (size_t i = 0; i < nc; i++) rat[i] = tp[i] / t1[i];
+  for (size_t i = 0; i < nc; i++) {
+    rat[i] = tp[i] / t1[i];
+    flo[i] = team.n >= 2 ? tpair[i] / team.n / t1[i] : 1.0;
+  }
+  qsort(flo, nc, sizeof *flo, cmp_double);
+  double floor_ratio = flo[nc / 2];
   qsort(t1, nc, sizeof *t1, cmp_double);
   qsort(tp, nc, sizeof *tp, cmp_double);
   qsort(r1, nc, sizeof *r1, cmp_double);
@@ -563,21 +599,24 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
   snprintf(cfg, sizeof cfg, "%s/%d", b2_codec_name(cc->codec), cc->clevel);
   if (o->tsv)
     printf("tsv\tlatency\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.3f\t%.3f\t%.0f\t%.1f\t%.1f"
-           "\t%.1f\t%.1f\t%.3f\t%.3f\n",
+           "\t%.1f\t%.1f\t%.3f\t%.3f\t%.3f\n",
            ds->name, cfg, fc->name, (int)(CHUNK / (size_t)bs), m1, mp, mp / m1, rat[nc / 2],
            blocks > 0 ? 100 * helped / blocks : 0, cpu1 / n * 1e6, cpup / n * 1e6, c1, cp,
-           cp / c1, cp / m1);
+           cp / c1, cp / m1, floor_ratio);
   else
     printf("%-7s %-9s %-18s %6d %9.1f %9.1f %7.2f %7.2f %6.0f%% %9.1f %9.1f %9.1f %9.1f %7.2f "
-           "%7.2f\n",
+           "%7.2f %7.2f\n",
            ds->name, cfg, fc->name, (int)(CHUNK / (size_t)bs), m1, mp, mp / m1, rat[nc / 2],
            blocks > 0 ? 100 * helped / blocks : 0, cpu1 / n * 1e6, cpup / n * 1e6, c1, cp,
-           cp / c1, cp / m1);
+           cp / c1, cp / m1, floor_ratio);
   free(t1);
   free(tp);
   free(r1);
   free(rp);
   free(rat);
+  free(tpair);
+  free(flo);
+  free(pair.out2);
   free(e.buf);
   free(e.len);
 }
@@ -814,15 +853,20 @@ int main(int argc, char **argv) {
   if (o.latency && o.tsv)
     printf("#tsv\tlatency\tdata\tcodec\tfilter\tblocks\tus_1t\tus_inchunk\tratio"
            "\tmedian_ratio\tpct_helped\tcpu_us_1t\tcpu_us_inchunk\tus_read_1t\tus_read_inchunk"
-           "\tread_ratio\tread_vs_decode_1t\n");
+           "\tread_ratio\tread_vs_decode_1t\tfloor\n");
   else if (o.latency)
     printf("one chunk at a time, median over chunks of each chunk's best of %d (wall us);\n"
            "in-chunk = b2_chunk_decode_par with %d pool worker(s); CPU = process CPU per chunk;\n"
            "read = the chunk read from a frame file (page cache) and decoded, 1T or in-chunk;\n"
-           "rd.rat = read in-chunk / read 1T, rd/dec = read in-chunk / 1T decode\n"
-           "%-7s %-9s %-18s %6s %9s %9s %7s %7s %7s %9s %9s %9s %9s %7s %7s\n", o.runs,
-           o.threads - 1, "data", "codec", "filter", "blocks", "1T us", "in-chunk", "ratio",
-           "med.rat", "%help", "CPU 1T", "CPU in-ch", "read 1T", "read in", "rd.rat", "rd/dec");
+           "rd.rat = read in-chunk / read 1T, rd/dec = read in-chunk / 1T decode;\n"
+           "floor = the chunk decoded by all %d threads at once, each thread's time / %d,\n"
+           "over 1T (median over chunks of each chunk's best): the least ratio any split\n"
+           "of a chunk could reach on this machine, 0.5 on two cores that do not slow\n"
+           "each other down\n"
+           "%-7s %-9s %-18s %6s %9s %9s %7s %7s %7s %9s %9s %9s %9s %7s %7s %7s\n", o.runs,
+           o.threads - 1, o.threads, o.threads, "data", "codec", "filter", "blocks", "1T us",
+           "in-chunk", "ratio", "med.rat", "%help", "CPU 1T", "CPU in-ch", "read 1T", "read in",
+           "rd.rat", "rd/dec", "floor");
   else
     print_header(&o);
 
