@@ -103,6 +103,30 @@ static int pin_cached_or_warmed(b2_file *f, b2_cache *c, int64_t i, b2_cache_ent
   return rc < 0 ? rc : 1;
 }
 
+/* Chunk i of the sequential reader st: 1 when the caller takes it, moving
+ * the stream's read-ahead mark past it so that read-ahead never queues it;
+ * 0 when read-ahead has queued it already.  A reader decoding a whole chunk
+ * straight into its reply and read-ahead both take chunks through this one
+ * mark, so that requests arriving out of order (the kernel's read-ahead
+ * comes on several threads) do not decode a chunk twice, once for the
+ * reply and once into the cache. */
+static int take_chunk(b2_stream *st, int64_t i) {
+  int64_t a = atomic_load(&st->ahead);
+  while (a <= i)
+    if (atomic_compare_exchange_weak(&st->ahead, &a, i + 1)) return 1;
+  return 0;
+}
+
+/* Whether a sequential reader's read-ahead has queued chunk i and the
+ * reader not passed it: for a read no reader claims (the kernel's
+ * read-ahead requests may arrive too far out of order to be taken for the
+ * stream's), which should then wait for that decode, not repeat it. */
+static int queued_ahead(b2_file *f, int64_t i) {
+  for (int k = 0; k < B2_FILE_STREAMS; k++)
+    if (i < atomic_load(&f->streams[k].ahead) && i > atomic_load(&f->streams[k].done)) return 1;
+  return 0;
+}
+
 /* The decoded entry of chunk i pinned in *e: present, or loaded (by this
  * thread or the one already loading it).  1 when pinned, 0 when the read
  * is better served otherwise (not cached, and small and not sequential, or
@@ -116,7 +140,7 @@ static int pin_chunk(b2_file *f, int64_t i, size_t len, int32_t nb, b2_stream *s
   if (!seq && len <= B2_FILE_PARTIAL_MAX && (size_t)nb / B2_FILE_WHOLE_RATIO > len) return 0;
   /* A whole chunk goes straight to the caller unless read-ahead has queued
    * it (then wait for that decode rather than repeat it). */
-  if (len == (size_t)nb && !(seq && i < atomic_load(&seq->ahead))) return 0;
+  if (len == (size_t)nb && (seq ? take_chunk(seq, i) : !queued_ahead(f, i))) return 0;
   rc = b2_file_cache_get(f, i, b2_file_load_chunk, e);
   return rc < 0 ? rc : 1;
 }
@@ -272,12 +296,14 @@ static void read_ahead(b2_file *f, b2_stream *st, int64_t last) {
   if (!env || !env->cache || !env->pool || env->opts.readahead <= 0) return;
   b2_frame_info in;
   if (b2_frame_info_copy(f->frame, &in) < 0) return;
-  int64_t n = in.nchunks;
-  int64_t from = B2_MAX(last + 1, atomic_load(&st->ahead));
-  int64_t to = B2_MIN(n, last + 1 + env->opts.readahead);
-  for (int64_t j = from; j < to; j++) {
-    if (b2_file_queue_ahead(f, st, f->id, j, b2_file_load_chunk) < 0) break;
-    atomic_store(&st->ahead, j + 1);
+  int64_t to = B2_MIN(in.nchunks, last + 1 + env->opts.readahead);
+  for (int64_t j = last + 1; j < to; j++) {
+    if (!take_chunk(st, j)) continue; /* queued, or a reader decodes it */
+    if (b2_file_queue_ahead(f, st, f->id, j, b2_file_load_chunk) < 0) {
+      int64_t mine = j + 1; /* the pool is busy: leave j to whoever comes next */
+      atomic_compare_exchange_strong(&st->ahead, &mine, j);
+      break;
+    }
   }
 }
 
