@@ -563,6 +563,9 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
         if (way == 0 && team.n >= 2) { /* the floor, right after a 1T decode */
           pair.chunk = i;
           run_job(&pair, team.n);
+          for (int th = 0; r == 0 && th < team.n; th++)
+            if (memcmp(th ? pair.out2 + (size_t)(th - 1) * CHUNK : dst, ds->src + i * CHUNK, nb))
+              die("chunk %zu differs (floor, thread %d)", i, th);
           double m = 0;
           for (int th = 0; th < team.n; th++) m += pair.took[th] / team.n;
           if (m < tpair[i]) tpair[i] = m;
