@@ -473,11 +473,10 @@ void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h) { (void)release(i
 static int worth_compacting(b2_file *f) {
   const b2fs_opts *o = &b2fs_g.opts;
   if (o->compact_pct == 0 || !f) return 0;
-  int64_t dead = b2_file_dead_bytes(f);
-  b2_frame_info info;
-  if (dead <= 0 || b2_frame_info_copy(b2_file_frame(f), &info) < 0) return 0;
-  int64_t total = info.cbytes + dead;
-  return (uint64_t)dead > o->compact_min && dead * 100 > (int64_t)o->compact_pct * total;
+  int64_t stored;
+  int64_t dead = b2_file_dead_bytes(f, &stored);
+  return dead > 0 && (uint64_t)dead > o->compact_min &&
+         dead * 100 > (int64_t)o->compact_pct * stored;
 }
 
 /* Compact the (committed) frame of h, no longer current, at its home;

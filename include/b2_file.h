@@ -241,9 +241,10 @@ int b2_file_writable(const b2_file *f);
  * the empty frame is created anew with it.  B2_E_BUSY once data exists. */
 int b2_file_set_param(b2_file *f, const char *key, const char *value);
 
-/* Bytes compaction would reclaim, and compaction itself (crash safe: a
- * contiguous frame is rewritten to a temporary file renamed over it). */
-int64_t b2_file_dead_bytes(b2_file *f);
+/* Bytes compaction would reclaim, out of *stored (when not NULL; see
+ * b2_frame_dead_bytes), and compaction itself (crash safe: a contiguous
+ * frame is rewritten to a temporary file renamed over it). */
+int64_t b2_file_dead_bytes(b2_file *f, int64_t *stored);
 int b2_file_compact(b2_file *f);
 
 /* ---- parameters ------------------------------------------------------------

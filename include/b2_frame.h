@@ -453,8 +453,10 @@ int b2_frame_set_mtime(b2_frame *f, const struct timespec *t);
 /* Bytes a compaction would reclaim: contiguous, the bytes between the
  * header and the end of the written data that no staged chunk uses (old
  * chunks, old indexes and trailers); sparse, the chunk files no staged
- * entry references.  Negative code on error. */
-int64_t b2_frame_dead_bytes(b2_frame *f);
+ * entry references.  *stored (when not NULL) gets the bytes these are
+ * part of: contiguous, all from the header's end to the written end;
+ * sparse, all chunk files.  Negative code on error. */
+int64_t b2_frame_dead_bytes(b2_frame *f, int64_t *stored);
 
 /* Commit, then rewrite the frame without dead bytes: contiguous, into a
  * temporary file in the same directory that is synced and renamed over the

@@ -535,6 +535,40 @@ print("ok" if ok else "bad: %d -> %d bytes, inode %s, mode %o, owner %d:%d, mtim
 EOF
 )
   if [ "$out" = ok ]; then ok compaction_at_close; else nok compaction_at_close "$out"; fi
+  # The threshold is a share of the bytes the frame stores, dead ones
+  # included (counted once): 4 of 10 chunks written again leave 4 dead of
+  # 14 stored (29%: compacted at 25%), 2 of 10 leave 2 of 12 (17%: kept).
+  out=$($T "$PY" - "$M" "$C" <<'EOF'
+import os, sys, time
+mnt, src = sys.argv[1], sys.argv[2]
+def write(name, again):
+    data = bytearray(os.urandom(10 << 16))
+    p = os.path.join(mnt, name)
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+    new = os.urandom(again << 16)
+    os.pwrite(fd, new, 3 << 16)
+    data[3 << 16:(3 + again) << 16] = new
+    before = os.stat(os.path.join(src, name + ".b2frame"))
+    os.close(fd)
+    return p, bytes(data), before
+def compacted(name, before, wait):
+    for _ in range(int(wait / 0.05)):
+        if os.stat(os.path.join(src, name + ".b2frame")).st_ino != before.st_ino:
+            return True
+        time.sleep(0.05)
+    return False
+p, want, before = write("t29", 4)
+a = compacted("t29", before, 5)
+q, want2, before2 = write("t17", 2)
+b = compacted("t17", before2, 1)
+good = open(p, "rb").read() == want and open(q, "rb").read() == want2
+print("ok" if a and not b and good else "bad: 29%% dead %s, 17%% dead %s, content %s" % (
+    "compacted" if a else "kept", "compacted" if b else "kept", good))
+EOF
+)
+  if [ "$out" = ok ]; then ok compaction_threshold_share; else nok compaction_threshold_share "$out"; fi
   unmount_fg "$M" compact
   verify_source compact "$C"
   # The time set, kept through the compaction, is the one its table vouches for.

@@ -274,7 +274,7 @@ int b2f_compact(int argc, char **argv) {
     int64_t dead = 0;
     int rc = b2_frame_open_rw(argv[i], &f);
     if (rc == 0) {
-      dead = b2_frame_dead_bytes(f);
+      dead = b2_frame_dead_bytes(f, NULL);
       rc = b2_frame_compact(f);
       b2_frame_close(f);
     }

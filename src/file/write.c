@@ -337,10 +337,11 @@ int b2_file_set_mtime(b2_file *f, const struct timespec *t) {
   return commit_all(f, 0, t);
 }
 
-int64_t b2_file_dead_bytes(b2_file *f) {
+int64_t b2_file_dead_bytes(b2_file *f, int64_t *stored) {
+  if (stored) *stored = 0;
   if (!f->writable) return 0;
   pthread_mutex_lock(&f->fmu);
-  int64_t n = b2_frame_dead_bytes(f->frame);
+  int64_t n = b2_frame_dead_bytes(f->frame, stored);
   pthread_mutex_unlock(&f->fmu);
   return n;
 }

@@ -383,15 +383,20 @@ static int cmp_span(const void *a, const void *b) {
   return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-int64_t b2_frame_dead_bytes(b2_frame *f) {
+int64_t b2_frame_dead_bytes(b2_frame *f, int64_t *stored) {
+  if (stored) *stored = 0;
   int rc = b2_frame_w_begin(f);
   if (rc < 0) return rc;
   b2_frame_w *w = f->w;
-  int64_t dead = 0;
+  int64_t dead = 0, all = 0;
   if (f->info.layout == B2_LAYOUT_SPARSE) {
-    for (int64_t n = 0; n < w->ncap; n++)
-      if (w->cbit[n] && !w->sref[n]) dead += w->nsize[n];
+    for (int64_t n = 0; n < w->ncap; n++) {
+      if (!w->cbit[n]) continue;
+      all += w->nsize[n];
+      if (!w->sref[n]) dead += w->nsize[n];
+    }
     b2_frame_w_end(f);
+    if (stored) *stored = all;
     return dead;
   }
   /* Bytes of [header end, written end) covered by no staged chunk, less
@@ -416,8 +421,9 @@ int64_t b2_frame_dead_bytes(b2_frame *f) {
     if (b > end) end = b;
   }
   free(span);
-  dead = (w->append_pos - f->data_pos) - covered -
-         (w->c_frame_size - f->index_pos);
+  all = w->append_pos - f->data_pos; /* dead bytes included */
+  dead = all - covered - (w->c_frame_size - f->index_pos);
   b2_frame_w_end(f);
+  if (stored) *stored = all;
   return dead < 0 ? 0 : dead;
 }
