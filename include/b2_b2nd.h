@@ -106,10 +106,11 @@ int b2_b2nd_update(const b2_b2nd *a, uint64_t off, size_t len, const void *src,
                    b2_chunk_writer wr, void *ctx);
 
 /* C-order byte span [*lo, *hi) of the array holding the items of chunk
- * `chunk` (its first and past its last item).  B2_E_RANGE for a chunk out
- * of range. */
+ * `chunk` (its first and past its last item), and in *held (when not
+ * NULL) the bytes of the array's items it holds (an edge chunk's padding
+ * left out).  B2_E_RANGE for a chunk out of range. */
 int b2_b2nd_chunk_span(const b2_b2nd *a, int64_t chunk, int64_t *lo,
-                       int64_t *hi);
+                       int64_t *hi, int64_t *held);
 
 /* 1 when chunks and blocks split only the first axis and blocks fill
  * each chunk exactly: the decoded chunks,

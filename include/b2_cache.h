@@ -268,6 +268,15 @@ int b2_cache_resize(b2_cache *c, b2_cache_entry *e, size_t len);
  * dirty; a dirty entry stays in memory until flushed. */
 void b2_cache_write_end(b2_cache *c, b2_cache_entry *e, int modified);
 
+/* Inside a write section: note that bytes [off, off+len) of the buffer
+ * were written, and how many distinct bytes have been noted since the
+ * entry was last clean (these included).  The count is exact for writes
+ * in up to B2_CACHE_WRUNS separate runs and below it beyond: a writer can
+ * tell a chunk it has filled whole, in whatever order its pieces came. */
+#define B2_CACHE_WRUNS 8
+void b2_cache_note_write(b2_cache_entry *e, size_t off, size_t len);
+size_t b2_cache_written(const b2_cache_entry *e);
+
 /* Is the entry dirty?  Its last flush error (0 if none or if a later flush
  * succeeded)?  Snapshot values for tests and logs. */
 int b2_cache_is_dirty(b2_cache *c, const b2_cache_entry *e);

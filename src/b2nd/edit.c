@@ -69,10 +69,11 @@ static void chunk_pos(const b2_b2nd *a, int64_t chunk, int64_t *jc) {
   }
 }
 
-int b2_b2nd_chunk_span(const b2_b2nd *a, int64_t chunk, int64_t *lo, int64_t *hi) {
+int b2_b2nd_chunk_span(const b2_b2nd *a, int64_t chunk, int64_t *lo, int64_t *hi,
+                       int64_t *held) {
   if (chunk < 0 || chunk >= a->nchunks)
     return b2_fail(B2_E_RANGE, "b2nd: chunk %lld of %lld", (long long)chunk, (long long)a->nchunks);
-  int64_t jc[B2_B2ND_MAXDIM], first = 0, last = 0, stride = 1;
+  int64_t jc[B2_B2ND_MAXDIM], first = 0, last = 0, stride = 1, items = 1;
   chunk_pos(a, chunk, jc);
   for (int d = a->ndim - 1; d >= 0; d--) {
     int64_t s = jc[d] * a->chunkshape[d];
@@ -80,9 +81,11 @@ int b2_b2nd_chunk_span(const b2_b2nd *a, int64_t chunk, int64_t *lo, int64_t *hi
     first += s * stride;
     last += e * stride;
     stride *= a->shape[d];
+    items *= e - s + 1;
   }
   *lo = first * a->itemsize;
   *hi = (last + 1) * a->itemsize;
+  if (held) *held = items * a->itemsize;
   return 0;
 }
 

@@ -171,6 +171,9 @@ int b2_cache_write_begin(b2_cache *c, b2_cache_entry *e, void *owner,
     return b2_fail(B2_E_NOENT, "chunk %lld: entry left the cache",
                    (long long)e->chunk);
   }
+  pthread_mutex_lock(&c->dmu);
+  if (!e->dirty) e->nwrun = 0; /* stored: nothing written since */
+  pthread_mutex_unlock(&c->dmu);
   e->w_owner = owner;
   e->w_flush = flush;
   return 0;
@@ -226,6 +229,48 @@ void b2_cache_write_end(b2_cache *c, b2_cache_entry *e, int modified) {
   pthread_mutex_unlock(&c->dmu);
   pthread_mutex_unlock(&s->mu);
   pthread_rwlock_unlock(&e->lock);
+}
+
+/* ---- what a clean entry's writers have covered ---------------------------
+ * Runs [lo, hi) of the buffer, sorted and apart; beyond B2_CACHE_WRUNS the
+ * shortest is forgotten, so the sum never counts a byte that was not
+ * written. */
+
+void b2_cache_note_write(b2_cache_entry *e, size_t off, size_t len) {
+  if (len == 0) return;
+  size_t lo = off, hi = off + len;
+  int n = 0;
+  size_t out[B2_CACHE_WRUNS + 1][2];
+  int placed = 0;
+  for (int k = 0; k < e->nwrun; k++) {
+    size_t a = e->wrun[k][0], b = e->wrun[k][1];
+    if (b < lo) { /* wholly before */
+      out[n][0] = a, out[n++][1] = b;
+    } else if (a > hi) { /* wholly after: the new run goes first */
+      if (!placed) out[n][0] = lo, out[n++][1] = hi, placed = 1;
+      out[n][0] = a, out[n++][1] = b;
+    } else { /* touches: joined */
+      lo = B2_MIN(lo, a);
+      hi = B2_MAX(hi, b);
+    }
+  }
+  if (!placed) out[n][0] = lo, out[n++][1] = hi;
+  if (n > B2_CACHE_WRUNS) {
+    int s = 0;
+    for (int k = 1; k < n; k++)
+      if (out[k][1] - out[k][0] < out[s][1] - out[s][0]) s = k;
+    memmove(out[s], out[s + 1], (size_t)(n - s - 1) * sizeof out[0]);
+    n--;
+  }
+  memcpy(e->wrun, out, (size_t)n * sizeof out[0]);
+  e->nwrun = n;
+}
+
+size_t b2_cache_written(const b2_cache_entry *e) {
+  size_t sum = 0;
+  for (int k = 0; k < e->nwrun; k++)
+    if (e->wrun[k][0] < e->len) sum += B2_MIN(e->wrun[k][1], e->len) - e->wrun[k][0];
+  return sum;
 }
 
 int b2_cache_is_dirty(b2_cache *c, const b2_cache_entry *e) {

@@ -70,6 +70,10 @@ struct b2_cache_entry {
   uint64_t dirty_stamp;         /* stamp of the write that dirtied it */
   uint64_t last_write_ns;
   size_t dirty_len;             /* bytes counted in c->dirty_bytes */
+  /* written since it was last clean (e->lock held for writing):
+   * cache_flush.c, b2_cache_note_write */
+  size_t wrun[B2_CACHE_WRUNS][2];
+  int nwrun;
 };
 
 typedef struct b2_cache_shard {

@@ -63,6 +63,9 @@ typedef struct upd {
                            move its values (a mapped file writes back whole
                            pages, most of them unchanged) */
   int changed;          /* chunk `cur` got bytes it did not hold */
+  int reach;            /* the write reaches chunk `cur`'s last item */
+  int64_t start;        /* the file offset of chunk `cur`'s first item */
+  int64_t held;         /* bytes of the array's items chunk `cur` holds */
   int parked;           /* chunk `cur` is parked (spill.c): runs go there */
   struct pslot *ps;     /* runs for parked chunks, gathered (PARK_SLOTS) */
   int pnext;            /* the slot taken next when all are in use */
@@ -84,16 +87,23 @@ typedef struct pslot {
   uint8_t *buf;  /* PARK_SLOT_BYTES */
 } pslot;
 
+static void upd_done(upd *u, int64_t chunk);
+
 static void upd_close(upd *u) {
+  int64_t chunk = u->cur;
   u->parked = 0;
   u->cur = -1;
   if (!u->e) return;
+  if ((!u->lossy || u->changed) &&
+      b2_file_chunk_done(u->f, u->reach, u->start, b2_cache_written(u->e), (size_t)u->held))
+    upd_done(u, chunk);
   b2_cache_write_end(u->f->env->cache, u->e, !u->lossy || u->changed);
   b2_cache_release(u->f->env->cache, u->e);
   u->e = NULL;
 }
 
-/* The write reaches the last item of `chunk`: note it, to be compressed. */
+/* The write leaves `chunk` done (b2_file_chunk_done): note it, to be
+ * compressed. */
 static void upd_done(upd *u, int64_t chunk) {
   if (u->ndone && u->done[u->ndone - 1] == chunk) return;
   if (u->ndone == u->capdone) {
@@ -131,20 +141,24 @@ static int upd_open(upd *u, int64_t chunk, size_t off) {
   b2_file *f = u->f;
   b2_cache *c = f->env->cache;
   int64_t lo, hi;
-  int rc = b2_b2nd_chunk_span(&f->array, chunk, &lo, &hi);
+  int rc = b2_b2nd_chunk_span(&f->array, chunk, &lo, &hi, &u->held);
   if (rc < 0) return rc;
-  if (hi <= u->aend) upd_done(u, chunk);
+  u->reach = hi <= u->aend;
+  u->start = lo + hdr_len(f);
   b2_cache_entry *e;
-  /* Parked and not in the cache: the runs go to its parked bytes. */
+  /* Parked and not in the cache: the runs go to its parked bytes (a
+   * C-order writer's; it is unparked once the writer reaches its end). */
   if (b2_cache_peek(c, f->id, chunk, &e) == 0) {
     b2_cache_release(c, e);
   } else if (b2_file_spill_has(f, chunk)) {
+    if (u->reach) upd_done(u, chunk);
     u->parked = 1;
     u->cur = chunk;
     return 0;
   }
   rc = b2_file_wpin(f, chunk, off == 0 && u->aoff <= lo && hi <= u->aend && !u->lossy, &e);
   if (rc == B2_E_STALE && b2_file_spill_has(f, chunk)) { /* parked meanwhile */
+    if (u->reach) upd_done(u, chunk);
     u->parked = 1;
     u->cur = chunk;
     return 0;
@@ -276,6 +290,7 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
     if (rc < 0) return rc;
   }
   if (u->parked) return park_run(u, chunk, off, src, len);
+  b2_cache_note_write(u->e, off, len);
   uint8_t *dst = b2_cache_wdata(u->e) + off;
   if (u->lossy && !u->changed && memcmp(dst, src, len) == 0) return 0;
   memcpy(dst, src, len);
@@ -287,8 +302,8 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
 static int items_write(b2_file *f, const uint8_t *src, size_t n, int64_t aoff) {
   while (n > 0) {
     size_t piece = B2_MIN(n, (size_t)1 << 30);
-    upd u = {f, aoff, aoff + (int64_t)piece, NULL, -1, NULL, 0, 0,
-             b2_cparams_lossy_blocks(&f->cp), 0, 0, NULL, 0};
+    upd u = {.f = f, .aoff = aoff, .aend = aoff + (int64_t)piece, .cur = -1,
+             .lossy = b2_cparams_lossy_blocks(&f->cp)};
     /* spill.c: where the writer is (somewhere in this write, then past it) */
     atomic_store(&f->wlo, aoff);
     atomic_store(&f->whi, aoff + (int64_t)piece);

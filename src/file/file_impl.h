@@ -112,6 +112,8 @@ struct b2_file {
   int wseq;                   /* the current write continues the last one
                                  (wmu): chunks it completes leave the cache
                                  once compressed (write.c, flush_soon) */
+  int64_t wrun;               /* where the run of writes, each continuing
+                                 the last, began (wmu): b2_file_chunk_done */
   b2_file *reg_next, *reg_prev; /* env->writers list (env->reg_mu) */
   _Atomic int64_t wlo, whi;   /* array writers: the write under way, in
                                  array bytes, or [end, end) of the last
@@ -180,6 +182,13 @@ void b2_file_encoded_free(b2_file *f, uint8_t *buf, size_t len);
 int b2_file_store_all(b2_file *f);
 /* Pin chunk i for writing (decoded from the frame unless `whole`). */
 int b2_file_wpin(b2_file *f, int64_t i, int whole, b2_cache_entry **e);
+/* Whether a write leaves a chunk done, to be compressed at once (write.c):
+ * `reaches_end` it wrote the chunk's last byte, `start` the file offset of
+ * the chunk's first byte, `written` its bytes written since it was last
+ * stored (b2_cache_written), `len` its bytes. */
+int b2_file_chunk_done(const b2_file *f, int reaches_end, int64_t start, size_t written,
+                       size_t len);
+
 /* A write completed chunk e: compress it in the background (takes the
  * pin); an in-order writer's chunk then leaves the cache (f->wseq). */
 void b2_file_flush_soon(b2_file *f, b2_cache_entry *e);

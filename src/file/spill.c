@@ -97,7 +97,7 @@ int b2_file_spill_put(b2_file *f, int64_t i, const uint8_t *data, size_t len, ui
   int rc = 0;
   /* The writer has been in the chunk (or is in it now) and not past it. */
   if (epoch == atomic_load(&f->epoch) && len == (size_t)f->array.chunk_nbytes &&
-      i < f->array.nchunks && b2_b2nd_chunk_span(&f->array, i, &lo, &hi) == 0 && lo < whi &&
+      i < f->array.nchunks && b2_b2nd_chunk_span(&f->array, i, &lo, &hi, NULL) == 0 && lo < whi &&
       wlo < hi && spill_fd(f) >= 0) {
     int64_t at = i * f->array.chunk_nbytes;
     rc = b2_io_pwrite(f->spill_fd, data, len, at) == 0 && set_bit(f, i) == 0;

@@ -775,6 +775,7 @@ static void test_chunk_span_zero_rows(void) {
       continue;
     }
     int64_t *lo = malloc((size_t)a.nchunks * sizeof *lo), *hi = malloc((size_t)a.nchunks * sizeof *hi);
+    int64_t *nb = calloc((size_t)a.nchunks, sizeof *nb);
     for (int64_t k = 0; k < a.nchunks; k++) lo[k] = INT64_MAX, hi[k] = -1;
     for (int64_t i = 0; i < a.nitems; i++) {
       int64_t r = i, k = 0, mul = 1;
@@ -786,12 +787,15 @@ static void test_chunk_span_zero_rows(void) {
       }
       lo[k] = B2_MIN(lo[k], i * a.itemsize);
       hi[k] = B2_MAX(hi[k], (i + 1) * a.itemsize);
+      nb[k] += a.itemsize;
     }
     for (int64_t k = 0; k < a.nchunks; k++) {
-      int64_t l, h;
-      if (b2_b2nd_chunk_span(&a, k, &l, &h) != 0 || l != lo[k] || h != hi[k]) bad++;
+      int64_t l, h, held;
+      if (b2_b2nd_chunk_span(&a, k, &l, &h, &held) != 0 || l != lo[k] || h != hi[k] || held != nb[k])
+        bad++;
     }
-    if (b2_b2nd_chunk_span(&a, a.nchunks, &lo[0], &hi[0]) != B2_E_RANGE) bad++;
+    if (b2_b2nd_chunk_span(&a, a.nchunks, &lo[0], &hi[0], NULL) != B2_E_RANGE) bad++;
+    free(nb);
     free(lo);
     free(hi);
     /* zero_rows */

@@ -552,6 +552,53 @@ static void test_resize(void) {
   CHECK_EQ(b2_cache_write_begin(NULL, NULL, &s, flush_fn), B2_E_INVAL);
 }
 
+/* Bytes written since the entry was last clean: runs in any order, joined
+ * where they touch or overlap; exact up to B2_CACHE_WRUNS runs apart and
+ * never above the truth beyond; started afresh once the entry is stored. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) { return t_xorshift64(&rng_state); }
+
+static void test_written_runs(void) {
+  b2_cache *c = mk(1 << 20, 1 << 18, 0);
+  loader l = {.size = 4096};
+  store s = {.fail_chunk = -1};
+  b2_cache_entry *e;
+  CHECK_EQ(b2_cache_get(c, 3, 1, load_fn, &l, &e), 0);
+  int bad = 0;
+  for (int round = 0; round < 300; round++) {
+    uint8_t seen[4096] = {0};
+    int nw = 1 + (int)(rnd() % 24);
+    for (int w = 0; w < nw; w++) {
+      size_t off = rnd() % 4096, len = 1 + rnd() % (round % 3 == 0 ? 1024 : 96);
+      if (off + len > 4096) len = 4096 - off;
+      if (b2_cache_write_begin(c, e, &s, flush_fn) != 0) { bad++; break; }
+      b2_cache_note_write(e, off, len);
+      memset(seen + off, 1, len);
+      size_t got = b2_cache_written(e);
+      b2_cache_write_end(c, e, 1);
+      size_t truth = 0, runs = 0;
+      for (size_t i = 0; i < 4096; i++) {
+        truth += seen[i];
+        runs += seen[i] && (i == 0 || !seen[i - 1]);
+      }
+      /* runs that only touch are joined too, so "apart" counts gaps */
+      if (got > truth || (runs <= B2_CACHE_WRUNS && got != truth)) bad++;
+    }
+    CHECK_EQ(b2_cache_flush_entry(c, e), 0); /* stored: clean again */
+    CHECK_EQ(b2_cache_write_begin(c, e, &s, flush_fn), 0);
+    if (b2_cache_written(e) != 0) bad++;
+    b2_cache_write_end(c, e, 0);
+  }
+  CHECK_EQ(bad, 0);
+  /* pieces of a chunk in any order fill it */
+  CHECK_EQ(b2_cache_write_begin(c, e, &s, flush_fn), 0);
+  for (int k = 3; k >= 0; k--) b2_cache_note_write(e, (size_t)k * 1024, 1024);
+  CHECK_EQ(b2_cache_written(e), 4096);
+  b2_cache_write_end(c, e, 1);
+  b2_cache_release(c, e);
+  b2_cache_destroy(c);
+}
+
 static void test_flush_file_and_idle(void) {
   b2_cache *c = mk(1 << 20, 1 << 20, 0);
   loader l = {.size = 100};
@@ -774,6 +821,7 @@ int main(void) {
   T_RUN(test_dirty_bound);
   T_RUN(test_dirty_bound_busy);
   T_RUN(test_resize);
+  T_RUN(test_written_runs);
   T_RUN(test_buffer_red_zones);
   T_RUN(test_flush_file_and_idle);
   T_RUN(test_buffers);

@@ -334,6 +334,78 @@ static void test_new_npy_one_write(void) {
   b2_env_destroy(env);
 }
 
+/* Wait up to 3 s for the frame of f to store more than `than` bytes (a
+ * chunk compressed in the background); returns what it stores. */
+static int64_t stored_after(b2_file *f, int64_t than) {
+  int64_t stored = 0;
+  for (int i = 0; i < 300; i++) {
+    if (b2_file_dead_bytes(f, &stored) < 0 || stored > than) break;
+    usleep(10 * 1000);
+  }
+  return stored;
+}
+
+/* Pieces of a chunk written out of order, as the kernel's write-back of a
+ * mapping sends them on several threads: the piece reaching the chunk's
+ * end, right after the one before it, does not make the chunk compressed
+ * while its first piece is missing (it was, and compressed again when that
+ * piece came: dead bytes); the chunk is compressed once its pieces fill it,
+ * before any flush.  An array's chunk, then a plain frame's. */
+static void test_pieces_out_of_order(void) {
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.idle_ms = 0;
+  b2_env *env;
+  CHECK_EQ(b2_env_create(&o, &env), 0);
+  static const int64_t s1[] = {3 << 19}; /* 12 MiB of <i8: 3 chunks */
+  size_t hl, n;
+  uint8_t *npy = npy_bytes(1, s1, 8, "<i8", &hl, &n);
+  char path[300];
+  snprintf(path, sizeof path, "%s/pieces.b2nd", dir);
+  b2_file *f;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_pwrite(f, npy, hl, 0), (ssize_t)hl);
+  const size_t cb = (size_t)4 << 20, q = cb / 4; /* chunk bytes, a piece */
+  int64_t stored0 = 0;
+  CHECK(b2_file_dead_bytes(f, &stored0) >= 0);
+  for (int k = 1; k < 4; k++) /* pieces 1, 2, 3 of chunk 1, in order */
+    CHECK_EQ(b2_file_pwrite(f, npy + hl + cb + k * q, q, (int64_t)(hl + cb + k * q)), (ssize_t)q);
+  usleep(200 * 1000); /* a compression started by the last one ends here */
+  CHECK_EQ(b2_file_pwrite(f, npy + hl + cb, q, (int64_t)(hl + cb)), (ssize_t)q);
+  CHECK(stored_after(f, stored0 + (int64_t)cb / 2) > stored0 + (int64_t)cb / 2);
+  CHECK_EQ(b2_file_pwrite(f, npy + hl, cb, (int64_t)hl), (ssize_t)cb);
+  CHECK_EQ(b2_file_pwrite(f, npy + hl + 2 * cb, n - hl - 2 * cb, (int64_t)(hl + 2 * cb)),
+           (ssize_t)(n - hl - 2 * cb));
+  CHECK_EQ(b2_file_flush(f), 0);
+  int64_t dead = b2_file_dead_bytes(f, NULL);
+  CHECK(dead >= 0 && dead < 4096); /* old indexes and trailers, no chunk */
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, npy, n));
+
+  snprintf(path, sizeof path, "%s/pieces.b2frame", dir);
+  CHECK_EQ(b2_file_create(env, path, NULL, &f), 0);
+  const size_t pc = (size_t)1 << 20, pq = pc / 4; /* the default chunk size */
+  CHECK_EQ(b2_file_pwrite(f, npy, 2 * pc, 0), (ssize_t)(2 * pc));
+  CHECK_EQ(b2_file_flush(f), 0);
+  CHECK(b2_file_dead_bytes(f, &stored0) >= 0);
+  for (int k = 1; k < 4; k++) /* chunk 1 again: pieces 1, 2, 3, then 0 */
+    CHECK_EQ(b2_file_pwrite(f, npy + 3 * pc + k * pq, pq, (int64_t)(pc + k * pq)), (ssize_t)pq);
+  usleep(200 * 1000);
+  CHECK_EQ(b2_file_pwrite(f, npy + 3 * pc, pq, (int64_t)pc), (ssize_t)pq);
+  CHECK(stored_after(f, stored0 + (int64_t)pc / 2) > stored0 + (int64_t)pc / 2);
+  CHECK_EQ(b2_file_flush(f), 0);
+  dead = b2_file_dead_bytes(f, NULL);
+  CHECK(dead > 0 && dead < (int64_t)pc + 4096); /* the old chunk 1 once, old indexes */
+  CHECK_EQ(b2_file_close(f), 0);
+  uint8_t *want = malloc(2 * pc);
+  memcpy(want, npy, pc);
+  memcpy(want + pc, npy + 3 * pc, pc);
+  CHECK(view_is(env, path, B2_VIEW_LOGICAL, want, 2 * pc));
+  free(want);
+  free(npy);
+  b2_env_destroy(env);
+}
+
 /* A C-order writer of an array in cubes (a row of chunks larger than the
  * cache) is inside every chunk of the row at once: chunks pushed out of
  * the cache are parked uncompressed (spill.c), not compressed into the
@@ -422,6 +494,7 @@ int main(void) {
   T_RUN(test_new_npy_one_write);
   T_RUN(test_edit_array);
   T_RUN(test_cube_writer);
+  T_RUN(test_pieces_out_of_order);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
