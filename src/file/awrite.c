@@ -58,11 +58,14 @@ typedef struct upd {
   int lossy;            /* the frame's blocks encode lossily as wholes (ZFP,
                            NDMEAN): chunks are always decoded first, so
                            their padding stays as decoded (as python-blosc2
-                           keeps it), and bytes written as they were do not
-                           make the chunk dirty: encoding it again would
-                           move its values (a mapped file writes back whole
-                           pages, most of them unchanged) */
-  int changed;          /* chunk `cur` got bytes it did not hold */
+                           keeps it) */
+  int changed;          /* chunk `cur` got bytes it did not hold (or was
+                           resized, or started blank): only then is it
+                           dirty.  Bytes written as they were leave it as it
+                           was: a mapped file writes back whole pages, and a
+                           page straddling two chunks is sent again when the
+                           second is written; for lossy blocks, encoding a
+                           chunk again would also move its values */
   int reach;            /* the write reaches chunk `cur`'s last item */
   int64_t start;        /* the file offset of chunk `cur`'s first item */
   int64_t held;         /* bytes of the array's items chunk `cur` holds */
@@ -94,10 +97,9 @@ static void upd_close(upd *u) {
   u->parked = 0;
   u->cur = -1;
   if (!u->e) return;
-  if ((!u->lossy || u->changed) &&
-      b2_file_chunk_done(u->f, u->reach, u->start, b2_cache_written(u->e), (size_t)u->held))
+  if (b2_file_chunk_done(u->f, u->reach, u->start, b2_cache_written(u->e), (size_t)u->held))
     upd_done(u, chunk);
-  b2_cache_write_end(u->f->env->cache, u->e, !u->lossy || u->changed);
+  b2_cache_write_end(u->f->env->cache, u->e, u->changed);
   b2_cache_release(u->f->env->cache, u->e);
   u->e = NULL;
 }
@@ -156,7 +158,8 @@ static int upd_open(upd *u, int64_t chunk, size_t off) {
     u->cur = chunk;
     return 0;
   }
-  rc = b2_file_wpin(f, chunk, off == 0 && u->aoff <= lo && hi <= u->aend && !u->lossy, &e);
+  int blank = off == 0 && u->aoff <= lo && hi <= u->aend && !u->lossy;
+  rc = b2_file_wpin(f, chunk, blank, &e);
   if (rc == B2_E_STALE && b2_file_spill_has(f, chunk)) { /* parked meanwhile */
     if (u->reach) upd_done(u, chunk);
     u->parked = 1;
@@ -168,7 +171,7 @@ static int upd_open(upd *u, int64_t chunk, size_t off) {
     b2_cache_release(c, e);
     return rc;
   }
-  u->changed = rc;
+  u->changed = rc || blank; /* a blank chunk holds nothing to compare with */
   u->e = e;
   u->cur = chunk;
   return 0;
@@ -292,7 +295,7 @@ static int upd_write(void *ctx, int64_t chunk, size_t off, size_t len, const voi
   if (u->parked) return park_run(u, chunk, off, src, len);
   b2_cache_note_write(u->e, off, len);
   uint8_t *dst = b2_cache_wdata(u->e) + off;
-  if (u->lossy && !u->changed && memcmp(dst, src, len) == 0) return 0;
+  if (!u->changed && memcmp(dst, src, len) == 0) return 0; /* as it was: see `changed` */
   memcpy(dst, src, len);
   u->changed = 1;
   return 0;

@@ -244,19 +244,27 @@ ssize_t b2_file_lwrite(b2_file *f, const void *buf, size_t n, int64_t off) {
     size_t clen = chunk_len(f, atomic_load(&f->size), i);
     size_t take = (size_t)B2_MIN((int64_t)(clen - lo), end - off);
     b2_cache_entry *e;
-    rc = b2_file_wpin(f, i, lo == 0 && take == clen, &e);
+    int whole = lo == 0 && take == clen; /* then not loaded: no content yet */
+    rc = b2_file_wpin(f, i, whole, &e);
     if (rc < 0) break;
     rc = b2_cache_write_begin(c, e, f, b2_file_flush_chunk);
-    int done = 0;
+    int done = 0, changed = 0;
     if (rc == 0) {
-      if (b2_cache_len(e) < lo + take) rc = b2_cache_resize(c, e, clen);
+      changed = whole || b2_cache_len(e) < lo + take;
+      if (changed && b2_cache_len(e) < lo + take) rc = b2_cache_resize(c, e, clen);
+      uint8_t *dst = b2_cache_wdata(e) + lo;
       if (rc == 0) {
-        memcpy(b2_cache_wdata(e) + lo, src, take);
+        /* Bytes as they were do not make the chunk dirty: the write-back
+         * of a mapping sends a page that straddles two chunks again when
+         * the next one is written, and the chunk before would be
+         * compressed once more for nothing. */
+        changed = changed || memcmp(dst, src, take) != 0;
+        if (changed) memcpy(dst, src, take);
         b2_cache_note_write(e, lo, take);
         done = clen == (size_t)cs &&
                b2_file_chunk_done(f, lo + take == clen, i * cs, b2_cache_written(e), clen);
       }
-      b2_cache_write_end(c, e, rc == 0);
+      b2_cache_write_end(c, e, rc == 0 && changed);
     }
     if (done)
       b2_file_flush_soon(f, e);
