@@ -43,6 +43,11 @@ while time.time() < end:
         q = min((p // 4096 + 1) * 4096, off + len(got))
         g = got[p - off:q - off]
         if g != A[p:q] and g != B[p:q]:
+            # what the page holds instead, for the log (the first few):
+            # zeros, or a piece of either version found elsewhere (a shift)
+            if bad < 5: sys.stderr.write("wrong page %d-%d of read %d+%d (got %d): %d zero bytes, "
+                             "its first 64 at %d in a, %d in b (sizes %d, %d)\n" % (
+                p, q, off, n, len(got), g.count(0), A.find(g[:64]), B.find(g[:64]), len(A), len(B)))
             ok = False; break
         p = q
     if ok:
