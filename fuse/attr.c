@@ -173,6 +173,7 @@ static int stat_known(b2fs_inode *in, struct stat *st) {
   struct timespec wtime = in->wtime;
   pthread_mutex_unlock(&in->lock);
   st->st_size = lsize;
+  st->st_ino = in->shown;
   /* Whole chunks are the cheap unit: ask for large reads and writes (cp
    * sizes its buffer by this). */
   st->st_blksize = B2FS_IO_MAX;

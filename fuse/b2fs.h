@@ -112,6 +112,11 @@ typedef struct b2fs_handle {
   pthread_rwlock_t use;          /* writable: held shared around each use of
                                     file, exclusively to move its home
                                     (b2fs_use) */
+  uint64_t cseen;                /* writable: b2_file_committed when the
+                                    compactor last looked (under `use`
+                                    held exclusively) */
+  int64_t cfailed;               /* writable: dead bytes when compacting
+                                    it while open last failed (same) */
   pthread_mutex_t errlock;
   uint64_t logged[8];            /* hashes of the last details logged */
   unsigned nlogged;
@@ -122,6 +127,13 @@ typedef struct b2fs_inode {
                                     (replaced when the frame is rewritten) */
   dev_t dev;                     /* dev, ino, sparse: under the table lock */
   ino_t ino;
+  ino_t shown;                   /* st_ino shown: the source's when the
+                                    inode was made, kept when a rewrite
+                                    binds it to another file (compaction:
+                                    sqlite takes a changed number for a
+                                    moved database).  The old file stays
+                                    open in old_fds, so no other file gets
+                                    that number meanwhile */
   int kind;                      /* B2_NS_* (PLAIN: passed through) */
   _Atomic int sparse;            /* a frame directory shown as a file */
   uint64_t nlookup;              /* under the table lock */
@@ -231,6 +243,9 @@ void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st);
 /* The device and inode numbers of the inode's source file now (a rebind
  * changes them). */
 void b2fs_inode_ident(b2fs_inode *in, dev_t *dev, ino_t *ino);
+/* The st_ino shown for the source entry (dev, ino) of that kind: its
+ * inode's `shown` when it has one, else ino. */
+ino_t b2fs_inode_shown(dev_t dev, ino_t ino, int kind);
 /* Frames: the inode is entry `name` of the directory whose lstat is dst:
  * its node is put there (made at the first call; a node open for writing
  * moves only by b2fs_frame_moved).  0 or -errno. */
@@ -359,6 +374,15 @@ void b2fs_frame_follow(b2fs_inode *in);
  * writable inode whose file was rewritten there follow it first (so the
  * lookup finds it). */
 void b2fs_frame_follow_at(b2fs_inode *dir, const char *name);
+/* A frame open for writing with new writes committed since the last
+ * look is compacted now when its dead bytes exceed the
+ * mount's thresholds (as at its last close); the inode follows the new
+ * file at once.  After a failure, only once the dead bytes doubled. */
+void b2fs_frame_compact_open(b2fs_inode *in);
+/* The thread that looks at every frame open for writing each second
+ * (compactor.c). */
+int b2fs_compactor_start(void);
+void b2fs_compactor_stop(void);
 /* Around a rename or removal through the mount of the entries of inodes a
  * and b (either may be NULL): commit their writable frames and hold off
  * their uses; once an entry has its new name, b2fs_frame_moved tells its

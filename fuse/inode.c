@@ -169,6 +169,7 @@ b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse) 
   in->fd = fd;
   in->dev = st->st_dev;
   in->ino = st->st_ino;
+  in->shown = st->st_ino;
   in->kind = kind;
   in->sparse = sparse;
   in->nlookup = 1;
@@ -233,6 +234,19 @@ void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st) {
   pthread_mutex_lock(&in->lock);
   in->attr_valid = 0;
   pthread_mutex_unlock(&in->lock);
+}
+
+ino_t b2fs_inode_shown(dev_t dev, ino_t ino, int kind) {
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  size_t h = hash_key(dev, ino, kind) & (b2fs_g.nbuckets - 1);
+  ino_t shown = ino;
+  for (b2fs_inode *in = b2fs_g.buckets[h]; in; in = in->next)
+    if (in->dev == dev && in->ino == ino && in->kind == kind) {
+      shown = in->shown;
+      break;
+    }
+  pthread_mutex_unlock(&b2fs_g.table_lock);
+  return shown;
 }
 
 void b2fs_inode_ident(b2fs_inode *in, dev_t *dev, ino_t *ino) {

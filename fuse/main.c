@@ -267,6 +267,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (b2fs_warm_start() < 0) b2fs_log("no thread to warm frames ahead of readers");
+  if (b2fs_compactor_start() < 0) b2fs_log("no thread to compact frames kept open");
   rc = run(se, &cmd);
   /* libfuse ends the loop with the number of a signal it caught (SIGTERM,
    * SIGINT, SIGHUP): a stop asked for, which what follows completes as an
@@ -278,6 +279,7 @@ out:
   /* Before the device is closed: the warming thread writes to it (its
    * hand-overs wait for no read: b2fs_frame_kopen). */
   b2fs_warm_stop();
+  b2fs_compactor_stop(); /* before the inodes go */
   if (mounted) fuse_session_unmount(se);
   if (handlers) fuse_remove_signal_handlers(se);
   if (se) fuse_session_destroy(se);

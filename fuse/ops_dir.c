@@ -93,7 +93,8 @@ static size_t add_entry(fuse_req_t req, b2fs_inode *dir, const b2_ns_entry *d, i
                         char *buf, size_t room, off_t next) {
   struct stat st;
   memset(&st, 0, sizeof st);
-  st.st_ino = d->ino;
+  /* A frame's number as a stat of it shows it (kept across rewrites). */
+  st.st_ino = d->kind == B2_NS_PLAIN ? d->ino : b2fs_inode_shown(dir->dev, d->ino, d->kind);
   st.st_mode = DTTOIF(d->type);
   if (!plus) return fuse_add_direntry(req, buf, room, d->shown, &st, next);
   struct fuse_entry_param e;
@@ -102,7 +103,7 @@ static size_t add_entry(fuse_req_t req, b2fs_inode *dir, const b2_ns_entry *d, i
     e.attr = st;
     return fuse_add_direntry_plus(req, buf, room, d->shown, &e, next);
   }
-  e.attr.st_ino = d->ino; /* the number readdir gives, as the listing's */
+  e.attr.st_ino = st.st_ino; /* the number readdir gives, as the listing's */
   size_t n = fuse_add_direntry_plus(req, buf, room, d->shown, &e, next);
   if (n > room) b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
   return n;

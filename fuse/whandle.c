@@ -469,36 +469,67 @@ void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h) { (void)release(i
 
 /* ---- closing ------------------------------------------------------------- */
 
-/* Is compaction worth it: dead bytes above both thresholds. */
-static int worth_compacting(b2_file *f) {
+/* Is compaction worth it: dead bytes above `floor`, above compact_pct of
+ * the bytes stored, and above compact_min or the live bytes (a small
+ * frame mostly dead costs little to copy); *dead gets them. */
+static int worth_compacting(b2_file *f, int64_t floor, int64_t *dead) {
   const b2fs_opts *o = &b2fs_g.opts;
+  *dead = 0;
   if (o->compact_pct == 0 || !f) return 0;
   int64_t stored;
-  int64_t dead = b2_file_dead_bytes(f, &stored);
-  return dead > 0 && (uint64_t)dead > o->compact_min &&
-         dead * 100 > (int64_t)o->compact_pct * stored;
+  *dead = b2_file_dead_bytes(f, &stored);
+  return *dead > 0 && *dead > floor && *dead * 100 > (int64_t)o->compact_pct * stored &&
+         ((uint64_t)*dead > o->compact_min || *dead > stored - *dead);
 }
 
-/* Compact the (committed) frame of h, no longer current, at its home;
- * rebind the inode to the new file (nslock held). */
-static void compact(b2fs_inode *in, b2fs_handle *h) {
+/* Compact the (committed) frame of h at its home; rebind the inode to the
+ * new file (nslock held; h no longer current, or its `use` held
+ * exclusively).  1 compacted, 0 not (the name holds another file now),
+ * or a negative code. */
+static int compact(b2fs_inode *in, b2fs_handle *h) {
   char src[4096];
   struct stat before;
   if (in->gone || !h->node || fstatat(in->fd, "", &before, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-    return;
+    return 0;
   /* Only while the frame's name still holds the inode's file (not moved
    * behind the mount's back). */
   int rc = b2_ns_node_compact(h->node, &before);
-  if (rc == 0) return;
+  if (rc == 0) return 0;
   if (rc < 0) {
     b2fs_log("%s: compaction failed: %s", b2fs_src_path(in, src, sizeof src),
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
-    return;
+    return rc;
   }
   if (!S_ISDIR(before.st_mode)) {
     rebind_home(in, h, &before, 0);
     b2fs_copy_attrs(in->fd, &before, 1, -1); /* same content: same times */
   }
+  return 1;
+}
+
+void b2fs_frame_compact_open(b2fs_inode *in) {
+  if (!in->rw || b2fs_g.opts.compact_pct == 0) return;
+  pthread_mutex_lock(&in->nslock);
+  pthread_mutex_lock(&in->lock);
+  b2fs_handle *h = in->cur && in->cur->writable && !in->gone ? in->cur : NULL;
+  if (h) b2fs_handle_take(in); /* no close meanwhile */
+  pthread_mutex_unlock(&in->lock);
+  if (h) {
+    pthread_rwlock_wrlock(&h->use); /* the inode's file may change */
+    uint64_t c = h->file ? b2_file_committed(h->file) : 0;
+    int64_t dead;
+    if (h->file && c != h->cseen) {
+      h->cseen = c;
+      if (worth_compacting(h->file, 2 * h->cfailed, &dead)) {
+        struct stat old;
+        if (replaced(in, &old)) rebind_home(in, h, &old, 0);
+        h->cfailed = compact(in, h) == 1 ? 0 : dead;
+      }
+    }
+    pthread_rwlock_unlock(&h->use);
+  }
+  pthread_mutex_unlock(&in->nslock);
+  if (h) b2fs_frame_release(in, h);
 }
 
 /* Remember what was just committed for the next stat (no handle left). */
@@ -559,7 +590,8 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
     if (rc < 0) b2fs_frame_log(in, h, "commit at close", rc);
   }
   pthread_mutex_lock(&in->nslock);
-  if (rc == 0 && worth_compacting(h->file)) compact(in, h);
+  int64_t dead;
+  if (rc == 0 && worth_compacting(h->file, 0, &dead)) (void)compact(in, h);
   int64_t size = h->file ? b2_file_reopen_size(h->file) : -1;
   /* The kernel holds the writer's size for up to its timeout; a .npy
    * header its writer spelled otherwise than numpy.save makes another. */
