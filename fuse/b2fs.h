@@ -113,8 +113,8 @@ typedef struct b2fs_handle {
                                     file, exclusively to move its home
                                     (b2fs_use) */
   uint64_t cseen;                /* writable: b2_file_committed when the
-                                    compactor last looked (under `use`
-                                    held exclusively) */
+                                    compactor last looked (its thread
+                                    alone) */
   int64_t cfailed;               /* writable: dead bytes when compacting
                                     it while open last failed (same) */
   pthread_mutex_t errlock;

@@ -197,6 +197,7 @@ static b2fs_inode *member(b2fs_inode *r, b2_ns_key *k) {
   in->fd = fd;
   in->dev = r->dev;
   in->ino = r->ino;
+  in->shown = r->ino;
   in->kind = B2_NS_STORE;
   in->nlookup = 1;
   in->outside = 1; /* not in the table */

@@ -509,27 +509,28 @@ static int compact(b2fs_inode *in, b2fs_handle *h) {
 
 void b2fs_frame_compact_open(b2fs_inode *in) {
   if (!in->rw || b2fs_g.opts.compact_pct == 0) return;
-  pthread_mutex_lock(&in->nslock);
   pthread_mutex_lock(&in->lock);
   b2fs_handle *h = in->cur && in->cur->writable && !in->gone ? in->cur : NULL;
   if (h) b2fs_handle_take(in); /* no close meanwhile */
   pthread_mutex_unlock(&in->lock);
-  if (h) {
-    pthread_rwlock_wrlock(&h->use); /* the inode's file may change */
-    uint64_t c = h->file ? b2_file_committed(h->file) : 0;
-    int64_t dead;
-    if (h->file && c != h->cseen) {
-      h->cseen = c;
-      if (worth_compacting(h->file, 2 * h->cfailed, &dead)) {
-        struct stat old;
-        if (replaced(in, &old)) rebind_home(in, h, &old, 0);
-        h->cfailed = compact(in, h) == 1 ? 0 : dead;
-      }
-    }
+  if (!h) return;
+  /* A look first, beside the handle's other uses. */
+  b2_file *f = b2fs_use(h);
+  uint64_t c = f ? b2_file_committed(f) : 0;
+  int64_t dead = 0;
+  int worth = f && c != h->cseen && worth_compacting(f, 2 * h->cfailed, &dead);
+  if (f) h->cseen = c;
+  b2fs_unuse(h);
+  if (worth) {
+    pthread_mutex_lock(&in->nslock);
+    pthread_rwlock_wrlock(&h->use); /* the inode's file changes */
+    struct stat old;
+    if (h->file && replaced(in, &old)) rebind_home(in, h, &old, 0);
+    if (h->file) h->cfailed = compact(in, h) == 1 ? 0 : dead;
     pthread_rwlock_unlock(&h->use);
+    pthread_mutex_unlock(&in->nslock);
   }
-  pthread_mutex_unlock(&in->nslock);
-  if (h) b2fs_frame_release(in, h);
+  b2fs_frame_release(in, h);
 }
 
 /* Remember what was just committed for the next stat (no handle left). */
