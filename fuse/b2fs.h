@@ -131,9 +131,9 @@ typedef struct b2fs_inode {
                                     inode was made, kept when a rewrite
                                     binds it to another file (compaction:
                                     sqlite takes a changed number for a
-                                    moved database).  The old file stays
+                                    moved database).  That file stays
                                     open in old_fds, so no other file gets
-                                    that number meanwhile */
+                                    the number meanwhile (b2fs_inode_rebind) */
   int kind;                      /* B2_NS_* (PLAIN: passed through) */
   _Atomic int sparse;            /* a frame directory shown as a file */
   uint64_t nlookup;              /* under the table lock */

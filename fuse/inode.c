@@ -217,11 +217,23 @@ static void unhook(b2fs_inode *in) {
 
 void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st) {
   pthread_mutex_lock(&b2fs_g.table_lock);
-  int *olds = realloc(in->old_fds, (size_t)(in->nold + 1) * sizeof *olds);
-  if (olds) {
-    in->old_fds = olds;
-    olds[in->nold++] = in->fd;
-  } /* else the old descriptor leaks: other threads may still use it */
+  /* Other threads may be using the old descriptor: it is never closed
+   * under them.  The file whose number is shown is kept open with the
+   * inode (old_fds), so that no other file gets that number; a later
+   * version's descriptor is made to name the new file (dup3: one atomic
+   * step), so that the version's space is freed and a file kept open and
+   * compacted again and again holds one descriptor. */
+  int old = in->fd;
+  if (in->ino != in->shown && dup3(fd, old, O_CLOEXEC) == old) {
+    close(fd);
+    fd = old;
+  } else {
+    int *olds = realloc(in->old_fds, (size_t)(in->nold + 1) * sizeof *olds);
+    if (olds) {
+      in->old_fds = olds;
+      olds[in->nold++] = old;
+    } /* else the old descriptor leaks */
+  }
   unhook(in);
   in->dev = st->st_dev;
   in->ino = st->st_ino;

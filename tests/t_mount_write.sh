@@ -582,13 +582,19 @@ fi
 # close; 464 KB without, growing with the square of the commits),
 # keeps its mode and attributes, and its inode number through the mount
 # does not change (sqlite takes a changed one for a moved database and
-# refuses to write: "attempt to write a readonly database").
+# refuses to write: "attempt to write a readonly database"), while the
+# daemon keeps only the first version open (it kept every one, with its
+# disk space, until the kernel forgot the inode).
 C3=$TMP/c3src
 mkdir -p "$C3"
 if mount_bg compactopen "$C3" "$M" "idle_flush=50"; then
-  out=$($T "$PY" - "$M" "$C3" <<'EOF2'
+  out=$($T "$PY" - "$M" "$C3" "${PIDS[$M]}" <<'EOF2'
 import os, random, sqlite3, sys, time
-mnt, src = sys.argv[1], sys.argv[2]
+mnt, src, daemon = sys.argv[1], sys.argv[2], sys.argv[3]
+def held(name):  # versions of a file the daemon keeps open after they were replaced
+    fds = "/proc/%s/fd" % daemon
+    return sum(1 for n in os.listdir(fds)
+               if os.readlink(os.path.join(fds, n)).endswith(name + " (deleted)"))
 p, sp = os.path.join(mnt, "log.txt"), os.path.join(src, "log.txt.b2frame")
 random.seed(7)
 f = open(p, "a")
@@ -603,11 +609,12 @@ for i in range(120):
     st = os.stat(sp)
     biggest, _ = max(biggest, st.st_size), sino.add(st.st_ino)
 same_ino = os.fstat(f.fileno()).st_ino == ino == os.stat(p).st_ino
+kept = held("log.txt.b2frame")  # the first (its number is shown): 1
 f.close()
 time.sleep(0.3)
 want = "".join(text).encode()
 st = os.stat(sp)
-log_ok = (open(p, "rb").read() == want and len(sino) > 1 and same_ino and
+log_ok = (open(p, "rb").read() == want and len(sino) > 1 and same_ino and kept <= 1 and
           biggest < 3 * st.st_size and st.st_mode & 0o7777 == 0o640 and
           os.getxattr(sp, "user.keep") == b"me")
 db = sqlite3.connect(os.path.join(mnt, "k.db"))
@@ -627,9 +634,9 @@ except sqlite3.Error as e:
 db_ok = good and len(dsrc) > 1 and os.stat(os.path.join(mnt, "k.db")).st_ino == dino
 db.close()
 print("ok" if log_ok and db_ok else
-      "bad: log %s (%d source inodes, %d bytes at most, %d at the end, number kept %s), "
-      "sqlite %s %s (%d source inodes)" % (log_ok, len(sino), biggest, st.st_size, same_ino,
-                                           db_ok, err, len(dsrc)))
+      "bad: log %s (%d source inodes, %d bytes at most, %d at the end, number kept %s, "
+      "%d old versions held open), sqlite %s %s (%d source inodes)" % (
+          log_ok, len(sino), biggest, st.st_size, same_ino, kept, db_ok, err, len(dsrc)))
 EOF2
 )
   if [ "$out" = ok ]; then ok compaction_while_open; else nok compaction_while_open "$out"; fi
