@@ -127,13 +127,18 @@ typedef struct b2fs_inode {
                                     (replaced when the frame is rewritten) */
   dev_t dev;                     /* dev, ino, sparse: under the table lock */
   ino_t ino;
-  ino_t shown;                   /* st_ino shown: the source's when the
+  _Atomic(ino_t) shown;          /* st_ino shown: the source's when the
                                     inode was made, kept when a rewrite
                                     binds it to another file (compaction:
                                     sqlite takes a changed number for a
-                                    moved database).  That file stays
-                                    open in old_fds, so no other file gets
-                                    the number meanwhile (b2fs_inode_rebind) */
+                                    moved database) until the last close
+                                    (b2fs_inode_unpin).  That file stays
+                                    open meanwhile, so no other file gets
+                                    the number (b2fs_inode_rebind) */
+  int pin_fd, has_pin, pinned;   /* with has_pin, a descriptor naming
+                                    that file while pinned, else the
+                                    current one (kept for the next pin;
+                                    table lock) */
   int kind;                      /* B2_NS_* (PLAIN: passed through) */
   _Atomic int sparse;            /* a frame directory shown as a file */
   uint64_t nlookup;              /* under the table lock */
@@ -243,6 +248,10 @@ void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st);
 /* The device and inode numbers of the inode's source file now (a rebind
  * changes them). */
 void b2fs_inode_ident(b2fs_inode *in, dev_t *dev, ino_t *ino);
+/* No handle of the inode is open: show the number of its file now, and
+ * let the file whose number was shown go (its descriptor made to name the
+ * current file). */
+void b2fs_inode_unpin(b2fs_inode *in);
 /* The st_ino shown for the source entry (dev, ino) of that kind: its
  * inode's `shown` when it has one, else ino. */
 ino_t b2fs_inode_shown(dev_t dev, ino_t ino, int kind);

@@ -73,6 +73,7 @@ static void inode_free(b2fs_inode *in) {
   remove_doomed(in);
   if (in->fd >= 0) close(in->fd);
   for (int i = 0; i < in->nold; i++) close(in->old_fds[i]);
+  if (in->has_pin) close(in->pin_fd);
   free(in->old_fds);
   free(in->places);
   b2_ns_node_free(in->node); /* its file was closed with the handle */
@@ -218,13 +219,22 @@ static void unhook(b2fs_inode *in) {
 void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st) {
   pthread_mutex_lock(&b2fs_g.table_lock);
   /* Other threads may be using the old descriptor: it is never closed
-   * under them.  The file whose number is shown is kept open with the
-   * inode (old_fds), so that no other file gets that number; a later
-   * version's descriptor is made to name the new file (dup3: one atomic
-   * step), so that the version's space is freed and a file kept open and
-   * compacted again and again holds one descriptor. */
+   * under them but made to name the new file (dup3: one atomic step), so
+   * the old version's space is freed and the inode keeps one descriptor
+   * however often its frame is rewritten.  The file whose number is shown
+   * is first pinned (a descriptor of its own), so that no other file gets
+   * that number. */
   int old = in->fd;
-  if (in->ino != in->shown && dup3(fd, old, O_CLOEXEC) == old) {
+  if (!in->pinned && in->ino == in->shown) { /* leaving the file shown */
+    if (in->has_pin) {
+      in->pinned = dup3(old, in->pin_fd, O_CLOEXEC) >= 0;
+    } else {
+      in->pin_fd = fcntl(old, F_DUPFD_CLOEXEC, 0);
+      in->pinned = in->has_pin = in->pin_fd >= 0;
+    }
+  }
+  /* (Without a pin, the old descriptors are all kept, as the pin would.) */
+  if (in->pinned && dup3(fd, old, O_CLOEXEC) == old) {
     close(fd);
     fd = old;
   } else {
@@ -246,6 +256,15 @@ void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st) {
   pthread_mutex_lock(&in->lock);
   in->attr_valid = 0;
   pthread_mutex_unlock(&in->lock);
+}
+
+void b2fs_inode_unpin(b2fs_inode *in) {
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  if (in->pinned && dup3(in->fd, in->pin_fd, O_CLOEXEC) >= 0) {
+    in->pinned = 0;
+    in->shown = in->ino;
+  }
+  pthread_mutex_unlock(&b2fs_g.table_lock);
 }
 
 ino_t b2fs_inode_shown(dev_t dev, ino_t ino, int kind) {

@@ -630,6 +630,10 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
     b2fs_wreg_del(in);
     b2fs_undoom_linked(in); /* a hidden link kept for this writer alone */
   }
+  pthread_mutex_lock(&in->lock);
+  int open_now = in->cur != NULL;
+  pthread_mutex_unlock(&in->lock);
+  if (!open_now) b2fs_inode_unpin(in); /* nobody holds the number shown */
   free(closing);
   pthread_mutex_unlock(&in->nslock);
   note_size(in, rc == 0 ? size : -1);

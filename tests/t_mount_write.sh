@@ -583,8 +583,8 @@ fi
 # keeps its mode and attributes, and its inode number through the mount
 # does not change (sqlite takes a changed one for a moved database and
 # refuses to write: "attempt to write a readonly database"), while the
-# daemon keeps only the first version open (it kept every one, with its
-# disk space, until the kernel forgot the inode).
+# daemon keeps only the first version open, and none after the close (it
+# kept every one, with its disk space, until the kernel forgot the inode).
 C3=$TMP/c3src
 mkdir -p "$C3"
 if mount_bg compactopen "$C3" "$M" "idle_flush=50"; then
@@ -612,9 +612,10 @@ same_ino = os.fstat(f.fileno()).st_ino == ino == os.stat(p).st_ino
 kept = held("log.txt.b2frame")  # the first (its number is shown): 1
 f.close()
 time.sleep(0.3)
+kept_after = held("log.txt.b2frame")
 want = "".join(text).encode()
 st = os.stat(sp)
-log_ok = (open(p, "rb").read() == want and len(sino) > 1 and same_ino and kept <= 1 and
+log_ok = (open(p, "rb").read() == want and len(sino) > 1 and same_ino and kept <= 1 and kept_after == 0 and
           biggest < 3 * st.st_size and st.st_mode & 0o7777 == 0o640 and
           os.getxattr(sp, "user.keep") == b"me")
 db = sqlite3.connect(os.path.join(mnt, "k.db"))
@@ -635,8 +636,9 @@ db_ok = good and len(dsrc) > 1 and os.stat(os.path.join(mnt, "k.db")).st_ino == 
 db.close()
 print("ok" if log_ok and db_ok else
       "bad: log %s (%d source inodes, %d bytes at most, %d at the end, number kept %s, "
-      "%d old versions held open), sqlite %s %s (%d source inodes)" % (
-          log_ok, len(sino), biggest, st.st_size, same_ino, kept, db_ok, err, len(dsrc)))
+      "%d old versions held open, %d after the close), sqlite %s %s (%d source inodes)" % (
+          log_ok, len(sino), biggest, st.st_size, same_ino, kept, kept_after, db_ok, err,
+          len(dsrc)))
 EOF2
 )
   if [ "$out" = ok ]; then ok compaction_while_open; else nok compaction_while_open "$out"; fi
