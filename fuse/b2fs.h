@@ -54,7 +54,7 @@ typedef struct b2fs_opts {
   int has_read_ahead;     /* the user gave -o read_ahead_kb= */
   int warm;               /* -o warm= (entries warmed ahead; 0: off) */
   int direct_io;          /* -o direct_io: frames read past the page cache */
-  unsigned compact_pct;   /* -o compact_pct= (0: never compact at close) */
+  unsigned compact_pct;   /* -o compact_pct= (0: never compact) */
   uint64_t compact_min;   /* -o compact_min= (bytes) */
   int show_help;
   int show_version;
@@ -384,11 +384,12 @@ void b2fs_frame_follow(b2fs_inode *in);
  * lookup finds it). */
 void b2fs_frame_follow_at(b2fs_inode *dir, const char *name);
 /* A frame open for writing with new writes committed since the last
- * look is compacted now when its dead bytes exceed the
+ * look, and none for the idle commit's delay (1 s with idle_flush=0), is
+ * compacted now when its dead bytes exceed the
  * mount's thresholds (as at its last close); the inode follows the new
  * file at once.  After a failure, only once the dead bytes doubled. */
 void b2fs_frame_compact_open(b2fs_inode *in);
-/* The thread that looks at every frame open for writing each second
+/* The thread that looks at every frame open for writing four times a second
  * (compactor.c). */
 int b2fs_compactor_start(void);
 void b2fs_compactor_stop(void);

@@ -5,9 +5,10 @@
  * (the chunks written again, the old index and trailer), reclaimed by
  * compaction at the last close.  A file that stays open for hours and is
  * committed often (a log appended to slowly: each idle commit stores its
- * growing last chunk again) would grow without bound until then.  Once a
- * second this thread looks at every frame open for writing with new writes
- * committed since its last look, and compacts those
+ * growing last chunk again) would grow without bound until then.  Four
+ * times a second this thread looks at every frame open for writing with new writes
+ * committed since its last look and none since for the idle commit's
+ * delay (the copy holds off the file's reads and writes), and compacts those
  * past the mount's thresholds (b2fs_frame_compact_open, whandle.c).
  */
 #include <pthread.h>
@@ -43,7 +44,11 @@ static void *compactor_main(void *arg) {
   while (!C.stop) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
+    ts.tv_nsec += 250 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
     pthread_cond_timedwait(&C.cv, &C.mu, &ts);
     if (C.stop) break;
     pthread_mutex_unlock(&C.mu);

@@ -310,9 +310,10 @@ void b2fs_opts_help(const char *prog) {
          "                           (half of cache_size, at least 64M)\n"
          "    -o idle_flush=MS       commit files idle this long (default 1000;\n"
          "                           0: only at fsync and close)\n"
-         "    -o compact_pct=N,compact_min=SIZE  rewrite a frame at its last\n"
-         "                           close when dead bytes exceed N%% of it and\n"
-         "                           SIZE (defaults 25, 16M; compact_pct=0: never)\n"
+         "    -o compact_pct=N,compact_min=SIZE  rewrite a frame (at its last\n"
+         "                           close, or while open) when dead bytes exceed\n"
+         "                           N%% of it and SIZE or its live bytes\n"
+         "                           (defaults 25, 16M; compact_pct=0: never)\n"
          "    Before a file's first write, setfattr -n user.b2.codec -v lz4 FILE\n"
          "    (and clevel, filters, typesize, chunksize, blocksize, layout) sets\n"
          "    its own parameters; user.b2.vlmeta.NAME can be set any time.\n\n",

@@ -248,10 +248,11 @@ int64_t b2_file_dead_bytes(b2_file *f, int64_t *stored);
 int b2_file_compact(b2_file *f);
 
 /* How far commits have come: a number that moves when a commit stores new
- * writes (never with a compaction or a commit of nothing), for a caller
- * deciding when a frame kept open is worth a look (b2_file_dead_bytes).
- * 0 for read-only handles. */
-uint64_t b2_file_committed(b2_file *f);
+ * writes (never with a compaction or a commit of nothing), and in *quiet_ms
+ * (when not NULL) the milliseconds since the last write (a monotonic
+ * clock), for a caller deciding when a frame kept open is worth a look
+ * (b2_file_dead_bytes).  0 for read-only handles. */
+uint64_t b2_file_committed(b2_file *f, int64_t *quiet_ms);
 
 /* ---- parameters ------------------------------------------------------------
  * One parser for the textual parameters used by `b2fs -o`, `b2f pack` and

@@ -382,7 +382,10 @@ int64_t b2_file_dead_bytes(b2_file *f, int64_t *stored) {
   return n;
 }
 
-uint64_t b2_file_committed(b2_file *f) { return f->writable ? atomic_load(&f->committed_gen) : 0; }
+uint64_t b2_file_committed(b2_file *f, int64_t *quiet_ms) {
+  if (quiet_ms) *quiet_ms = f->writable ? b2_file_now_ms() - atomic_load(&f->last_write_ms) : 0;
+  return f->writable ? atomic_load(&f->committed_gen) : 0;
+}
 
 int b2_file_compact(b2_file *f) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
