@@ -509,11 +509,17 @@ static int compact(b2fs_inode *in, b2fs_handle *h) {
 
 void b2fs_frame_compact_open(b2fs_inode *in) {
   if (!in->rw || b2fs_g.opts.compact_pct == 0) return;
+  /* No writable open or close meanwhile, so h lives; not a reference of
+   * h, which would leave a user's last close to this thread (the close,
+   * its commit and the size it gives the kernel, after close(2) returned). */
+  pthread_mutex_lock(&in->wlock);
   pthread_mutex_lock(&in->lock);
-  b2fs_handle *h = in->cur && in->cur->writable && !in->gone ? in->cur : NULL;
-  if (h) b2fs_handle_take(in); /* no close meanwhile */
+  b2fs_handle *h = in->cur && in->cur->writable && !in->cur->wclosing && !in->gone ? in->cur : NULL;
   pthread_mutex_unlock(&in->lock);
-  if (!h) return;
+  if (!h) {
+    pthread_mutex_unlock(&in->wlock);
+    return;
+  }
   /* A look first, beside the handle's other uses, once the file has not
    * been written for the idle commit's delay (the copy holds off its
    * reads and writes: about 4 s per GB here). */
@@ -534,7 +540,7 @@ void b2fs_frame_compact_open(b2fs_inode *in) {
     pthread_rwlock_unlock(&h->use);
     pthread_mutex_unlock(&in->nslock);
   }
-  b2fs_frame_release(in, h);
+  pthread_mutex_unlock(&in->wlock);
 }
 
 /* Remember what was just committed for the next stat (no handle left). */
