@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "b2fs.h"
+#include "common/util.h"
 
 static struct {
   pthread_mutex_t mu;
@@ -42,13 +43,7 @@ static void *compactor_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&C.mu);
   while (!C.stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 250 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = b2_deadline_ms(250);
     pthread_cond_timedwait(&C.cv, &C.mu, &ts);
     if (C.stop) break;
     pthread_mutex_unlock(&C.mu);

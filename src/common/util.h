@@ -78,6 +78,20 @@ static inline uint64_t b2_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_REALTIME ms milliseconds from now: a deadline for
+ * pthread_cond_timedwait. */
+static inline struct timespec b2_deadline_ms(unsigned ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(ms / 1000);
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
 /* Wall-clock nanoseconds just below the coarse clock file times come from
  * (CLOCK_REALTIME_COARSE - 1, at least 1): a time stamped now that any
  * later write by another program leaves a file time above. */

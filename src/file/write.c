@@ -563,13 +563,7 @@ static void *idler_main(void *arg) {
   b2_env *env = arg;
   pthread_mutex_lock(&env->reg_mu);
   while (!env->stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = b2_deadline_ms(100);
     pthread_cond_timedwait(&env->reg_cv, &env->reg_mu, &ts);
     int64_t now = b2_file_now_ms();
     for (b2_file *f = env->writers; f && !env->stop; f = f->reg_next) {
