@@ -139,29 +139,38 @@ static int name_gone(int fd) {
   return n >= (ssize_t)k && (size_t)n < sizeof buf && memcmp(buf + n - k, tail, k) == 0;
 }
 
+/* The inode of source entry (dev, ino) of that kind, or NULL (table
+ * lock held). */
+static b2fs_inode *table_find(dev_t dev, ino_t ino, int kind) {
+  size_t h = hash_key(dev, ino, kind) & (b2fs_g.nbuckets - 1);
+  for (b2fs_inode *in = b2fs_g.buckets[h]; in; in = in->next)
+    if (in->dev == dev && in->ino == ino && in->kind == kind) return in;
+  return NULL;
+}
+
 b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse) {
   pthread_mutex_lock(&b2fs_g.table_lock);
   size_t h = hash_key(st->st_dev, st->st_ino, kind) & (b2fs_g.nbuckets - 1);
-  for (b2fs_inode *in = b2fs_g.buckets[h]; in; in = in->next)
-    if (in->dev == st->st_dev && in->ino == st->st_ino && in->kind == kind) {
-      in->nlookup++;
-      if (st->st_nlink > 1 && S_ISREG(st->st_mode) && name_gone(in->fd)) {
-        /* A hard link found under another name than the one removed:
-         * the inode's descriptor names the file by a live name again
-         * (writers and messages find the file through it). */
-        int *olds = realloc(in->old_fds, (size_t)(in->nold + 1) * sizeof *olds);
-        if (olds) {
-          in->old_fds = olds;
-          olds[in->nold++] = in->fd;
-          in->fd = fd;
-          fd = -1;
-        }
+  b2fs_inode *in = table_find(st->st_dev, st->st_ino, kind);
+  if (in) {
+    in->nlookup++;
+    if (st->st_nlink > 1 && S_ISREG(st->st_mode) && name_gone(in->fd)) {
+      /* A hard link found under another name than the one removed:
+       * the inode's descriptor names the file by a live name again
+       * (writers and messages find the file through it). */
+      int *olds = realloc(in->old_fds, (size_t)(in->nold + 1) * sizeof *olds);
+      if (olds) {
+        in->old_fds = olds;
+        olds[in->nold++] = in->fd;
+        in->fd = fd;
+        fd = -1;
       }
-      pthread_mutex_unlock(&b2fs_g.table_lock);
-      if (fd >= 0) close(fd);
-      return in;
     }
-  b2fs_inode *in = calloc(1, sizeof *in);
+    pthread_mutex_unlock(&b2fs_g.table_lock);
+    if (fd >= 0) close(fd);
+    return in;
+  }
+  in = calloc(1, sizeof *in);
   if (!in) {
     pthread_mutex_unlock(&b2fs_g.table_lock);
     close(fd);
@@ -195,13 +204,8 @@ int b2fs_inode_pin(b2fs_inode *in) {
 
 b2fs_inode *b2fs_inode_find(const struct stat *st, int kind) {
   pthread_mutex_lock(&b2fs_g.table_lock);
-  size_t h = hash_key(st->st_dev, st->st_ino, kind) & (b2fs_g.nbuckets - 1);
-  b2fs_inode *in = b2fs_g.buckets[h];
-  for (; in; in = in->next)
-    if (in->dev == st->st_dev && in->ino == st->st_ino && in->kind == kind) {
-      in->nlookup++;
-      break;
-    }
+  b2fs_inode *in = table_find(st->st_dev, st->st_ino, kind);
+  if (in) in->nlookup++;
   pthread_mutex_unlock(&b2fs_g.table_lock);
   return in;
 }
@@ -269,13 +273,8 @@ void b2fs_inode_unpin(b2fs_inode *in) {
 
 ino_t b2fs_inode_shown(dev_t dev, ino_t ino, int kind) {
   pthread_mutex_lock(&b2fs_g.table_lock);
-  size_t h = hash_key(dev, ino, kind) & (b2fs_g.nbuckets - 1);
-  ino_t shown = ino;
-  for (b2fs_inode *in = b2fs_g.buckets[h]; in; in = in->next)
-    if (in->dev == dev && in->ino == ino && in->kind == kind) {
-      shown = in->shown;
-      break;
-    }
+  b2fs_inode *in = table_find(dev, ino, kind);
+  ino_t shown = in ? (ino_t)in->shown : ino;
   pthread_mutex_unlock(&b2fs_g.table_lock);
   return shown;
 }
