@@ -470,16 +470,19 @@ void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h) { (void)release(i
 /* ---- closing ------------------------------------------------------------- */
 
 /* Is compaction worth it: dead bytes above `floor`, above compact_pct of
- * the bytes stored, and above compact_min or the live bytes (a small
- * frame mostly dead costs little to copy); *dead gets them. */
-static int worth_compacting(b2_file *f, int64_t floor, int64_t *dead) {
+ * the bytes stored, and above compact_min or (with `small`, while open:
+ * a small frame mostly dead costs little to copy) the live bytes; *dead
+ * gets them.  Not `small` at a close: a compaction there delays the
+ * release, which the kernel sends after close(2) returned, and with it the
+ * size a new .npy header gives. */
+static int worth_compacting(b2_file *f, int64_t floor, int small, int64_t *dead) {
   const b2fs_opts *o = &b2fs_g.opts;
   *dead = 0;
   if (o->compact_pct == 0 || !f) return 0;
   int64_t stored;
   *dead = b2_file_dead_bytes(f, &stored);
   return *dead > 0 && *dead > floor && *dead * 100 > (int64_t)o->compact_pct * stored &&
-         ((uint64_t)*dead > o->compact_min || *dead > stored - *dead);
+         ((uint64_t)*dead > o->compact_min || (small && *dead > stored - *dead));
 }
 
 /* Compact the (committed) frame of h at its home; rebind the inode to the
@@ -528,7 +531,7 @@ void b2fs_frame_compact_open(b2fs_inode *in) {
   uint64_t c = f ? b2_file_committed(f, &quiet) : 0;
   unsigned idle = b2fs_g.opts.env.idle_ms ? b2fs_g.opts.env.idle_ms : 1000;
   int look = f && c != h->cseen && quiet >= (int64_t)idle;
-  int worth = look && worth_compacting(f, 2 * h->cfailed, &dead);
+  int worth = look && worth_compacting(f, 2 * h->cfailed, 1, &dead);
   if (look) h->cseen = c;
   b2fs_unuse(h);
   if (worth) {
@@ -602,7 +605,7 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   }
   pthread_mutex_lock(&in->nslock);
   int64_t dead;
-  if (rc == 0 && worth_compacting(h->file, 0, &dead)) (void)compact(in, h);
+  if (rc == 0 && worth_compacting(h->file, 0, 0, &dead)) (void)compact(in, h);
   int64_t size = h->file ? b2_file_reopen_size(h->file) : -1;
   /* The kernel holds the writer's size for up to its timeout; a .npy
    * header its writer spelled otherwise than numpy.save makes another. */
