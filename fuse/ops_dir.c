@@ -7,7 +7,9 @@
  * new snapshot.  readdirplus hands each entry out with its attributes, as a
  * lookup would (one request for a whole page of `ls -l` instead of one
  * lookup per name); the kernel asks for it when names are looked up after
- * a listing (FUSE_CAP_READDIRPLUS_AUTO).
+ * a listing (FUSE_CAP_READDIRPLUS_AUTO).  A listing starts with "." and
+ * ".." (offsets 0 and 1), as on a local file system (`ls -a`; a store's
+ * listing has its own).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -109,10 +111,39 @@ static size_t add_entry(fuse_req_t req, b2fs_inode *dir, const b2_ns_entry *d, i
   return n;
 }
 
+/* "." and ".." for the entries of offsets off and on below 2 that fit in
+ * buf: their size.  They carry numbers only (no lookup counted: the kernel
+ * resolves dots itself); ".." of the mount's root is given the root's own
+ * number. */
+static size_t add_dots(fuse_req_t req, fuse_ino_t ino, b2fs_inode *in, int plus, char *buf,
+                       size_t size, off_t off, int *all) {
+  struct stat st, up;
+  *all = 1;
+  if (off >= 2) return 0;
+  *all = 0;
+  if (b2fs_stat(in, &st) < 0) return 0;
+  up = st;
+  if (ino != FUSE_ROOT_ID && fstatat(in->fd, "..", &up, AT_SYMLINK_NOFOLLOW) < 0) up = st;
+  size_t pos = 0;
+  for (off_t i = off < 0 ? 0 : off; i < 2; i++) {
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.attr.st_mode = S_IFDIR;
+    e.attr.st_ino = i == 0 ? st.st_ino : up.st_ino;
+    const char *name = i == 0 ? "." : "..";
+    size_t n = plus ? fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e, i + 1)
+                    : fuse_add_direntry(req, buf + pos, size - pos, name, &e.attr, i + 1);
+    if (n > size - pos) return pos;
+    pos += n;
+  }
+  *all = 1;
+  return pos;
+}
+
 static void readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                         struct fuse_file_info *fi, int plus) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  if (in->kind == B2_NS_STORE) {
+  if (in->kind == B2_NS_STORE) { /* its listing has its own dots */
     char *sbuf = b2fs_tls_buf(size);
     if (!sbuf)
       fuse_reply_err(req, ENOMEM);
@@ -137,10 +168,12 @@ static void readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
       return;
     }
   }
-  size_t pos = 0, i;
+  int all;
+  size_t pos = add_dots(req, ino, in, plus, buf, size, off, &all), i;
+  if (pos) s->served = 1;
   const b2_ns_list *l = &s->lst->l;
-  for (i = off < 0 ? 0 : (size_t)off; i < l->n; i++) {
-    size_t n = add_entry(req, in, &l->e[i], plus, buf + pos, size - pos, (off_t)(i + 1));
+  for (i = off < 2 ? 0 : (size_t)off - 2; all && i < l->n; i++) {
+    size_t n = add_entry(req, in, &l->e[i], plus, buf + pos, size - pos, (off_t)(i + 3));
     if (n > size - pos) break;
     pos += n;
     s->served = 1;

@@ -867,6 +867,76 @@ def exchanges():
          "%s" % ename(e))
 
 
+
+class Dirent(ctypes.Structure):  # struct dirent of glibc on Linux (64-bit)
+    _fields_ = [("d_ino", ctypes.c_uint64), ("d_off", ctypes.c_int64),
+                ("d_reclen", ctypes.c_ushort), ("d_type", ctypes.c_ubyte),
+                ("d_name", ctypes.c_char * 256)]
+
+
+def raw_listing(path, stop=None):
+    """readdir(3) of path as (name, d_ino) in the order given, dots included;
+    with stop, also the rest after telldir at entry stop, then seekdir back
+    there and read again: (all, rest, rest again)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.opendir.restype = ctypes.c_void_p
+    libc.opendir.argtypes = [ctypes.c_char_p]
+    libc.readdir.restype = ctypes.POINTER(Dirent)
+    libc.readdir.argtypes = [ctypes.c_void_p]
+    libc.telldir.restype = ctypes.c_long
+    libc.telldir.argtypes = [ctypes.c_void_p]
+    libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
+    libc.closedir.argtypes = [ctypes.c_void_p]
+    d = libc.opendir(path.encode())
+    if not d:
+        raise OSError(ctypes.get_errno(), "opendir " + path)
+
+    def drain():
+        out = []
+        while True:
+            e = libc.readdir(d)
+            if not e:
+                return out
+            out.append((e.contents.d_name.decode(), e.contents.d_ino))
+    try:
+        if stop is None:
+            return drain()
+        head = []
+        for _ in range(stop):
+            e = libc.readdir(d)
+            head.append((e.contents.d_name.decode(), e.contents.d_ino))
+        mark = libc.telldir(d)
+        rest = drain()
+        libc.seekdir(d, mark)
+        return head + rest, rest, drain()
+    finally:
+        libc.closedir(d)
+
+
+@check
+def listing_dots():
+    """A listing holds "." and ".." (numbered as the directory and its
+    parent) and every name once, over many pages; telldir/seekdir resume
+    it where it was."""
+    d = fresh()
+    names = ["f%03d_%s" % (i, "x" * 60) for i in range(400)]
+    for n in names:
+        create(os.path.join(d, n), 0o644, b"x")
+    os.mkdir(os.path.join(d, "sub"))
+    got, rest, again = raw_listing(d, stop=150)
+    byname = dict(got)
+    want("listing_dots", sorted(n for n, _ in got) == sorted(names + ["sub", ".", ".."]),
+         "%d entries, dots %s" % (len(got), [n for n, _ in got if n.startswith(".")]))
+    want("listing_dots_numbers", byname.get(".") == lst(d).st_ino and
+         byname.get("..") == lst(ROOT).st_ino and
+         all(byname.get(n) == lst(os.path.join(d, n)).st_ino for n in names[:20] + ["sub"]),
+         "d_ino of . %s (dir %d), .. %s (parent %d)" % (
+             byname.get("."), lst(d).st_ino, byname.get(".."), lst(ROOT).st_ino))
+    want("listing_seekdir", rest == again and len(rest) == len(got) - 150,
+         "%d after telldir, %d after seekdir" % (len(rest), len(again)))
+    sub = raw_listing(os.path.join(d, "sub"))
+    want("listing_dots_empty_dir", sorted(n for n, _ in sub) == [".", ".."], "%s" % sub)
+
 def main():
     os.umask(0)
     for fn in CHECKS:

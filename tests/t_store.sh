@@ -237,6 +237,13 @@ for line in open(tsv):
 PY
 done
 check "mount: a store is a directory" test -d "$mnt/t/g/h"
+# Its directories list "." and ".." first, then the keys (ls -f: readdir's order).
+for d in "$mnt/t" "$mnt/t/g" "$mnt/t.b2z"; do
+  check "mount: ${d#"$mnt"/} lists . and .. and its keys" bash -c \
+    '[ "$(ls -a1f "$1" | head -2 | tr "\n" " ")" = ". .. " ] &&
+     [ "$(ls -a1f "$1" | tail -n +3 | LC_ALL=C sort)" = "$(ls -1 "$1" | LC_ALL=C sort)" ] &&
+     [ "$(ls -1 "$1" | wc -l)" -gt 0 ]' _ "$d"
+done
 check "mount: bookkeeping hidden" test ! -e "$mnt/t/embed.b2e" -a ! -e "$mnt/t/__vlmeta__" -a ! -e "$mnt/t.b2z/a/__vlmeta__"
 
 # Attributes: the groups' (TreeStore vlmeta) on directories, the leaves'
