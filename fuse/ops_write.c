@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +39,22 @@ void b2fs_kill_privs(fuse_req_t req, b2fs_inode *in) {
   if (rc < 0) b2fs_log("cannot clear set-user-ID of a written file: %s", strerror(-rc));
 }
 
+/* A write to a frame through its writable handle h: the bytes written,
+ * or a negative errno. */
+static ssize_t frame_pwrite(b2fs_inode *in, b2fs_handle *h, const void *buf, size_t size,
+                            off_t off) {
+  uint64_t g0 = in->kind == B2_NS_NPY ? b2fs_frame_gen(h) : 0;
+  b2_file *f = b2fs_use(h);
+  ssize_t n = f ? b2_file_pwrite(f, buf, size, (int64_t)off) : B2_E_IO;
+  if (f && in->kind == B2_NS_NPY) b2fs_frame_note(f);
+  if (n >= 0) b2fs_frame_touched(in, f);
+  b2fs_unuse(h);
+  if (in->kind == B2_NS_NPY) b2fs_frame_renewed(in, h, g0);
+  if (n >= 0) return n;
+  if (n != B2_E_INVAL) b2fs_frame_log(in, h, "write", (int)n);
+  return -b2fs_werrno((int)n);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
                      size_t size, off_t off, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
@@ -56,16 +73,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
     fuse_reply_err(req, EBADF);
     return;
   }
-  uint64_t g0 = in->kind == B2_NS_NPY ? b2fs_frame_gen(h) : 0;
-  b2_file *f = b2fs_use(h);
-  ssize_t n = f ? b2_file_pwrite(f, buf, size, (int64_t)off) : B2_E_IO;
-  if (f && in->kind == B2_NS_NPY) b2fs_frame_note(f);
-  if (n >= 0) b2fs_frame_touched(in, f);
-  b2fs_unuse(h);
-  if (in->kind == B2_NS_NPY) b2fs_frame_renewed(in, h, g0);
+  ssize_t n = frame_pwrite(in, h, buf, size, off);
   if (n < 0) {
-    if (n != B2_E_INVAL) b2fs_frame_log(in, h, "write", (int)n);
-    fuse_reply_err(req, b2fs_werrno((int)n));
+    fuse_reply_err(req, (int)-n);
     return;
   }
   if (n > 0) b2fs_kill_privs(req, in);
@@ -118,25 +128,54 @@ static int set_size(b2fs_inode *in, off_t size, struct fuse_file_info *fi) {
   return rw_done(in, h, own, rc);
 }
 
-/* Grow a frame for fallocate (no holes to reserve in a compressed file). */
+/* Zeros written over [off, end) of a frame, a piece at a time: chunks
+ * wholly zeroed are stored as zero chunks of a few bytes, which is what a
+ * hole is in a compressed frame. */
+static int frame_zero(b2fs_inode *in, b2fs_handle *h, int64_t off, int64_t end) {
+  unsigned char *zeros = calloc(1, B2FS_IO_MAX);
+  if (!zeros) return -ENOMEM;
+  int rc = 0;
+  while (rc == 0 && off < end) {
+    size_t n = end - off < B2FS_IO_MAX ? (size_t)(end - off) : B2FS_IO_MAX;
+    ssize_t w = frame_pwrite(in, h, zeros, n, (off_t)off);
+    rc = w < 0 ? (int)w : w == 0 ? -EIO : 0;
+    off += w > 0 ? w : 0;
+  }
+  free(zeros);
+  return rc;
+}
+
+/* fallocate of a frame: grow it (there is no space to reserve in a
+ * compressed file), or zero a range (FALLOC_FL_PUNCH_HOLE with
+ * FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE): the range reads as zeros
+ * after, and its chunks wholly zeroed cost a few bytes once the frame is
+ * compacted.  Other modes (collapse, insert, unshare) are EOPNOTSUPP. */
 static int frame_allocate(b2fs_inode *in, int mode, off_t off, off_t len,
                           struct fuse_file_info *fi) {
-  if (mode & ~FALLOC_FL_KEEP_SIZE) return -EOPNOTSUPP;
-  if (mode & FALLOC_FL_KEEP_SIZE) return 0;
+  int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
+  if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+    return -EOPNOTSUPP;
+  if ((mode & FALLOC_FL_PUNCH_HOLE) &&
+      (!(mode & FALLOC_FL_KEEP_SIZE) || (mode & FALLOC_FL_ZERO_RANGE)))
+    return -EOPNOTSUPP; /* as the kernel asks of every file system */
+  if (mode == FALLOC_FL_KEEP_SIZE) return 0;
   b2fs_handle *h;
   int own;
   int rc = rw_for(in, fi, &h, &own);
   if (rc < 0) return rc;
   int64_t end = (int64_t)off + (int64_t)len;
   b2_file *f = b2fs_use(h);
-  if (!f) {
-    rc = -EIO;
-  } else if (end > b2_file_size(f)) {
-    int brc = b2_file_truncate(f, end);
+  int64_t size = f ? b2_file_size(f) : 0;
+  b2fs_unuse(h);
+  if (!f) rc = -EIO;
+  if (rc == 0 && zero && off < size) rc = frame_zero(in, h, off, end < size ? end : size);
+  if (rc == 0 && end > size && !(mode & FALLOC_FL_KEEP_SIZE)) {
+    f = b2fs_use(h);
+    int brc = f ? b2_file_truncate(f, end) : B2_E_IO;
     if (brc < 0) rc = -b2fs_werrno(brc);
     else b2fs_frame_touched(in, f);
+    b2fs_unuse(h);
   }
-  b2fs_unuse(h);
   return rw_done(in, h, own, rc);
 }
 

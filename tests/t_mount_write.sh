@@ -18,7 +18,8 @@
 #      temporaries; cp -a,
 #      rsync -a and tar round trips; sqlite3 databases (rollback journal and
 #      WAL) pass PRAGMA integrity_check after a remount.
-#   3. Compaction at the last close (new file, owner, mode, times kept)
+#   3. Compaction at the last close (new file, owner, mode, times kept;
+#      fallocate's punched holes and zeroed ranges stored as zero chunks)
 #      and while open (a slow appender, sqlite: the number shown kept);
 #      renames between the layouts (sparse over contiguous and back, over
 #      frames open for writing); leftovers of crashes (.b2fs-gone-PID-N.b2tmp
@@ -570,6 +571,62 @@ print("ok" if a and not b and good else "bad: 29%% dead %s, 17%% dead %s, conten
 EOF
 )
   if [ "$out" = ok ]; then ok compaction_threshold_share; else nok compaction_threshold_share "$out"; fi
+  # fallocate: a hole punched, or a range zeroed, reads as zeros and its
+  # chunks cost a few bytes once compacted; ZERO_RANGE past the end grows
+  # the file unless KEEP_SIZE; plain growth as before; collapse and insert
+  # are EOPNOTSUPP.  In a .npy, the items punched are zeros for numpy.
+  out=$($T "$PY" - "$M" "$C" <<'EOF'
+import ctypes, errno, os, sys, time
+import numpy as np
+mnt, src = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+KEEP, PUNCH, COLLAPSE, ZERO, INSERT = 1, 2, 8, 16, 32
+def fa(fd, mode, off, n):
+    return 0 if libc.fallocate(fd, mode, off, n) == 0 else ctypes.get_errno()
+bad = []
+p, sp = os.path.join(mnt, "holes"), os.path.join(src, "holes.b2frame")
+data = bytearray(os.urandom(16 << 16))
+fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, data, 0)
+os.fsync(fd)
+ino = os.stat(sp).st_ino
+r = fa(fd, PUNCH | KEEP, 100000, 700000)   # chunks 2-11 whole, 1 and 12 in part
+data[100000:800000] = bytes(700000)
+r2 = fa(fd, ZERO | KEEP, (16 << 16) - 10, 4000)  # its end: size kept
+data[-10:] = bytes(10)
+got = os.pread(fd, len(data) + 10, 0)
+if (r, r2) != (0, 0) or got != data: bad.append("punch %s, zero %s, content %s" % (r, r2, got == data))
+r = fa(fd, ZERO, (16 << 16) - 100, 1000)  # past the end: grown
+data[-100:] = bytes(100); data += bytes(900)
+r2 = fa(fd, 0, 0, len(data) + 5000)       # plain growth
+data += bytes(5000)
+if (r, r2) != (0, 0) or os.pread(fd, len(data) + 10, 0) != data or os.fstat(fd).st_size != len(data):
+    bad.append("zero past the end %s, grow %s, size %d" % (r, r2, os.fstat(fd).st_size))
+for name, m in (("collapse", COLLAPSE), ("insert", INSERT), ("punch without keep", PUNCH)):
+    e = fa(fd, m, 0, 1 << 16)
+    if e != errno.EOPNOTSUPP: bad.append("%s: %s" % (name, errno.errorcode.get(e, e)))
+os.close(fd)
+for _ in range(100):  # compacted at the release: dead chunks gone, holes tiny
+    st = os.stat(sp)
+    if st.st_ino != ino: break
+    time.sleep(0.05)
+if st.st_ino == ino or st.st_size > 400000 or open(p, "rb").read() != data:
+    bad.append("after close: %d bytes stored (%s), content %s" % (
+        st.st_size, "compacted" if st.st_ino != ino else "kept", open(p, "rb").read() == data))
+a = np.arange(200000, dtype="<f8")
+q = os.path.join(mnt, "holes.npy")
+np.save(q, a)
+fd = os.open(q, os.O_RDWR)
+r = fa(fd, PUNCH | KEEP, 128 + 8 * 1000, 8 * 5000)
+os.close(fd)
+a[1000:6000] = 0
+b = np.load(q)
+if r or b.dtype != a.dtype or not np.array_equal(a, b): bad.append("npy punch %s, equal %s" % (r, np.array_equal(a, b)))
+print("; ".join(bad) or "ok")
+EOF
+)
+  if [ "$out" = ok ]; then ok fallocate_punch_zero; else nok fallocate_punch_zero "$out"; fi
   unmount_fg "$M" compact
   verify_source compact "$C"
   # The time set, kept through the compaction, is the one its table vouches for.
