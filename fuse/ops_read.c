@@ -237,6 +237,48 @@ static int read_failed(b2fs_inode *in, b2fs_handle *use, int64_t off, int rc) {
   return b2fs_errno(rc);
 }
 
+/* SEEK_DATA and SEEK_HOLE (the kernel answers the other kinds itself):
+ * plain files as their source says, frames by their chunks stored as
+ * zeros (b2_file_seek_hole), a store's values as data throughout. */
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                     struct fuse_file_info *fi) {
+  b2fs_inode *in = b2fs_inode_get(ino);
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  if (in->kind == B2_NS_PLAIN) {
+    off_t r = lseek((int)fi->fh, off, whence);
+    if (r < 0)
+      fuse_reply_err(req, errno);
+    else
+      fuse_reply_lseek(req, r);
+    return;
+  }
+  int64_t r;
+  if (in->kind == B2_NS_STORE) {
+    struct stat st;
+    int rc = b2fs_stat(in, &st);
+    r = rc < 0 ? b2_from_errno(-rc)
+        : off >= st.st_size ? B2_E_RANGE
+        : whence == SEEK_DATA ? (int64_t)off : (int64_t)st.st_size;
+  } else {
+    b2fs_handle *h = b2fs_fh_handle(fi);
+    b2fs_handle *w = b2fs_frame_redirect(in, h); /* a writer's: data throughout */
+    b2fs_handle *use = w ? w : h;
+    b2_file *f = b2fs_use(use);
+    r = f ? b2_file_seek_hole(f, (int64_t)off, whence == SEEK_HOLE) : B2_E_IO;
+    b2fs_unuse(use);
+    if (w) b2fs_frame_release(in, w);
+  }
+  if (r == B2_E_RANGE)
+    fuse_reply_err(req, ENXIO);
+  else if (r < 0)
+    fuse_reply_err(req, b2_to_errno((int)r));
+  else
+    fuse_reply_lseek(req, (off_t)r);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
@@ -410,6 +452,7 @@ void b2fs_ops_read(struct fuse_lowlevel_ops *ops) {
   ops->statfs = op_statfs;
   ops->open = op_open;
   ops->read = op_read;
+  ops->lseek = op_lseek;
   ops->flush = op_flush;
   ops->fsync = op_fsync;
   ops->release = op_release;

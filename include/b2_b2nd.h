@@ -131,6 +131,20 @@ int64_t b2_b2nd_row_nbytes(const b2_b2nd *a);
 int b2_b2nd_band(const b2_b2nd *a, int64_t row, int64_t target, int64_t max,
                  int64_t *r0, int64_t *r1);
 
+/* A test of chunk `chunk`: 1 or 0, or a negative code. */
+typedef int (*b2_chunk_test)(void *ctx, int64_t chunk);
+
+/* SEEK_DATA and SEEK_HOLE in the C-order bytes of the array: the first
+ * byte offset at or after `off` whose item lies in a chunk for which
+ * hole(ctx, chunk) gives `want` (1: in a hole, 0: data), `off` itself
+ * when its own item does; the array's byte count when none does (or when
+ * off is at or past it).  The walk goes by runs of items (one chunk's
+ * share of a row) and looks at `budget` of them at most: then *cut is set
+ * and the start of the run where it stopped is returned.  A negative code
+ * from hole is returned as it is. */
+int64_t b2_b2nd_seek(const b2_b2nd *a, int64_t off, int want, b2_chunk_test hole, void *ctx,
+                     int64_t budget, int *cut);
+
 /* Zero the items of decoded chunk `chunk` (at buf, a->chunk_nbytes bytes)
  * whose first coordinate is >= from: the padding an array whose first
  * axis grows from `from` rows must read as zeros.  ndim >= 1. */

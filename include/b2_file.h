@@ -124,6 +124,15 @@ typedef struct b2_file_pin {
 ssize_t b2_file_pread_pin(b2_file *f, void *buf, size_t n, int64_t off, b2_file_pin *p);
 void b2_file_unpin(b2_file_pin *p);
 
+/* lseek's SEEK_DATA (hole 0) and SEEK_HOLE (hole 1) in the view: the first
+ * offset at or after off that holds data, or where a hole begins.  Holes
+ * are the bytes of chunks stored as zeros (zero or uninitialised special
+ * index entries, as python-blosc2's zeros and empty arrays have) and the
+ * end of the file; a handle open for writing, an .npy header and what a
+ * walk of a million runs does not reach count as data.  B2_E_RANGE (ENXIO)
+ * when off is at or past the end, or, for data, when only holes follow. */
+int64_t b2_file_seek_hole(b2_file *f, int64_t off, int hole);
+
 /* Decode the chunks holding the first nbytes bytes of the view into the
  * env's cache, unless they are there already, in the calling thread: for
  * a server that expects the file to be read next (the next files of a

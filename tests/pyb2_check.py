@@ -55,6 +55,7 @@ Run with the venv's python (python-blosc2 and NumPy from PyPI).
 Prints one "ok NAME" / "not ok NAME: why" line per check.
 """
 import ast
+import errno
 import io
 import json
 import os
@@ -699,6 +700,115 @@ def cmd_tensorcheck(d, mnt, b2f):
             ok(tag)
 
 
+def special_kinds(schunk):
+    """Each chunk's special kind as its header says (1 zeros, 4 uninit...)"""
+    return [(bytes(schunk.get_lazychunk(i))[31] >> 4) & 7 for i in range(schunk.nchunks)]
+
+
+def cmd_holes(d):
+    """python-blosc2 arrays and an SChunk partly made of zero chunks"""
+    os.makedirs(d, exist_ok=True)
+    p = lambda n: os.path.join(d, n)  # noqa: E731
+    s = blosc2.SChunk(chunksize=80000, urlpath=p("sc.b2frame"), mode="w",
+                      cparams=blosc2.CParams(typesize=8))
+    s.fill_special(50000, blosc2.SpecialValue.ZERO)
+    s.update_data(2, np.arange(10000, dtype="i8").tobytes(), True)
+    z = blosc2.zeros((50, 60, 70), dtype="f8", chunks=(20, 25, 30), blocks=(10, 10, 10),
+                     urlpath=p("z3.b2nd"), mode="w")
+    z[0:20, 25:50, 30:60] = 1
+    z[45, 59, 69] = 7
+    e = blosc2.empty((1000, 3000), dtype="i4", chunks=(100, 3000), blocks=(50, 3000),
+                     urlpath=p("e2.b2nd"), mode="w")
+    e[300:400] = 5
+    blosc2.zeros((300, 200), dtype="u2", chunks=(100, 64), urlpath=p("zs.b2nd"), mode="w",
+                 contiguous=False)[150, 70] = 3
+    blosc2.zeros((2000, 1000), dtype="u1", urlpath=p("all.b2nd"), mode="w")
+
+
+def data_runs(fd, size):
+    """The data ranges lseek's SEEK_DATA and SEEK_HOLE give, merged."""
+    out, pos = [], 0
+    while pos < size:
+        try:
+            dpos = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+            break
+        hpos = os.lseek(fd, dpos, os.SEEK_HOLE)
+        if hpos <= dpos:
+            raise ValueError("SEEK_HOLE from %d gave %d" % (dpos, hpos))
+        out.append((dpos, hpos))
+        pos = hpos
+    return out
+
+
+def runs_of(mask, base, unit):
+    """Ranges (base + unit * i) of the False runs of mask (data), merged."""
+    out = []
+    m = np.concatenate(([True], np.asarray(mask, bool), [True]))
+    starts = np.flatnonzero(m[:-1] & ~m[1:])
+    ends = np.flatnonzero(~m[:-1] & m[1:])
+    for s0, e0 in zip(starts, ends):
+        out.append((base + int(s0) * unit, base + int(e0) * unit))
+    return out
+
+
+def cmd_holecheck(d, mnt, b2f):
+    """SEEK_DATA/SEEK_HOLE through the mount: the holes are exactly the
+    items of the chunks python-blosc2 stored as zeros (the .npy header and
+    every other chunk data), they read as zeros, and cp makes a sparse
+    copy that equals the file."""
+    for name in ("sc.b2frame", "z3.b2nd", "e2.b2nd", "zs.b2nd", "all.b2nd"):
+        o = blosc2.open(os.path.join(d, name))
+        if name.endswith(".b2frame"):
+            shown, sch = os.path.join(mnt, name[: -len(".b2frame")]), o
+            kinds = special_kinds(sch)
+            mask = np.repeat([k in (1, 4) for k in kinds], sch.chunksize)[: sch.nbytes]
+            want = runs_of(mask, 0, 1)
+        else:
+            shown, sch = os.path.join(mnt, name[: -len(".b2nd")] + ".npy"), o.schunk
+            kinds = special_kinds(sch)
+            grid = [-(-n // c) for n, c in zip(o.shape, o.chunks)]
+            idx = np.zeros(o.shape, dtype=np.int64)
+            for ax, (n, c) in enumerate(zip(o.shape, o.chunks)):
+                sh = [1] * len(o.shape)
+                sh[ax] = n
+                idx = idx * grid[ax] + (np.arange(n) // c).reshape(sh)
+            hole = np.array([k in (1, 4) for k in kinds])[idx].ravel()
+            hdr = os.stat(shown).st_size - o.size * o.dtype.itemsize
+            want = [(0, hdr)] + runs_of(hole, hdr, o.dtype.itemsize)
+            if len(want) > 1 and want[1][0] == hdr:  # header and first items: one run
+                want[0:2] = [(0, want[1][1])]
+        try:
+            fd = os.open(shown, os.O_RDONLY)
+            size = os.fstat(fd).st_size
+            got = data_runs(fd, size)
+            body = os.pread(fd, size, 0)
+            os.close(fd)
+        except Exception as e:  # noqa: BLE001
+            notok("holes:" + name, "%s: %s" % (type(e).__name__, e))
+            continue
+        zeros_ok = all(not any(body[a:b]) for a, b in
+                       zip([0] + [h for _, h in got], [dd for dd, _ in got] + [size]))
+        nh = sum(1 for k in kinds if k in (1, 4))
+        if got != want or not zeros_ok or nh in (0, len(kinds)) and name != "all.b2nd":
+            notok("holes:" + name, "data %s, want %s (%d of %d chunks zeros), holes zeros %s" % (
+                got[:4], want[:4], nh, len(kinds), zeros_ok))
+            continue
+        cp = os.path.join(d, "copy.bin")
+        r = subprocess.run(["cp", shown, cp], capture_output=True)
+        same = r.returncode == 0 and open(cp, "rb").read() == body
+        blocks = os.stat(cp).st_blocks * 512 if r.returncode == 0 else -1
+        hole_bytes = size - sum(b - a for a, b in got)
+        if os.path.exists(cp):
+            os.unlink(cp)
+        if not same or blocks > size - hole_bytes + (1 << 20):
+            notok("holes:" + name, "cp: status %d, equal %s, %d bytes allocated for %d of data" % (
+                r.returncode, same, blocks, size - hole_bytes))
+        else:
+            ok("holes:" + name)
+
 def main():
     cmd = sys.argv[1]
     if cmd == "make":
@@ -727,6 +837,10 @@ def main():
         cmd_tensors(sys.argv[2])
     elif cmd == "tensorcheck":
         cmd_tensorcheck(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "holes":
+        cmd_holes(sys.argv[2])
+    elif cmd == "holecheck":
+        cmd_holecheck(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "schunk":
         cmd_schunk(sys.argv[2], sys.argv[3])
     else:

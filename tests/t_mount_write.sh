@@ -574,7 +574,8 @@ EOF
   # fallocate: a hole punched, or a range zeroed, reads as zeros and its
   # chunks cost a few bytes once compacted; ZERO_RANGE past the end grows
   # the file unless KEEP_SIZE; plain growth as before; collapse and insert
-  # are EOPNOTSUPP.  In a .npy, the items punched are zeros for numpy.
+  # are EOPNOTSUPP; lseek's SEEK_HOLE finds the chunks zeroed whole.  In a
+  # .npy, the items punched are zeros for numpy.
   out=$($T "$PY" - "$M" "$C" <<'EOF'
 import ctypes, errno, os, sys, time
 import numpy as np
@@ -614,6 +615,10 @@ for _ in range(100):  # compacted at the release: dead chunks gone, holes tiny
 if st.st_ino == ino or st.st_size > 400000 or open(p, "rb").read() != data:
     bad.append("after close: %d bytes stored (%s), content %s" % (
         st.st_size, "compacted" if st.st_ino != ino else "kept", open(p, "rb").read() == data))
+fd = os.open(p, os.O_RDONLY)  # the chunks zeroed whole are a hole for lseek
+holes = (os.lseek(fd, 0, os.SEEK_HOLE), os.lseek(fd, 2 << 16, os.SEEK_DATA))
+os.close(fd)
+if holes != (2 << 16, 12 << 16): bad.append("SEEK_HOLE, SEEK_DATA: %s" % (holes,))
 a = np.arange(200000, dtype="<f8")
 q = os.path.join(mnt, "holes.npy")
 np.save(q, a)

@@ -14,7 +14,9 @@
 # open in blosc2.open as SChunks with the same bytes.  Objects that are not
 # data (lazy expression and UDF, ObjectArray, BatchArray, ListArray, Proxy)
 # pass through raw under their source names, user.b2.kind and `b2f info`
-# naming the kind.  Arrays under every codec and filter python-blosc2 offers,
+# naming the kind.  lseek's SEEK_DATA and SEEK_HOLE in the mount give, as
+# holes, exactly the items of the chunks python-blosc2 stored as zeros, and
+# cp copies such files sparse.  Arrays under every codec and filter python-blosc2 offers,
 # and from its constructors that store special chunks, read the same way:
 # the ZFP codecs (1-4 dimensions, float32 and float64, the three modes)
 # when b2fs has libzfp (in a build without it they fail, naming why, EIO in
@@ -184,6 +186,10 @@ gen_check() {
 
 # objects that are not data pass through raw
 gen_check objects objects objcheck
+
+# SEEK_DATA/SEEK_HOLE: the holes are the items of the chunks python-blosc2
+# stored as zeros (zeros, empty, fill_special), exactly; cp copies sparse
+gen_check holes holes holecheck
 
 # python-blosc2's save_tensor and save_array files: `b2f cat --npy` and
 # `b2f info` give the array with its shape and dtype; in the mount NAME

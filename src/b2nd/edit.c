@@ -2,7 +2,8 @@
  * edit.c - a new array from a .npy header, and the geometry an editor of
  * stored chunks needs: the C-order span of a chunk's items and the items
  * a change of the first axis brings back into an edge chunk; the bands
- * of rows a sequential reader of the C-order view decodes one by one.
+ * of rows a sequential reader of the C-order view decodes one by one;
+ * where the items of chunks of one kind (holes) begin and end in C order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,4 +152,45 @@ int b2_b2nd_band(const b2_b2nd *a, int64_t row, int64_t target, int64_t max, int
     *r1 = B2_MIN(*r0 + h, c1);
   }
   return 1;
+}
+
+int64_t b2_b2nd_seek(const b2_b2nd *a, int64_t off, int want, b2_chunk_test hole, void *ctx,
+                     int64_t budget, int *cut) {
+  int64_t nbytes = b2_b2nd_nbytes(a);
+  *cut = 0;
+  if (off < 0 || off >= nbytes || a->itemsize <= 0) return nbytes;
+  if (a->ndim == 0) { /* one item, one chunk */
+    int h = hole(ctx, 0);
+    return h < 0 ? h : (h == want ? off : nbytes);
+  }
+  int nd = a->ndim;
+  int64_t c[B2_B2ND_MAXDIM], nck[B2_B2ND_MAXDIM], k = off / a->itemsize;
+  for (int d = nd - 1; d >= 0; d--) { /* the item's coordinates; chunks per axis */
+    c[d] = k % a->shape[d];
+    k /= a->shape[d];
+    nck[d] = (a->shape[d] + a->chunkshape[d] - 1) / a->chunkshape[d];
+  }
+  int64_t pos = off; /* start of the run looked at (off itself at first) */
+  for (int64_t runs = 0;; runs++) {
+    if (runs == budget) {
+      *cut = 1;
+      return pos;
+    }
+    int64_t chunk = 0;
+    for (int d = 0; d < nd; d++) chunk = chunk * nck[d] + c[d] / a->chunkshape[d];
+    int h = hole(ctx, chunk);
+    if (h < 0) return h;
+    if (h == want) return pos;
+    /* The run: the items of this row in this chunk from c[nd-1] on. */
+    int64_t cs = a->chunkshape[nd - 1];
+    int64_t end = B2_MIN((c[nd - 1] / cs + 1) * cs, a->shape[nd - 1]);
+    int64_t item = pos / a->itemsize + (end - c[nd - 1]);
+    pos = item * a->itemsize;
+    if (pos >= nbytes) return nbytes;
+    c[nd - 1] = end;
+    for (int d = nd - 1; d > 0 && c[d] == a->shape[d]; d--) { /* carry */
+      c[d] = 0;
+      c[d - 1]++;
+    }
+  }
 }

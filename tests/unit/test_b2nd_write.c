@@ -764,6 +764,18 @@ static void test_update_random(void) {
   CHECK(linear > 5);
 }
 
+/* The chunk holding item i (C order), by its coordinates. */
+static int64_t item_chunk(const b2_b2nd *a, int64_t i) {
+  int64_t k = 0, mul = 1;
+  for (int d = a->ndim - 1; d >= 0; d--) {
+    int64_t x = i % a->shape[d], nc = (a->shape[d] + a->chunkshape[d] - 1) / a->chunkshape[d];
+    i /= a->shape[d];
+    k += x / a->chunkshape[d] * mul;
+    mul *= nc;
+  }
+  return k;
+}
+
 /* b2_b2nd_chunk_span against every item's chunk; b2_b2nd_zero_rows
  * against the chunks of the array cut to `from` rows. */
 static void test_chunk_span_zero_rows(void) {
@@ -778,13 +790,7 @@ static void test_chunk_span_zero_rows(void) {
     int64_t *nb = calloc((size_t)a.nchunks, sizeof *nb);
     for (int64_t k = 0; k < a.nchunks; k++) lo[k] = INT64_MAX, hi[k] = -1;
     for (int64_t i = 0; i < a.nitems; i++) {
-      int64_t r = i, k = 0, mul = 1;
-      for (int d = a.ndim - 1; d >= 0; d--) {
-        int64_t x = r % a.shape[d], nc = (a.shape[d] + a.chunkshape[d] - 1) / a.chunkshape[d];
-        r /= a.shape[d];
-        k += x / a.chunkshape[d] * mul;
-        mul *= nc;
-      }
+      int64_t k = item_chunk(&a, i);
       lo[k] = B2_MIN(lo[k], i * a.itemsize);
       hi[k] = B2_MAX(hi[k], (i + 1) * a.itemsize);
       nb[k] += a.itemsize;
@@ -825,6 +831,47 @@ static void test_chunk_span_zero_rows(void) {
   CHECK_EQ(bad, 0);
 }
 
+/* b2_b2nd_seek against every item's chunk: random chunks are holes; for
+ * each start, the first item of each kind at or after it.  A small budget
+ * stops the walk no later than the answer. */
+static int test_hole(void *holes, int64_t chunk) { return ((const uint8_t *)holes)[chunk]; }
+
+static void test_seek(void) {
+  int bad = 0;
+  for (int it = 0; it < 200 && !bad; it++) {
+    b2_b2nd a;
+    if (random_geometry(&a, (int32_t)rnd_in(1, 4), 12) < 0) {
+      bad++;
+      continue;
+    }
+    uint8_t *holes = malloc((size_t)a.nchunks), *item = malloc((size_t)a.nitems + 1);
+    for (int64_t k = 0; k < a.nchunks; k++) holes[k] = (uint8_t)(rnd() % 3 == 0);
+    for (int64_t i = 0; i < a.nitems; i++) item[i] = holes[item_chunk(&a, i)]; /* its chunk's */
+    int64_t nb = b2_b2nd_nbytes(&a);
+    for (int t = 0; t < 30 && !bad; t++) {
+      int64_t off = rnd_in(0, nb - 1);
+      for (int want = 0; want < 2; want++) {
+        int64_t i = off / a.itemsize, exp;
+        while (i < a.nitems && item[i] != want) i++;
+        exp = i == off / a.itemsize ? off : i * a.itemsize;
+        int cut = 1;
+        int64_t got = b2_b2nd_seek(&a, off, want, test_hole, holes, INT64_MAX, &cut);
+        if (got != exp || cut) bad++;
+        int64_t part = b2_b2nd_seek(&a, off, want, test_hole, holes, 2, &cut);
+        if (part > exp || part < off || (!cut && part != exp)) bad++;
+        if (bad) fprintf(stderr, "  ndim %d, off %lld, want %d: %lld (expected %lld), budget 2: %lld\n",
+                         a.ndim, (long long)off, want, (long long)got, (long long)exp, (long long)part);
+      }
+    }
+    int cut;
+    if (b2_b2nd_seek(&a, nb, 0, test_hole, holes, 10, &cut) != nb) bad++;
+    free(holes);
+    free(item);
+    b2_b2nd_free(&a);
+  }
+  CHECK_EQ(bad, 0);
+}
+
 int main(void) {
   T_RUN(test_meta_encode_fixtures);
   T_RUN(test_meta_encode_forms);
@@ -837,5 +884,6 @@ int main(void) {
   T_RUN(test_descr_itemsize);
   T_RUN(test_update_random);
   T_RUN(test_chunk_span_zero_rows);
+  T_RUN(test_seek);
   T_END();
 }
