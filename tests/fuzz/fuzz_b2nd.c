@@ -6,7 +6,8 @@
  * 1 + (byte >> 1) % 16.
  * A metalayer that parses gets its .npy header written and is read at its
  * start and end through a reader that checks every block request stays
- * inside a chunk of the geometry. */
+ * inside a chunk of the geometry; SEEK_DATA/SEEK_HOLE walks over it (odd
+ * chunks holes) ask only for its chunks and answer within the array. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -29,6 +30,12 @@ static int checked_reader(void *ctx, int64_t chunk, size_t off, size_t len, void
     abort(); /* a request outside the geometry */
   for (size_t i = 0; i < len; i++) ((uint8_t *)dst)[i] = (uint8_t)(off + i);
   return 0;
+}
+
+static int checked_hole(void *ctx, int64_t chunk) {
+  const b2_b2nd *a = ctx;
+  if (chunk < 0 || chunk >= a->nchunks) abort(); /* a chunk outside the geometry */
+  return (int)(chunk & 1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -66,6 +73,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (b2_b2nd_read(&a, 0, len, out, checked_reader, &a) != (int)len) abort();
     if (b2_b2nd_read(&a, (uint64_t)(nb - (int64_t)len), len, out, checked_reader, &a) != (int)len)
       abort();
+  }
+  for (int k = 0; k < 4; k++) {
+    int64_t off = k < 2 ? 0 : nb / 2;
+    int cut;
+    int64_t r = b2_b2nd_seek(&a, off, k & 1, checked_hole, &a, 1000, &cut);
+    if (r < 0 || (nb > 0 && (r < off || r > nb))) abort();
   }
   b2_b2nd_free(&a);
   return 0;
