@@ -11,7 +11,10 @@
  * write-only descriptor (the mount gives those direct I/O, past the page
  * cache the others use), truncates down and up, fsync and
  * fdatasync, close and reopen (sometimes with O_TRUNC), reads and writes
- * through shared mmap (with and without msync), and size checks.  Every
+ * through shared mmap (with and without msync), holes punched and ranges
+ * zeroed (fallocate), SEEK_DATA/SEEK_HOLE walks (every hole zeros in the
+ * shadow; once more after the last close, when chunks of zeros are
+ * holes), and size checks.  Every
  * read is compared byte for byte with the shadow, and the whole file every
  * 1000 operations and at the end.  Offsets favour chunk edges (CHUNKSIZE,
  * default 64K).  Prints "seed N" first; on a mismatch, the operation, the
@@ -240,6 +243,54 @@ static void op_mmap(int write) {
   if (munmap(m, (size_t)size) < 0) die("munmap: %s", strerror(errno));
 }
 
+/* fallocate: a hole punched or a range zeroed (the shadow gets zeros);
+ * ZERO_RANGE without KEEP_SIZE may grow the file. */
+static void op_punch(void) {
+  if (size == 0) return;
+  long off = pick_off(size - 1);
+  size_t n = pick_len();
+  int mode = rnd(2) ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+                    : FALLOC_FL_ZERO_RANGE | (rnd(2) ? FALLOC_FL_KEEP_SIZE : 0);
+  if (off + (long)n > MAX_SIZE) mode |= FALLOC_FL_KEEP_SIZE;
+  note("%s %zu at %ld (size %ld)", mode & FALLOC_FL_PUNCH_HOLE ? "punch hole" :
+       mode & FALLOC_FL_KEEP_SIZE ? "zero range, size kept" : "zero range", n, off, size);
+  if (fallocate(fd, mode, off, (off_t)n) < 0) die("fallocate: %s", strerror(errno));
+  long end = off + (long)n;
+  if ((mode & FALLOC_FL_KEEP_SIZE) && end > size) end = size;
+  memset(buf, 0, (size_t)(end - off));
+  full_pwrite(sfd, buf, (size_t)(end - off), off, "shadow zeros");
+  if (end > size) size = end;
+}
+
+/* The shadow's bytes [from, to) are zeros (what a hole must read as). */
+static void shadow_zeros(long from, long to, const char *what) {
+  if (to <= from) return;
+  size_t got = full_pread(sfd, buf2, (size_t)(to - from), from, "shadow");
+  for (size_t i = 0; i < got; i++)
+    if (buf2[i]) die("%s: a hole at %ld-%ld, but byte %ld is %02x", what, from, to, from + (long)i, buf2[i]);
+}
+
+/* SEEK_DATA and SEEK_HOLE over the whole file through descriptor f: data
+ * and holes alternate up to the size, holes read as zeros, nothing is data
+ * past the end. */
+static void op_seek(int f, const char *what) {
+  note("%s (size %ld)", what, size);
+  long pos = 0;
+  while (pos < size) {
+    off_t d = lseek(f, pos, SEEK_DATA);
+    if (d < 0 && errno == ENXIO) {
+      shadow_zeros(pos, size, what);
+      break;
+    }
+    if (d < pos || d >= size) die("%s: SEEK_DATA from %ld gave %lld (%s)", what, pos, (long long)d, strerror(errno));
+    shadow_zeros(pos, d, what);
+    off_t h = lseek(f, d, SEEK_HOLE);
+    if (h <= d || h > size) die("%s: SEEK_HOLE from %lld gave %lld (%s)", what, (long long)d, (long long)h, strerror(errno));
+    pos = h;
+  }
+  if (lseek(f, size, SEEK_DATA) >= 0 || errno != ENXIO) die("%s: SEEK_DATA at the end is not ENXIO", what);
+}
+
 int main(int argc, char **argv) {
   if (argc < 5) {
     fprintf(stderr, "usage: mount_ex FILE SHADOW SEED NOPS [CHUNKSIZE]\n");
@@ -275,6 +326,8 @@ int main(int argc, char **argv) {
     else if (r < 770) op_reopen();
     else if (r < 840) op_mmap(0);
     else if (r < 910) op_mmap(1);
+    else if (r < 935) op_punch();
+    else if (r < 950) op_seek(rfd, "seek walk (ro fd)");
     else {
       note("fstat (size %ld)", size);
       check_size("fstat");
@@ -292,6 +345,7 @@ int main(int argc, char **argv) {
   fd = open(file_path, O_RDONLY);
   if (fd < 0) die("reopen: %s", strerror(errno));
   check_all("after close");
+  op_seek(fd, "seek walk after close");
   close(fd);
   close(sfd);
   printf("done %ld operations, final size %ld\n", nops, size);

@@ -2,7 +2,7 @@
 # t_mount_write.sh - the write path of the b2fs daemon end to end.
 #
 #   1. tests/mount_ex.c (random operations against a shadow file, every
-#      read compared) on four mounts: zstd and blosclz contiguous, lz4 and
+#      read compared; holes punched, SEEK_DATA/SEEK_HOLE walks) on four mounts: zstd and blosclz contiguous, lz4 and
 #      zstd sparse, small chunks; one with a tiny cache and compaction at
 #      every close, one committing after 20 ms idle.  Then
 #      tests/mount_ex_rename.py: a file written while it and its directory
