@@ -757,8 +757,8 @@ def runs_of(mask, base, unit):
 def cmd_holecheck(d, mnt, b2f):
     """SEEK_DATA/SEEK_HOLE through the mount: the holes are exactly the
     items of the chunks python-blosc2 stored as zeros (the .npy header and
-    every other chunk data), they read as zeros, and cp makes a sparse
-    copy that equals the file."""
+    every other chunk data), they read as zeros, and cp (through the
+    mount) and b2f unpack (of the frame) make sparse copies equal to it."""
     for name in ("sc.b2frame", "z3.b2nd", "e2.b2nd", "zs.b2nd", "all.b2nd"):
         o = blosc2.open(os.path.join(d, name))
         if name.endswith(".b2frame"):
@@ -796,16 +796,21 @@ def cmd_holecheck(d, mnt, b2f):
             notok("holes:" + name, "data %s, want %s (%d of %d chunks zeros), holes zeros %s" % (
                 got[:4], want[:4], nh, len(kinds), zeros_ok))
             continue
+        hole_bytes, bad = size - sum(b - a for a, b in got), []
         cp = os.path.join(d, "copy.bin")
-        r = subprocess.run(["cp", shown, cp], capture_output=True)
-        same = r.returncode == 0 and open(cp, "rb").read() == body
-        blocks = os.stat(cp).st_blocks * 512 if r.returncode == 0 else -1
-        hole_bytes = size - sum(b - a for a, b in got)
-        if os.path.exists(cp):
-            os.unlink(cp)
-        if not same or blocks > size - hole_bytes + (1 << 20):
-            notok("holes:" + name, "cp: status %d, equal %s, %d bytes allocated for %d of data" % (
-                r.returncode, same, blocks, size - hole_bytes))
+        view = "--raw" if name.endswith(".b2frame") else "--npy"
+        for how, cmd in (("cp", ["cp", shown, cp]),
+                         ("b2f unpack", [b2f, "unpack", view, os.path.join(d, name), cp])):
+            r = subprocess.run(cmd, capture_output=True)
+            same = r.returncode == 0 and open(cp, "rb").read() == body
+            blocks = os.stat(cp).st_blocks * 512 if r.returncode == 0 else -1
+            if os.path.exists(cp):
+                os.unlink(cp)
+            if not same or blocks > size - hole_bytes + (1 << 20):
+                bad.append("%s: status %d, equal %s, %d bytes allocated for %d of data" % (
+                    how, r.returncode, same, blocks, size - hole_bytes))
+        if bad:
+            notok("holes:" + name, "; ".join(bad))
         else:
             ok("holes:" + name)
 

@@ -1,7 +1,9 @@
 /* cmd_cat.c - `b2f cat [--c-order|--npy] PATH`: a frame's content to stdout. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "b2_b2nd.h"
@@ -11,11 +13,13 @@
 
 #define CAT_BUFSIZE (4u << 20)
 
-int b2f_copy(b2f_reader rd, void *ctx, int64_t size, const char *name, int fd) {
+/* Bytes [off, end) of the content to fd, at its position. */
+static int copy_range(b2f_reader rd, void *ctx, int64_t off, int64_t size, const char *name,
+                      int fd) {
   char *buf = malloc(CAT_BUFSIZE);
   if (!buf) return b2f_report(name, b2_fail(B2_E_NOMEM, "no memory for the output buffer"));
   int status = 0;
-  for (int64_t off = 0; off < size;) {
+  while (off < size) {
     size_t want = size - off < CAT_BUFSIZE ? (size_t)(size - off) : CAT_BUFSIZE;
     ssize_t got = rd(ctx, buf, want, off);
     if (got < 0) {
@@ -38,6 +42,10 @@ int b2f_copy(b2f_reader rd, void *ctx, int64_t size, const char *name, int fd) {
   return status;
 }
 
+int b2f_copy(b2f_reader rd, void *ctx, int64_t size, const char *name, int fd) {
+  return copy_range(rd, ctx, 0, size, name, fd);
+}
+
 static ssize_t file_reader(void *ctx, void *buf, size_t n, int64_t off) {
   return b2_file_pread(ctx, buf, n, off);
 }
@@ -57,7 +65,34 @@ static int npy_check(b2_file *f, int view) {
 int b2f_copy_file(b2_file *f, int view, const char *name, int fd) {
   int rc = npy_check(f, view);
   if (rc < 0) return b2f_report(name, rc);
-  return b2f_copy(file_reader, f, b2_file_size(f), name, fd);
+  int64_t size = b2_file_size(f);
+  /* Into a regular file (not appending): the holes of the content
+   * (b2_file_seek_hole: chunks stored as zeros) are skipped, left as holes
+   * of the output, not written as zeros. */
+  struct stat st;
+  int fl = fcntl(fd, F_GETFL);
+  off_t base = lseek(fd, 0, SEEK_CUR);
+  if (fl < 0 || (fl & O_APPEND) || base < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+    return b2f_copy(file_reader, f, size, name, fd);
+  for (int64_t off = 0; off < size;) {
+    int64_t d = b2_file_seek_hole(f, off, 0);
+    if (d == B2_E_RANGE) d = size; /* holes to the end */
+    if (d < 0) return b2f_report(name, (int)d);
+    int64_t h = d < size ? b2_file_seek_hole(f, d, 1) : size;
+    if (h < 0) return b2f_report(name, (int)h);
+    if (lseek(fd, base + (off_t)d, SEEK_SET) < 0) {
+      perror("b2f: lseek");
+      return 1;
+    }
+    rc = copy_range(file_reader, f, d, h, name, fd);
+    if (rc) return rc;
+    off = h;
+  }
+  if (fstat(fd, &st) < 0 || (st.st_size < base + size && ftruncate(fd, base + size) < 0)) {
+    perror("b2f: ftruncate");
+    return 1;
+  }
+  return 0;
 }
 
 /* Write the content of `path` in `view` to fd. */
