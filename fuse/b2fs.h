@@ -535,7 +535,8 @@ int b2fs_store_same(b2fs_inode *a, b2fs_inode *b);
  * (b2_ns_store_changed), and it is checked at its next use. */
 void b2fs_store_changed(b2fs_inode *dir);
 int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh);
-/* A page of the listing into buf; plus: entries without attributes (the
+/* A page of the listing from its key off into buf, key k at offset k + 3
+ * (after "." and "..", ops_dir.c); plus: entries without attributes (the
  * kernel looks each one up). */
 size_t b2fs_store_readdir(fuse_req_t req, uint64_t fh, int plus, char *buf, size_t size,
                           off_t off);

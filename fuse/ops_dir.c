@@ -7,9 +7,9 @@
  * new snapshot.  readdirplus hands each entry out with its attributes, as a
  * lookup would (one request for a whole page of `ls -l` instead of one
  * lookup per name); the kernel asks for it when names are looked up after
- * a listing (FUSE_CAP_READDIRPLUS_AUTO).  A listing starts with "." and
- * ".." (offsets 0 and 1), as on a local file system (`ls -a`; a store's
- * listing has its own).
+ * a listing (FUSE_CAP_READDIRPLUS_AUTO).  A listing, a store's too,
+ * starts with "." and ".." (offsets 0 and 1), as on a local file system
+ * (`ls -a`).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -113,8 +113,8 @@ static size_t add_entry(fuse_req_t req, b2fs_inode *dir, const b2_ns_entry *d, i
 
 /* "." and ".." for the entries of offsets off and on below 2 that fit in
  * buf: their size.  They carry numbers only (no lookup counted: the kernel
- * resolves dots itself); ".." of the mount's root is given the root's own
- * number. */
+ * resolves dots itself); ".." of the mount's root, and of a store's
+ * directory, is given the directory's own number. */
 static size_t add_dots(fuse_req_t req, fuse_ino_t ino, b2fs_inode *in, int plus, char *buf,
                        size_t size, off_t off, int *all) {
   struct stat st, up;
@@ -123,7 +123,9 @@ static size_t add_dots(fuse_req_t req, fuse_ino_t ino, b2fs_inode *in, int plus,
   *all = 0;
   if (b2fs_stat(in, &st) < 0) return 0;
   up = st;
-  if (ino != FUSE_ROOT_ID && fstatat(in->fd, "..", &up, AT_SYMLINK_NOFOLLOW) < 0) up = st;
+  if (ino != FUSE_ROOT_ID && in->kind != B2_NS_STORE &&
+      fstatat(in->fd, "..", &up, AT_SYMLINK_NOFOLLOW) < 0)
+    up = st;
   size_t pos = 0;
   for (off_t i = off < 0 ? 0 : off; i < 2; i++) {
     struct fuse_entry_param e;
@@ -143,12 +145,16 @@ static size_t add_dots(fuse_req_t req, fuse_ino_t ino, b2fs_inode *in, int plus,
 static void readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                         struct fuse_file_info *fi, int plus) {
   b2fs_inode *in = b2fs_inode_get(ino);
-  if (in->kind == B2_NS_STORE) { /* its listing has its own dots */
+  if (in->kind == B2_NS_STORE) {
     char *sbuf = b2fs_tls_buf(size);
-    if (!sbuf)
+    if (!sbuf) {
       fuse_reply_err(req, ENOMEM);
-    else
-      fuse_reply_buf(req, sbuf, b2fs_store_readdir(req, fi->fh, plus, sbuf, size, off));
+      return;
+    }
+    int all;
+    size_t pos = add_dots(req, ino, in, plus, sbuf, size, off, &all);
+    if (all) pos += b2fs_store_readdir(req, fi->fh, plus, sbuf + pos, size - pos, off - 2);
+    fuse_reply_buf(req, sbuf, pos);
     return;
   }
   dsnap *s = (dsnap *)(uintptr_t)fi->fh;

@@ -337,15 +337,15 @@ size_t b2fs_store_readdir(fuse_req_t req, uint64_t fh, int plus, char *buf, size
                           off_t off) {
   b2_ns_list *l = (b2_ns_list *)(uintptr_t)fh;
   size_t pos = 0;
-  for (size_t k = off < 0 ? 0 : (size_t)off; k < l->n; k++) {
+  for (size_t k = off < 0 ? 0 : (size_t)off; k < l->n; k++) { /* at offset k + 3 */
     struct fuse_entry_param e; /* plus: names only (entry 0), looked up after */
     memset(&e, 0, sizeof e);
     e.attr.st_mode = DTTOIF(l->e[k].type);
     e.attr.st_ino = l->e[k].ino;
     size_t len = plus ? fuse_add_direntry_plus(req, buf + pos, size - pos, l->e[k].shown, &e,
-                                               (off_t)(k + 1))
+                                               (off_t)(k + 3))
                       : fuse_add_direntry(req, buf + pos, size - pos, l->e[k].shown, &e.attr,
-                                          (off_t)(k + 1));
+                                          (off_t)(k + 3));
     if (len > size - pos) break;
     pos += len;
   }

@@ -616,9 +616,9 @@ int b2_ns_store_rekey(b2_ns_store *n, const b2_ns_key *dir, const char *name,
  * (b2_store_files_changed; a failure goes to the note callback) and the
  * store is checked again at its next use. */
 void b2_ns_store_changed(b2_ns_store *n);
-/* The names shown in group dir (NULL: the root), "." and ".." first (type
- * DT_DIR or DT_REG, kind B2_NS_STORE, ino the position + 1); free with
- * b2_ns_list_free. */
+/* The names shown in group dir (NULL: the root; type DT_DIR or DT_REG,
+ * kind B2_NS_STORE, ino the position + 3, as in a listing after "." and
+ * ".."); free with b2_ns_list_free. */
 int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l);
 void b2_ns_key_free(b2_ns_key *k);
 const char *b2_ns_key_name(const b2_ns_key *k);

@@ -461,18 +461,18 @@ int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l) {
   if (rc < 0) return rc;
   b2_store *s = b2_ns_snap_store(p);
   const b2_store_entry *ge = b2_store_entry_at(s, g);
-  size_t cnt = (size_t)ge->nchildren + 2;
-  l->e = calloc(cnt, sizeof *l->e);
+  size_t cnt = (size_t)ge->nchildren;
+  l->e = calloc(cnt ? cnt : 1, sizeof *l->e);
   l->n = 0;
   if (!l->e) rc = b2_fail(B2_E_NOMEM, "out of memory");
   for (size_t k = 0; !rc && k < cnt; k++) {
-    const b2_store_entry *ce = k < 2 ? NULL : b2_store_entry_at(s, ge->children[k - 2]);
+    const b2_store_entry *ce = b2_store_entry_at(s, ge->children[k]);
     b2_ns_entry *d = &l->e[k];
-    d->name = strdup(k == 0 ? "." : k == 1 ? ".." : ce->shown);
+    d->name = strdup(ce->shown);
     d->shown = d->name;
-    d->type = !ce || ce->kind == B2_STORE_GROUP ? DT_DIR : DT_REG;
+    d->type = ce->kind == B2_STORE_GROUP ? DT_DIR : DT_REG;
     d->kind = B2_NS_STORE;
-    d->ino = (ino_t)k + 1; /* readers skip entries of inode 0 */
+    d->ino = (ino_t)k + 3; /* its place after "." and ".." (readers skip inode 0) */
     if (!d->name) rc = b2_fail(B2_E_NOMEM, "out of memory");
     l->n = k + 1;
   }
