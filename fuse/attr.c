@@ -92,9 +92,9 @@ int b2fs_fh_writes(const struct fuse_file_info *fi) { return (int)(fi->fh & 1); 
  * kernel checks before serving cached pages (auto_inval_data). */
 int b2fs_write_only(int flags) { return (flags & O_ACCMODE) == O_WRONLY; }
 
-/* Size of the view for signature sig (under the inode lock); 0 when the
- * frame cannot be opened. */
-static int64_t view_size(b2fs_inode *in, const b2fs_sig *sig) {
+/* Size of the view for signature sig of the file on device dev (under the
+ * inode lock); 0 when the frame cannot be opened. */
+static int64_t view_size(b2fs_inode *in, dev_t dev, const b2fs_sig *sig) {
   if (in->cur && !in->cur->writable && b2fs_sig_eq(&in->cur->sig, sig))
     return b2_file_size(in->cur->file);
   /* From the header the lookup's probe read (the frame file, or a sparse
@@ -102,7 +102,7 @@ static int64_t view_size(b2fs_inode *in, const b2fs_sig *sig) {
   struct stat hst;
   int64_t n;
   memset(&hst, 0, sizeof hst);
-  hst.st_dev = in->dev;
+  hst.st_dev = dev; /* not in->dev: a rebind writes it under the table lock */
   hst.st_ino = sig->ino;
   hst.st_size = sig->size;
   hst.st_mtim = sig->mtime;
@@ -162,7 +162,7 @@ static int stat_known(b2fs_inode *in, struct stat *st) {
   pthread_mutex_lock(&in->lock);
   b2fs_handle *w = in->cur && in->cur->writable ? in->cur : NULL;
   if (!in->attr_valid || !b2fs_sig_eq(&in->attr_sig, &sig)) {
-    in->lsize = w ? (w->file ? b2_file_size(w->file) : 0) : view_size(in, &sig);
+    in->lsize = w ? (w->file ? b2_file_size(w->file) : 0) : view_size(in, st->st_dev, &sig);
     in->blocks = in->sparse ? sparse_blocks(in->fd) : st->st_blocks;
     in->attr_sig = sig;
     in->attr_valid = 1;

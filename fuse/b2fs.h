@@ -125,7 +125,8 @@ typedef struct b2fs_handle {
 typedef struct b2fs_inode {
   _Atomic int fd;                /* O_PATH descriptor of the source entry
                                     (replaced when the frame is rewritten) */
-  dev_t dev;                     /* dev, ino, sparse: under the table lock */
+  dev_t dev;                     /* dev, ino: written under the table lock
+                                    (b2fs_inode_ident reads them) */
   ino_t ino;
   _Atomic(ino_t) shown;          /* st_ino shown: the source's when the
                                     inode was made, kept when a rewrite

@@ -413,8 +413,11 @@ void b2fs_note_place(b2fs_inode *in, const struct stat *dst, const char *name) {
 /* Does entry `name` of d hold the file of inode `in`? */
 static int holds(b2fs_inode *in, b2_ns_dir *d, const char *name) {
   struct stat st;
-  return fstatat(b2_ns_dir_fd(d), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == in->dev &&
-         st.st_ino == in->ino;
+  dev_t dev;
+  ino_t ino;
+  b2fs_inode_ident(in, &dev, &ino); /* a rewrite may rebind it meanwhile */
+  return fstatat(b2_ns_dir_fd(d), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == dev &&
+         st.st_ino == ino;
 }
 
 /* b2fs_home's search of the other places, latest first. */

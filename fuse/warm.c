@@ -200,7 +200,7 @@ void b2fs_warm_opened(b2fs_inode *in) {
     for (; in_order && k < l->n && k < lim; k++) {
       const b2_ns_entry *x = &l->e[k];
       if (x->kind == B2_NS_LOGICAL || x->kind == B2_NS_NPY)
-        todo[ntodo++] = (warm_item){in->dev, x->ino, x->kind};
+        todo[ntodo++] = (warm_item){ddev, x->ino, x->kind};
     }
     if (in_order) w->queued = k;
   }
