@@ -261,6 +261,7 @@ struct job {
    * notes how long its own decode took */
   size_t chunk;
   uint8_t *out2;
+  int cold_out; /* evict each output buffer first */
   double took[MAX_THREADS];
 };
 
@@ -274,11 +275,24 @@ struct team {
 
 static struct team team;
 
+/* Evict n bytes at p from every CPU cache (--latency: a chunk's output
+ * buffer is cold, as a cache slot reused after LRU eviction is). */
+static void flush_lines(const uint8_t *p, size_t n) {
+#if defined(__x86_64__)
+  for (size_t k = 0; k < n; k += 64) __builtin_ia32_clflush(p + k);
+  __builtin_ia32_mfence();
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 static int run_share(struct job *j, int me, int n) {
   struct encoded *e = j->e;
   if (j->kind == JOB_PAIR) {
     size_t i = j->chunk, nb = chunk_nbytes(e, i);
     uint8_t *out = me ? j->out2 + (size_t)(me - 1) * CHUNK : j->out + i * CHUNK;
+    if (j->cold_out) flush_lines(out, nb);
     double t0 = now();
     int rc = b2_chunk_decode(chunk_at(e, i), e->len[i], out, nb);
     j->took[me] = now() - t0;
@@ -399,7 +413,7 @@ static double best_of(struct job *j, int n, int runs) {
 
 struct opts {
   size_t mib;
-  int runs, threads, tsv, nreads, verbose, latency;
+  int runs, threads, tsv, nreads, verbose, latency, warm_out;
   const char *only_data, *only_codec, *only_filter;
 };
 
@@ -516,7 +530,12 @@ static b2_frame *write_frame(const struct encoded *e, char *dir, size_t dirlen,
  * the median per-chunk times and ratios, the share of blocks the workers
  * decoded, the process CPU time per chunk of the in-memory ways (all
  * rounds: what sharing costs in hand-overs and wake-ups), and the floor
- * (JOB_PAIR, run right after each 1T decode). */
+ * (JOB_PAIR, run right after each 1T decode).  Every output buffer is
+ * evicted from the CPU caches before its decode (unless --warm-out): the
+ * engine decodes a chunk that is not cached into a slot it reuses after
+ * evicting the least recently used chunk, whose bytes no core holds any
+ * more; a buffer just written by the caller would make the shared decode
+ * pay for moving half of it to the other core. */
 static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
                         const struct filtcfg *fc, const struct opts *o,
                         uint8_t *out) {
@@ -535,7 +554,7 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
    * that do not slow each other down (shared caches, memory bandwidth, a
    * hypervisor's siblings do). */
   double *tpair = xmalloc(nc * sizeof *tpair), *flo = xmalloc(nc * sizeof *flo);
-  struct job pair = {.kind = JOB_PAIR, .e = &e, .out = out,
+  struct job pair = {.kind = JOB_PAIR, .e = &e, .out = out, .cold_out = !o->warm_out,
                      .out2 = xmalloc((size_t)(team.n > 1 ? team.n - 1 : 1) * CHUNK)};
   double cpu1 = 0, cpup = 0, helped = 0, blocks = 0;
   for (size_t i = 0; i < nc; i++) t1[i] = tp[i] = r1[i] = rp[i] = tpair[i] = 1e30;
@@ -548,6 +567,7 @@ static void run_latency(const struct dataset *ds, const struct codeccfg *cc,
       for (int k = 0; k < 4; k++) {
         int way = (k + r) % 4, par = way & 1, cold = way >> 1;
         if (r < 4) memset(dst, 0xA5, nb);
+        if (!o->warm_out) flush_lines(dst, nb);
         long h0 = atomic_load(&b2_chunk_par_helped);
         double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = now();
         int rc = cold  ? b2_frame_decode_chunk_par(fr, (int64_t)i, dst, nb, par ? par_pool : NULL)
@@ -775,7 +795,7 @@ static void usage(void) {
   fputs("usage: bench_decode [--mib N] [--runs N] [--threads N] [--reads N]\n"
         "                    [--data signal|text] [--codec NAME]\n"
         "                    [--filter NAME] [--tsv] [--verbose] [--cpu-clock]\n"
-        "                    [--latency]\n"
+        "                    [--latency [--warm-out]]\n"
         "       bench_decode [--runs N] --frame PATH...\n",
         stderr);
   exit(2);
@@ -790,6 +810,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--verbose")) { o.verbose = 1; continue; }
     if (!strcmp(a, "--cpu-clock")) { cpu_clock = 1; continue; }
     if (!strcmp(a, "--latency")) { o.latency = 1; continue; }
+    if (!strcmp(a, "--warm-out")) { o.warm_out = 1; continue; }
     if (!strcmp(a, "--frame")) {
       if (i + 1 >= argc) usage();
       frame_mode(argv + i + 1, argc - i - 1, o.runs);
