@@ -110,8 +110,9 @@ int b2_chunk_decode_par(const void *chunk, size_t len, void *dst,
  * shared, one sleeping worker of `pool` is woken now to wait for its
  * blocks, so that its wake-up overlaps the read instead of delaying the
  * decode (and is sent back to sleep by that decode if the chunk turns out
- * not to be shared). */
-void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes);
+ * not to be shared).  1 when a worker was woken (it may also share the
+ * read: b2_io_pread_par), else 0. */
+int b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes);
 
 /* Partial decode: fill dst with bytes [offset, offset+n) of the decoded
  * chunk, decoding only the blocks that cover that range (plus the first

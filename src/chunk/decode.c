@@ -599,8 +599,9 @@ long b2_chunk_par_prepare_us = 400;
  * next b2_chunk_decode_par has not used or sent back yet. */
 static _Thread_local int tl_prewoke;
 
-void b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes) {
+int b2_chunk_par_prepare(struct b2_pool *pool, int32_t nbytes) {
   tl_prewoke = pool && nbytes >= b2_chunk_par_min && b2_pool_prewake(pool, b2_chunk_par_prepare_us);
+  return tl_prewoke;
 }
 
 struct par {

@@ -16,7 +16,11 @@
 #include <linux/openat2.h>
 #endif
 
+#include <pthread.h>
+
 #include "b2_error.h"
+#include "common/pool.h"
+#include "common/util.h"
 
 /* ---- fault injection and recording (test flavour only) ------------------ */
 #ifdef B2_FAULT_INJECTION
@@ -352,6 +356,63 @@ int b2_io_open_parent(const char *path, const char **base) {
 }
 
 /* ---- reads ---------------------------------------------------------------- */
+
+_Atomic long b2_io_par_shared;
+
+struct pread_part {
+  int fd;
+  uint8_t *buf;
+  size_t n;
+  int64_t off;
+  long linger_us;
+  pthread_t caller;    /* the thread that queued it (no linger there) */
+  int rc;
+  char detail[256];    /* b2_last_detail of a failure, on its thread */
+};
+
+static void pread_job(void *arg) {
+  struct pread_part *h = arg;
+  h->rc = b2_io_pread(h->fd, h->buf, h->n, h->off);
+  if (h->rc < 0) snprintf(h->detail, sizeof h->detail, "%s", b2_last_detail());
+  if (!pthread_equal(pthread_self(), h->caller)) b2_pool_linger(h->linger_us);
+}
+
+int b2_io_pread_par(int fd, void *buf, size_t n, int64_t off, struct b2_pool *pool,
+                    long linger_us) {
+  if (!pool || n < 2 * B2_IO_PAR_PIECE || off < 0) return b2_io_pread(fd, buf, n, off);
+  uint8_t *p = buf;
+  size_t done = 0, end = n;
+  struct pread_part h = {.fd = fd, .linger_us = linger_us, .caller = pthread_self()};
+  b2_pool_group g = B2_POOL_GROUP_INIT;
+  int shared = 0, rc = 0;
+  /* In pieces until the worker polls; then the rest of this thread's part
+   * in one read. */
+  while (done < end && rc == 0) {
+    size_t left = end - done;
+    if (!shared && left >= 2 * B2_IO_PAR_PIECE && b2_pool_polling(pool) > 0) {
+      /* The worker's part starts on a page of the file. */
+      int64_t at = (off + (int64_t)(done + left / 2)) & ~(int64_t)4095;
+      size_t split = (size_t)(at - off);
+      if (split > done && split < end) {
+        h.buf = p + split;
+        h.n = end - split;
+        h.off = at;
+        shared = b2_pool_try_submit(pool, pread_job, &h, &g) == 0;
+        if (shared) {
+          end = split;
+          atomic_fetch_add(&b2_io_par_shared, 1);
+        }
+      }
+    }
+    size_t k = shared ? end - done : B2_MIN(B2_IO_PAR_PIECE, end - done);
+    rc = b2_io_pread(fd, p + done, k, off + (int64_t)done);
+    done += k;
+  }
+  if (shared) b2_pool_wait_poll(pool, &g, 300); /* runs it here if no worker took it */
+  if (rc < 0) return rc;
+  if (shared && h.rc < 0) return b2_fail(h.rc, "%s", h.detail);
+  return 0;
+}
 
 int b2_io_pread(int fd, void *buf, size_t n, int64_t off) {
   uint8_t *p = buf;

@@ -38,6 +38,21 @@ int b2_io_pwrite(int fd, const void *buf, size_t n, int64_t off);
  * if the file ends first, the errno's code on an error. */
 int b2_io_pread(int fd, void *buf, size_t n, int64_t off);
 
+/* b2_io_pread of a large read shared with a worker of `pool` woken
+ * beforehand (b2_pool_prewake): the read goes in pieces of
+ * B2_IO_PAR_PIECE bytes, and once that worker polls for a job, it reads
+ * the second half of what is left, then polls on for `linger_us`
+ * microseconds for the job the caller queues next (the decode of what was
+ * read).  Copying from the page cache goes at one core's pace, so the
+ * worker's share comes off the time the read takes.  With pool NULL, or
+ * no worker polling before the end, a plain b2_io_pread.  The same
+ * results and error codes. */
+#define B2_IO_PAR_PIECE ((size_t)64 << 10)
+extern _Atomic long b2_io_par_shared; /* reads shared so far (for tests) */
+struct b2_pool;
+int b2_io_pread_par(int fd, void *buf, size_t n, int64_t off, struct b2_pool *pool,
+                    long linger_us);
+
 int b2_io_fsync(int fd);
 int b2_io_fdatasync(int fd);
 int b2_io_ftruncate(int fd, int64_t len);

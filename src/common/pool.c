@@ -43,6 +43,9 @@ struct b2_pool {
 
 /* The pool whose worker runs on this thread (NULL elsewhere). */
 static _Thread_local b2_pool *tl_pool;
+/* Asked by the job running on this worker (b2_pool_linger): poll this
+ * long for the next job before sleeping. */
+static _Thread_local long tl_linger_ns;
 
 /* Called with p->mu held after a job of group g finished. */
 static void job_done(b2_pool *p, b2_pool_group *g) {
@@ -112,9 +115,18 @@ static void *worker(void *arg) {
     b2_pool_group *g = j->g;
     slot_free(p, j);
     pthread_mutex_unlock(&p->mu);
+    tl_linger_ns = 0;
     fn(a);
     pthread_mutex_lock(&p->mu);
     job_done(p, g);
+    if (tl_linger_ns > 0 && !p->head && !p->stop) { /* counted as polling */
+      p->spinning++;
+      unsigned seen = atomic_load_explicit(&p->posted, memory_order_relaxed);
+      pthread_mutex_unlock(&p->mu);
+      poll_change(&p->posted, seen, b2_now_ns() + (uint64_t)tl_linger_ns);
+      pthread_mutex_lock(&p->mu);
+      p->spinning--;
+    }
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -286,6 +298,18 @@ int b2_pool_idle(b2_pool *p) {
   int n = p->head || p->stop ? 0 : p->idle + p->spinning;
   pthread_mutex_unlock(&p->mu);
   return n;
+}
+
+int b2_pool_polling(b2_pool *p) {
+  if (!p) return 0;
+  pthread_mutex_lock(&p->mu);
+  int n = p->head || p->stop ? 0 : p->spinning;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+void b2_pool_linger(long usec) {
+  if (tl_pool) tl_linger_ns = usec > 0 ? usec * 1000 : 0;
 }
 
 void b2_pool_prewake_cancel(b2_pool *p) {

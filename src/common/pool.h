@@ -77,6 +77,14 @@ int b2_pool_idle(b2_pool *p);
  * 1 when a worker was asked, else 0. */
 int b2_pool_prewake(b2_pool *p, long usec);
 
+/* Workers polling for a job right now (pre-woken or lingering): a job
+ * queued now starts within microseconds.  A hint, as b2_pool_idle. */
+int b2_pool_polling(b2_pool *p);
+/* Called by a job running on a worker: when it ends, that worker polls
+ * for the next job for up to `usec` microseconds before sleeping, as a
+ * pre-woken one does (for a job its caller follows with another at
+ * once).  Outside a worker, nothing. */
+void b2_pool_linger(long usec);
 /* The job a pre-wake was for will not come: a worker asked to poll, or
  * polling, goes back to sleep now. */
 void b2_pool_prewake_cancel(b2_pool *p);

@@ -39,7 +39,7 @@ static int check_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b) {
   int64_t e = b2_frame_entry(f, i);
   if (b2_frame_entry_kind(e) != B2_SPECIAL_NONE) return 0;
   size_t len;
-  int rc = b2_frame_load_chunk(f, i, b, &len);
+  int rc = b2_frame_load_chunk(f, i, b, &len, NULL);
   if (rc < 0) return rc;
   b2_chunk_info ci;
   rc = b2_chunk_parse(b->p, len, &ci);

@@ -287,7 +287,7 @@ int b2_frame_csum_fill(b2_frame *f, int64_t budget) {
     size_t len;
     /* The writer mutex is held: nothing changes the entry meanwhile. */
     b2_frame_rdlock(f);
-    int rc = b2_frame_load_chunk(f, i, &b, &len);
+    int rc = b2_frame_load_chunk(f, i, &b, &len, NULL);
     b2_frame_rdunlock(f);
     if (rc == B2_E_NOMEM) {
       free(b.p);

@@ -322,6 +322,13 @@ int b2_frame_lock_holder(int fd, char *out, size_t cap);
 #define B2_FRAME_IMAGE_MAX ((int64_t)128 << 10)
 int b2_frame_fpread(const b2_frame *f, int fd, void *buf, size_t n,
                     int64_t off, int last);
+/* The same, a large read shared with the worker of `pool` (may be NULL)
+ * woken for the chunk's decode (b2_io_pread_par), which then waits
+ * B2_FRAME_PAR_LINGER_US for that decode. */
+#define B2_FRAME_PAR_LINGER_US 200
+struct b2_pool;
+int b2_frame_fpread_par(const b2_frame *f, int fd, void *buf, size_t n, int64_t off,
+                        int last, struct b2_pool *pool);
 /* At open: read a small frame file whole into f->image (no-op otherwise;
  * failures only mean no image). */
 void b2_frame_image_load(b2_frame *f);
@@ -451,16 +458,19 @@ typedef struct b2_chunkbuf {
 
 /* Load the stored bytes of chunk i into b (special entries are
  * synthesized); *len gets the chunk size.  The chunk's header is checked
- * against the bytes left in its file and against the frame geometry. */
+ * against the bytes left in its file and against the frame geometry.
+ * `pool` (may be NULL): its worker woken for the decode reads part of a
+ * large chunk (b2_frame_fpread_par). */
 int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
-                        size_t *len);
+                        size_t *len, struct b2_pool *pool);
 
 /* Read the chunk stored at `pos` of `fd`, with `limit` the end of the bytes
  * it may occupy, into b; checks sizes before reading.  f (may be NULL):
  * the frame whose file fd is, for its image (`last` as in
- * b2_frame_fpread). */
+ * b2_frame_fpread); pool as in b2_frame_load_chunk. */
 int b2_frame_read_stored(const b2_frame *f, int fd, int64_t pos, int64_t limit,
-                         b2_chunkbuf *b, size_t *len, int32_t *nbytes, int last);
+                         b2_chunkbuf *b, size_t *len, int32_t *nbytes, int last,
+                         struct b2_pool *pool);
 
 /* ---- checksums (checksum.c) ------------------------------------------ */
 

@@ -158,7 +158,7 @@ int b2_frame_load_index(b2_frame *f) {
   int32_t inb;
   int rc = b2_frame_read_stored(f, f->fd, f->base + f->index_pos,
                                 f->base + f->trailer_pos, &b, &len,
-                                &inb, 0);
+                                &inb, 0, NULL);
   if (rc < 0) {
     free(b.p);
     return b2_context(rc, "index chunk");

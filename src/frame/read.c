@@ -120,14 +120,16 @@ static int read_head(const chunk_loc *l, b2_chunkbuf *b, size_t *have, int32_t *
 }
 
 int b2_frame_read_stored(const b2_frame *f, int fd, int64_t pos, int64_t limit,
-                         b2_chunkbuf *b, size_t *len, int32_t *nbytes, int last) {
+                         b2_chunkbuf *b, size_t *len, int32_t *nbytes, int last,
+                         struct b2_pool *pool) {
   chunk_loc l = {.f = f, .fd = fd, .owned = 0, .pos = pos, .limit = limit};
   size_t have;
   int32_t cb;
   int rc = read_head(&l, b, &have, nbytes, &cb);
   if (rc < 0) return rc;
   if ((size_t)cb > have) {
-    rc = b2_frame_fpread(f, fd, b->p + have, (size_t)cb - have, pos + (int64_t)have, last);
+    rc = b2_frame_fpread_par(f, fd, b->p + have, (size_t)cb - have, pos + (int64_t)have, last,
+                             pool);
     if (rc < 0) return rc;
   }
   *len = (size_t)cb;
@@ -158,7 +160,7 @@ static int synth_typesize(const b2_frame *f) {
 
 /* Callers hold the read lock of a writable frame. */
 int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
-                        size_t *len) {
+                        size_t *len, struct b2_pool *pool) {
   int rc = check_index(f, i);
   if (rc < 0) return rc;
   int64_t entry = b2_frame_entry(f, i);
@@ -186,7 +188,7 @@ int b2_frame_load_chunk(const b2_frame *f, int64_t i, b2_chunkbuf *b,
   int file = 0;
   if (rc == 0) {
     rc = b2_frame_read_stored(f, l.fd, l.pos, l.limit, b, len, &nb,
-                              f->info.nchunks == 1);
+                              f->info.nchunks == 1, pool);
     file = l.owned && b2_frame_csum_active(f, i) && fstat(l.fd, &after) == 0;
     release(&l);
   }
@@ -255,7 +257,7 @@ int b2_frame_read_chunk_into(b2_frame *f, int64_t i, uint8_t *(*alloc)(size_t n)
   b2_chunkbuf b = {.alloc = alloc, .release = alloc ? give_back : NULL};
   size_t n;
   b2_frame_rdlock(f);
-  int rc = b2_frame_load_chunk(f, i, &b, &n);
+  int rc = b2_frame_load_chunk(f, i, &b, &n, NULL);
   b2_frame_rdunlock(f);
   if (rc == 0) {
     b2_chunk_info ci;
@@ -330,9 +332,10 @@ int b2_frame_decode_chunk_par(b2_frame *f, int64_t i, void *dst,
     rc = b2_fail(B2_E_INVAL, "chunk %lld: %zu-byte buffer for %d bytes",
                  (long long)i, dstcap, expect);
   size_t n = 0;
+  int woke = 0; /* a worker wakes while we read, and may read part of it */
   if (rc == 0 && pool && b2_frame_entry_kind(b2_frame_entry(f, i)) == B2_SPECIAL_NONE)
-    b2_chunk_par_prepare(pool, expect); /* a worker wakes while we read */
-  if (rc == 0) rc = b2_frame_load_chunk(f, i, b, &n);
+    woke = b2_chunk_par_prepare(pool, expect);
+  if (rc == 0) rc = b2_frame_load_chunk(f, i, b, &n, woke ? pool : NULL);
   b2_frame_rdunlock(f);
   if (rc == 0) {
     rc = b2_chunk_decode_par(b->p, n, dst, dstcap, pool, b2_frame_geom(f));
@@ -370,7 +373,7 @@ int b2_frame_decode_range(b2_frame *f, int64_t i, size_t offset, size_t n,
   size_t len = 0;
   b2_frame_rdlock(f);
   int rc = range_ok(f, i, offset, n, dst);
-  if (rc == 0 && n > 0) rc = b2_frame_load_chunk(f, i, b, &len);
+  if (rc == 0 && n > 0) rc = b2_frame_load_chunk(f, i, b, &len, NULL);
   b2_frame_rdunlock(f);
   if (rc == 0 && n > 0) {
     rc = b2_chunk_decode_range(b->p, len, offset, n, dst, b2_frame_geom(f));

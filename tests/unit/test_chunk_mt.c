@@ -8,18 +8,21 @@
  * workers really decoded blocks.  Also built and run under ThreadSanitizer
  * (build/tsan). */
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "b2_chunk.h"
 #include "b2_codec.h"
 #include "b2_error.h"
 #include "b2_frame.h"
 #include "chunk/chunk_internal.h"
+#include "common/fileio.h" /* b2_io_pread_par */
 #include "common/util.h" /* b2_le32 */
 #include "common/pool.h"
 #include "t.h"
@@ -302,6 +305,69 @@ static void test_par_damaged(void) {
   par_damaged(1);
 }
 
+/* ---- a read shared with the worker woken for the decode ---------------------- */
+
+/* Wake a worker and wait until it polls: the next b2_io_pread_par shares. */
+static int woken_polling(void) {
+  /* A worker still polling after the last shared read stops first. */
+  b2_pool_prewake_cancel(pool);
+  for (int k = 0; k < 2000 && b2_pool_polling(pool) > 0; k++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  settle();
+  if (!b2_pool_prewake(pool, 2000000)) return 0;
+  for (int k = 0; k < 2000 && b2_pool_polling(pool) == 0; k++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return b2_pool_polling(pool) > 0;
+}
+
+static void test_par_read_split(void) {
+  const char *t = getenv("TMPDIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/b2fs-readsplit-XXXXXX", t && *t ? t : "/tmp");
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  unlink(path);
+  size_t n = (3 << 20) + 12345;
+  uint8_t *src = malloc(n), *got = malloc(n + 1);
+  fill(src, n, 2);
+  CHECK_EQ(b2_io_pwrite(fd, src, n, 0), 0);
+  /* Reads at odd offsets and lengths, every one shared: the same bytes. */
+  static const size_t offs[] = {0, 1, 4095, 777777, 1 << 20};
+  for (int k = 0; k < 5; k++) {
+    size_t off = offs[k], len = n - off - (size_t)k * 1111;
+    long before = atomic_load(&b2_io_par_shared);
+    CHECK(woken_polling());
+    memset(got, 0xEE, n + 1);
+    CHECK_EQ(b2_io_pread_par(fd, got, len, (int64_t)off, pool, 1000), 0);
+    CHECK_EQ(memcmp(got, src + off, len), 0);
+    CHECK_EQ(got[len], 0xEE); /* nothing written past the read */
+    CHECK_EQ(atomic_load(&b2_io_par_shared), before + 1);
+  }
+  /* The file ends inside the worker's part: the one-thread read's error. */
+  long before = atomic_load(&b2_io_par_shared);
+  CHECK(woken_polling());
+  int rc = b2_io_pread_par(fd, got, n, 4096, pool, 1000);
+  CHECK_EQ(rc, B2_E_TRUNCATED);
+  CHECK(strstr(b2_last_detail(), "file ends at") != NULL);
+  CHECK_EQ(atomic_load(&b2_io_par_shared), before + 1);
+  /* No pool, or a read too small to share: a plain read. */
+  before = atomic_load(&b2_io_par_shared);
+  CHECK_EQ(b2_io_pread_par(fd, got, n, 0, NULL, 0), 0);
+  CHECK_EQ(memcmp(got, src, n), 0);
+  CHECK_EQ(b2_io_pread_par(fd, got, B2_IO_PAR_PIECE, 5, pool, 0), 0);
+  CHECK_EQ(memcmp(got, src + 5, B2_IO_PAR_PIECE), 0);
+  CHECK_EQ(atomic_load(&b2_io_par_shared), before);
+  b2_pool_prewake_cancel(pool);
+  close(fd);
+  free(src);
+  free(got);
+}
+
 /* ---- several callers at once --------------------------------------------------- */
 
 typedef struct {
@@ -358,6 +424,7 @@ int main(void) {
   T_RUN(test_par_fixture_chunks);
   T_RUN(test_par_damaged);
   T_RUN(test_par_callers);
+  T_RUN(test_par_read_split);
   b2_pool_destroy(pool);
   b2_chunk_thread_cleanup();
   T_END();
