@@ -14,13 +14,13 @@
 #define CAT_BUFSIZE (4u << 20)
 
 /* Bytes [off, end) of the content to fd, at its position. */
-static int copy_range(b2f_reader rd, void *ctx, int64_t off, int64_t size, const char *name,
+static int copy_range(b2f_reader rd, void *ctx, int64_t off, int64_t end, const char *name,
                       int fd) {
   char *buf = malloc(CAT_BUFSIZE);
   if (!buf) return b2f_report(name, b2_fail(B2_E_NOMEM, "no memory for the output buffer"));
   int status = 0;
-  while (off < size) {
-    size_t want = size - off < CAT_BUFSIZE ? (size_t)(size - off) : CAT_BUFSIZE;
+  while (off < end) {
+    size_t want = end - off < CAT_BUFSIZE ? (size_t)(end - off) : CAT_BUFSIZE;
     ssize_t got = rd(ctx, buf, want, off);
     if (got < 0) {
       status = b2f_report(name, (int)got);
@@ -28,7 +28,7 @@ static int copy_range(b2f_reader rd, void *ctx, int64_t off, int64_t size, const
     }
     if (got == 0) {
       status = b2f_report(name, b2_fail(B2_E_TRUNCATED, "content ends at %lld of %lld bytes",
-                                        (long long)off, (long long)size));
+                                        (long long)off, (long long)end));
       break;
     }
     if (b2f_write_all(fd, buf, (size_t)got) < 0) {

@@ -29,16 +29,21 @@ void b2_frame_image_drop(b2_frame *f) {
   }
 }
 
+/* Whether a read of fd may be served from f's image. */
+static int imaged(const b2_frame *f, int fd) {
+  return f && fd == f->fd && atomic_load(&f->image);
+}
+
 int b2_frame_fpread_par(const b2_frame *f, int fd, void *buf, size_t n, int64_t off,
                         int last, struct b2_pool *pool) {
-  if (pool && !(f && fd == f->fd && atomic_load(&f->image)))
+  if (pool && !imaged(f, fd))
     return b2_io_pread_par(fd, buf, n, off, pool, B2_FRAME_PAR_LINGER_US);
   return b2_frame_fpread(f, fd, buf, n, off, last);
 }
 
 int b2_frame_fpread(const b2_frame *f, int fd, void *buf, size_t n,
                     int64_t off, int last) {
-  if (f && fd == f->fd && atomic_load(&f->image)) {
+  if (imaged(f, fd)) {
     b2_frame *m = (b2_frame *)f; /* the image is not part of what the
                                     frame says: freeing it changes nothing */
     int64_t rel = off - f->base;
