@@ -11,7 +11,8 @@
 #      --c-order` gives the items; after a remount numpy.load gives them;
 #      python-blosc2 (when installed) opens an NDArray with the same shape,
 #      dtype and values.
-#   2. Fortran order, object arrays, damaged headers and 17 dimensions stay plain frames
+#   2. Fortran order, object arrays, damaged headers, 17 dimensions and items
+#      larger than a block can be stay plain frames
 #      (one log line each) holding the bytes written.
 #   3. A fixture array copied into SOURCE, edited through memmap r+, holds
 #      exactly the edit; rows added and removed by truncate; header writes
@@ -131,13 +132,22 @@ np.save(f"{ref}/object.npy", np.array([1, "a", None], dtype=object), allow_pickl
 good = open(f"{ref}/f2.npy", "rb").read()
 open(f"{ref}/damaged.npy", "wb").write(good[:10] + b"{'descr': <f2'" + good[24:])
 np.save(f"{ref}/dims17.npy", np.arange(2.).reshape((2,) + (1,) * 16))
-for n in ("fortran", "object", "damaged", "dims17"):
+# items of 2 GB: larger than any block the format holds (a file cut short,
+# as no one writes 6 GB for this); it once held up every later writer
+h = b"{'descr': '|V2000000000', 'fortran_order': False, 'shape': (3,), }"
+h += b" " * ((64 - (10 + len(h) + 1) % 64) % 64) + b"\n"
+open(f"{ref}/hugeitem.npy", "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + b"x" * 100)
+for n in ("hugeitem", "fortran", "object", "damaged", "dims17"):
     open(f"{mnt}/{n}.npy", "wb").write(open(f"{ref}/{n}.npy", "rb").read())
     if open(f"{mnt}/{n}.npy", "rb").read() != open(f"{ref}/{n}.npy", "rb").read():
         print("differs:", n); sys.exit(1)
+a = np.arange(5000.)
+np.save(f"{mnt}/after_plain.npy", a)
+if not np.array_equal(np.load(f"{mnt}/after_plain.npy"), a):
+    print("an array saved after them differs"); sys.exit(1)
 PY
 then ok npy_plain_fallback_bytes; else nok npy_plain_fallback_bytes "$(tail -3 "$TMP/plain.out")"; fi
-for n in fortran object damaged dims17; do
+for n in fortran object damaged dims17 hugeitem; do
   # the plain frame a plain NAME.npy gets: NAME.npy.b2frame, no NAME.b2nd left
   if "$B2F" info "$SRC/$n.npy.b2frame" 2>/dev/null | grep -q '^metalayers *-' &&
      [ ! -e "$SRC/$n.b2nd" ] &&

@@ -42,6 +42,9 @@ int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
 int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp, b2_frame_meta_init *mi,
                          uint8_t **meta) {
   size_t len;
+  if (a->chunk_nbytes > B2_CHUNK_MAXSIZE)
+    return b2_fail(B2_E_LIMIT, "chunks of %lld bytes (the format holds at most %d)",
+                   (long long)a->chunk_nbytes, B2_CHUNK_MAXSIZE);
   b2_b2nd_cparams(a, &fp->cparams);
   int rc = b2_cparams_check(&fp->cparams); /* the codec and filters take these items, blocks */
   if (rc < 0) return rc;

@@ -31,6 +31,9 @@ int b2_cparams_lossy_blocks(const b2_cparams *p) {
 
 int b2_cparams_check(const b2_cparams *p) {
   const b2_chunk_geom *g = &p->geom;
+  if (p->blocksize > B2_MAX_BLOCKSIZE)
+    return b2_fail(B2_E_INVAL, "blocks of %d bytes (the format holds at most %d)", p->blocksize,
+                   B2_MAX_BLOCKSIZE);
   size_t nbytes = p->blocksize > 0 ? (size_t)p->blocksize : 0;
   int rc = b2_codec_check(p->codec, p->codec_meta, p->typesize, g->ndim, g->blockshape, nbytes);
   for (int i = 0; rc == 0 && i < B2_MAX_FILTERS; i++) {

@@ -469,6 +469,9 @@ static int replay(b2_file *f, held *h, size_t from, int array) {
     rc = w < 0 ? (int)w : 0;
     s = e;
   }
+  /* The writer was told they were written: its flushes say they are not. */
+  int none = 0;
+  if (rc < 0) atomic_compare_exchange_strong(&f->lost, &none, rc);
   free(h->buf);
   free(h->set);
   return rc;
@@ -557,17 +560,14 @@ static int to_plain(b2_file *f) {
   return rc;
 }
 
-/* The header of hl bytes describes array a (taken over): create it. */
-static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
-  b2_frame_params p = f->newp;
-  b2_frame_meta_init mi;
-  uint8_t *meta = NULL;
+/* The header of hl bytes describes array a (taken over), to be stored
+ * with frame parameters p: create it. */
+static int to_array(b2_file *f, b2_b2nd *a, size_t hl, const b2_frame_params *p) {
   char *npy = malloc(hl);
-  int rc = npy ? b2_b2nd_frame_params(a, &p, &mi, &meta) : b2_fail(B2_E_NOMEM, "no memory");
   /* Sized before it is committed: a b2nd on disk always has the chunks
    * its shape needs (zero chunks until written). */
-  if (rc == 0) rc = b2_file_recreate(f, &p, a->nchunks * a->chunk_nbytes);
-  free(meta);
+  int rc = npy ? b2_file_recreate(f, p, a->nchunks * a->chunk_nbytes)
+               : b2_fail(B2_E_NOMEM, "no memory");
   if (rc < 0) {
     free(npy);
     b2_b2nd_free(a);
@@ -596,7 +596,7 @@ static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
     snprintf(f->note, sizeof f->note, "%s: bytes written before its .npy header was complete "
              "could not be stored: %s", f->path, b2_last_detail());
   b2_file_touched(f);
-  return 0;
+  return rc;
 }
 
 /* Decide what a new .npy file becomes once its header is complete (or
@@ -630,7 +630,18 @@ static int settle(b2_file *f, int final) {
                  (long long)(got - (int64_t)hl - b2_b2nd_nbytes(&a)));
     b2_b2nd_free(&a);
   }
-  if (rc == 0) return to_array(f, &a, hl);
+  /* Items or chunks too large for the format's blocks and chunks: no
+   * array can store them either. */
+  b2_frame_params p = f->newp;
+  b2_frame_meta_init mi;
+  uint8_t *meta = NULL;
+  if (rc == 0 && (rc = b2_b2nd_frame_params(&a, &p, &mi, &meta)) < 0) b2_b2nd_free(&a);
+  if (rc == 0) {
+    rc = to_array(f, &a, hl, &p);
+    free(meta);
+    return rc;
+  }
+  free(meta);
   snprintf(f->note, sizeof f->note, "%s: stored as a plain frame, not a b2nd array: %s", f->path,
            rc == B2_E_TRUNCATED ? "the .npy header is incomplete"
                                 : b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));

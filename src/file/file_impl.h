@@ -145,6 +145,9 @@ struct b2_file {
   int32_t want_cs[B2_B2ND_MAXDIM], want_bs[B2_B2ND_MAXDIM];
   char note[256];             /* what became of a new .npy file, for a log
                                  line (b2_file_take_note) */
+  atomic_int lost;            /* bytes held for a new .npy file could not
+                                 be stored (the error): every flush of the
+                                 handle reports it */
   atomic_uint_fast64_t recreations; /* frames created anew at path */
 };
 

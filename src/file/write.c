@@ -352,6 +352,10 @@ static int commit_all(b2_file *f, int last, const struct timespec *t) {
   int rc = b2_file_asettle(f);
   if (rc == 0 && last) rc = b2_file_ashort(f);
   if (rc == 0) rc = flush_locked(f, t); /* what is written and the time: one commit */
+  int lost = atomic_load(&f->lost);
+  if (rc == 0 && lost)
+    rc = b2_fail(lost, "%s: bytes written before its .npy header was complete were not stored",
+                 f->path);
   pthread_mutex_unlock(&f->wmu);
   return rc;
 }

@@ -5,8 +5,10 @@
  * shadow, resize by whole rows, refuse header changes and other sizes,
  * and keep all of it across reopening.
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -193,6 +195,117 @@ static void test_new_npy_fallback(void) {
   free(good);
   free(npy);
   b2_env_destroy(env);
+}
+
+/* A .npy header no array can store (items larger than the largest block
+ * the format allows): the bytes written are kept as a plain frame, the
+ * close succeeds, and nothing of it stays behind to hold up other
+ * writers (one such file used to leave its unwritable chunk counted as
+ * dirty, and the next new .npy lost its items with no error). */
+static void test_new_npy_unencodable(void) {
+  b2_env *env;
+  CHECK_EQ(b2_env_create(NULL, &env), 0);
+  static const char *descrs[] = {"|V2000000000", "|V600000000", "<U200000000"};
+  for (size_t i = 0; i < sizeof descrs / sizeof *descrs; i++) {
+    char hdr[256];
+    int k = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (3,), }",
+                     descrs[i]);
+    size_t hl = 10 + (size_t)k + 1;
+    hl += (64 - hl % 64) % 64;
+    uint8_t buf[512];
+    memset(buf, ' ', hl);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (uint8_t)((hl - 10) & 0xff);
+    buf[9] = (uint8_t)((hl - 10) >> 8);
+    memcpy(buf + 10, hdr, (size_t)k);
+    buf[hl - 1] = '\n';
+    memset(buf + hl, 'x', 100);
+    size_t n = hl + 100;
+    char path[300], note[256];
+    snprintf(path, sizeof path, "%s/big%zu.b2nd", dir, i);
+    b2_file *f;
+    CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+    CHECK_EQ(b2_file_pwrite(f, buf, n, 0), (ssize_t)n);
+    CHECK_EQ(b2_file_take_note(f, note, sizeof note), 1);
+    CHECK(strstr(note, "the format holds at most") != NULL);
+    CHECK_EQ(b2_file_close(f), 0);
+    CHECK(view_is(env, path, B2_VIEW_NPY, buf, n));
+    CHECK(view_is(env, path, B2_VIEW_LOGICAL, buf, n));
+  }
+  /* Other writers are not held up: a new array after them keeps its items. */
+  static const int64_t s1[] = {5000};
+  size_t hl, n;
+  uint8_t *good = npy_bytes(1, s1, 8, "<f8", &hl, &n);
+  char path[300];
+  snprintf(path, sizeof path, "%s/after.b2nd", dir);
+  b2_file *f;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(stream(f, good, n), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_CORDER, good + hl, n - hl));
+  free(good);
+  b2_env_destroy(env);
+}
+
+/* Items written before their .npy header are held until it comes, then
+ * stored through the cache.  When that fails (here: the dirty limit is
+ * held by another file's chunks, which a file size limit keeps from being
+ * written back), the writer is told: the write that completed the header
+ * fails, and so does every flush and the close.  They used to be dropped
+ * with a log line only, every call succeeding and the items reading as
+ * zeros. */
+static void test_new_npy_held_lost(void) {
+  struct rlimit old;
+  CHECK_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  void (*oldsig)(int) = signal(SIGXFSZ, SIG_IGN);
+  b2_env_opts o;
+  b2_env_opts_default(&o);
+  o.cache_size = 4u << 20;
+  o.dirty_max = 1u << 20;
+  o.nthreads = 0;
+  o.idle_ms = 0;
+  b2_env *env;
+  CHECK_EQ(b2_env_create(&o, &env), 0);
+  /* Y: 3 MiB of random bytes in 256 KiB chunks, which cannot be written
+   * back past the limit of 512 KiB per file. */
+  char ypath[300], path[300];
+  snprintf(ypath, sizeof ypath, "%s/y.b2frame", dir);
+  b2_frame_params yp;
+  b2_frame_params_default(&yp);
+  yp.chunksize = 256 << 10;
+  yp.cparams.codec = B2_CODEC_LZ4;
+  b2_file *y;
+  CHECK_EQ(b2_file_create(env, ypath, &yp, &y), 0);
+  size_t yn = 3u << 20;
+  uint8_t *ybuf = malloc(yn);
+  for (size_t i = 0; i < yn; i++) ybuf[i] = (uint8_t)rnd();
+  struct rlimit lim = {512 << 10, old.rlim_max};
+  CHECK_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  for (size_t off = 0; off < yn; off += 256 << 10)
+    (void)b2_file_pwrite(y, ybuf + off, 256 << 10, (int64_t)off);
+  CHECK(b2_file_flush(y) < 0);
+  /* X: a new .npy file, its items first, then its header. */
+  static const int64_t s1[] = {40000};
+  size_t hl, n;
+  uint8_t *npy = npy_bytes(1, s1, 8, "<i8", &hl, &n);
+  snprintf(path, sizeof path, "%s/held.b2nd", dir);
+  b2_file *f;
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_pwrite(f, npy + hl, n - hl, (int64_t)hl), (ssize_t)(n - hl));
+  ssize_t w = b2_file_pwrite(f, npy, hl, 0);
+  int told = w != (ssize_t)hl;
+  CHECK(told);
+  /* Y gives up; the disk is fine again; X's items are still lost. */
+  CHECK_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  b2_file_close(y);
+  if (told) CHECK(b2_file_flush(f) < 0);
+  int crc = b2_file_close(f);
+  if (crc == 0) CHECK(view_is(env, path, B2_VIEW_NPY, npy, n)); /* else told */
+  CHECK(told || crc < 0 || view_is(env, path, B2_VIEW_NPY, npy, n));
+  b2_env_destroy(env);
+  signal(SIGXFSZ, oldsig);
+  free(npy);
+  free(ybuf);
 }
 
 /* An existing array's .npy view: random writes against a shadow, header
@@ -498,6 +611,8 @@ int main(void) {
   mkdir(dir, 0700);
   T_RUN(test_new_npy_streamed);
   T_RUN(test_new_npy_fallback);
+  T_RUN(test_new_npy_unencodable);
+  T_RUN(test_new_npy_held_lost);
   T_RUN(test_new_npy_slow_header);
   T_RUN(test_new_npy_one_write);
   T_RUN(test_edit_array);
