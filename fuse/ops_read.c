@@ -308,7 +308,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   int err = !buf ? ENOMEM : !f ? EIO : 0;
   if (err) /* the kernel ends a read at a failed page: name it */
     b2fs_frame_log(in, use, "read", b2_fail(B2_E_IO, !buf ? "no buffer" : "the handle has no file"));
-  int tries = 0, stale = 0;
+  int tries = 0, stale = 0, shortcheck = 0;
   b2_file_pin pin = {0};
 again:
   if (!err && !use->writable) {
@@ -338,7 +338,21 @@ again:
   /* Another program changed the frame under the reference library's
    * locking (its bytes may have moved): read the whole request again from
    * the frame as it is now, so that it shows one committed state. */
-  if (err == ESTALE && stale++ < 8) {
+  int reread = err == ESTALE && stale++ < 8;
+  /* A short reply is the end of the file to the kernel, which fills the
+   * rest of the pages asked for with zeros and keeps them as the file's
+   * content when another answer about the size came in meanwhile.  From a
+   * version the source no longer holds (replaced or rewritten behind the
+   * mount while this handle was open), its end is not the one the kernel
+   * knows: read the request again from the frame as it is now. */
+  if (!reread && !err && done < want && !use->writable && !shortcheck++) {
+    b2fs_handle *cur;
+    if (b2fs_frame_peek(in, &cur) == 0) {
+      reread = cur != use;
+      b2fs_frame_release(in, cur);
+    }
+  }
+  if (reread) {
     b2_file_unpin(&pin);
     memset(&pin, 0, sizeof pin);
     b2fs_unuse(use);
