@@ -174,6 +174,10 @@ typedef struct b2fs_inode {
   int kopen;                     /* frames: files the kernel has open of
                                     it (b2fs_frame_kopen), its reads the
                                     only ones that may lock its pages */
+  _Atomic int rel_due;           /* the last close of a writer whose view
+                                    changes size at its release (a .npy
+                                    header spelled otherwise): opens and
+                                    stats wait for that release */
   int open_valid;                /* open_sig holds the last open's sig */
   b2fs_sig open_sig;
   struct timespec wtime;         /* last change through the mount while
@@ -445,6 +449,16 @@ void b2fs_wreg_del(b2fs_inode *in);
 b2fs_inode **b2fs_wreg_pinned(size_t *n);
 /* The close of a writable handle's last user (whandle.c). */
 int b2fs_wclose(b2fs_inode *in, b2fs_handle *h);
+/* A flush (close(2)) of writable handle h: when it is the kernel's only
+ * open of the frame and its release will change the view's size, later
+ * opens and stats wait for that release (b2fs_frame_await_release), so
+ * that no reader sees the size from before it once close(2) returned. */
+void b2fs_frame_flushed(b2fs_inode *in, b2fs_handle *h);
+/* Wait (at most 100 ms: a dup of the descriptor keeps the file open) for
+ * the release b2fs_frame_flushed announced; the kernel's release of a
+ * frame's open ends it (b2fs_frame_released). */
+void b2fs_frame_await_release(b2fs_inode *in);
+void b2fs_frame_released(b2fs_inode *in);
 
 /* Most unused frame handles kept open for later opens. */
 void b2fs_frame_set_idle_max(int n);

@@ -104,7 +104,9 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)fi;
   struct stat st;
-  int rc = b2fs_stat(b2fs_inode_get(ino), &st);
+  b2fs_inode *in = b2fs_inode_get(ino);
+  b2fs_frame_await_release(in);
+  int rc = b2fs_stat(in, &st);
   if (rc < 0)
     fuse_reply_err(req, -rc);
   else
@@ -182,6 +184,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   int writes = (fi->flags & O_ACCMODE) != O_RDONLY;
   b2fs_handle *h;
   int keep = 0, rc;
+  b2fs_frame_await_release(in);
   b2fs_frame_kopen(in, 1);
   if (writes || (fi->flags & O_TRUNC)) {
     rc = b2fs_frame_open_rw(in, &h, &keep);
@@ -416,8 +419,10 @@ static int commit(b2fs_inode *in, b2fs_handle *h, const char *what) {
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc = 0;
-  if (in->kind != B2_NS_PLAIN && b2fs_fh_writes(fi))
+  if (in->kind != B2_NS_PLAIN && b2fs_fh_writes(fi)) {
     rc = commit(in, b2fs_fh_handle(fi), "commit at close");
+    b2fs_frame_flushed(in, b2fs_fh_handle(fi));
+  }
   fuse_reply_err(req, -rc);
 }
 
@@ -443,6 +448,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
   else {
     b2fs_frame_release(in, b2fs_fh_handle(fi)); /* errors are logged */
     b2fs_frame_kopen(in, -1);
+    b2fs_frame_released(in);
   }
   fuse_reply_err(req, 0);
 }

@@ -469,6 +469,23 @@ void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h) { (void)release(i
 
 /* ---- closing ------------------------------------------------------------- */
 
+void b2fs_frame_flushed(b2fs_inode *in, b2fs_handle *h) {
+  pthread_mutex_lock(&in->lock);
+  int due = h->writable && in->cur == h && h->refs == 2 && in->kopen == 1; /* its own and the current one's */
+  pthread_mutex_unlock(&in->lock);
+  b2_file *f = due ? b2fs_use(h) : NULL;
+  if (f && b2_file_reopen_size(f) != b2_file_size(f)) atomic_store(&in->rel_due, 1);
+  if (f) b2fs_unuse(h);
+}
+
+void b2fs_frame_await_release(b2fs_inode *in) {
+  if (!atomic_load(&in->rel_due)) return;
+  for (int i = 0; i < 1000 && atomic_load(&in->rel_due); i++) usleep(100);
+  atomic_store(&in->rel_due, 0);
+}
+
+void b2fs_frame_released(b2fs_inode *in) { atomic_store(&in->rel_due, 0); }
+
 /* Is compaction worth it: dead bytes above `floor`, above compact_pct of
  * the bytes stored, and above compact_min or (with `small`, while open:
  * a small frame mostly dead costs little to copy) the live bytes; *dead
