@@ -471,7 +471,8 @@ void b2fs_frame_release_warmed(b2fs_inode *in, b2fs_handle *h) { (void)release(i
 
 void b2fs_frame_flushed(b2fs_inode *in, b2fs_handle *h) {
   pthread_mutex_lock(&in->lock);
-  int due = h->writable && in->cur == h && h->refs == 2 && in->kopen == 1; /* its own and the current one's */
+  /* Two users: this open and the inode's current handle itself. */
+  int due = h->writable && in->cur == h && h->refs == 2 && in->kopen == 1;
   pthread_mutex_unlock(&in->lock);
   b2_file *f = due ? b2fs_use(h) : NULL;
   if (f && b2_file_reopen_size(f) != b2_file_size(f)) atomic_store(&in->rel_due, 1);

@@ -274,11 +274,17 @@ int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
                      const int64_t *shape, const int32_t *chunkshape,
                      const int32_t *blockshape, int32_t min_side);
 
+/* Whether the format can store `a`'s blocks and chunks: B2_E_LIMIT,
+ * naming why, for blocks over B2_CHUNK_MAXBLOCK bytes (an item may be
+ * larger than that) or chunks over B2_CHUNK_MAXSIZE. */
+int b2_b2nd_storable(const b2_b2nd *a);
+
 /* Frame parameters for storing `a`: fp keeps its layout and codec
  * settings and gets the item size, block and chunk sizes and the `b2nd`
  * metalayer (described in *mi, its bytes in *meta: free them after the
- * frame is created).  Fails, naming why, when fp's codec or filters
- * cannot encode the array's items or blocks (b2_cparams_check). */
+ * frame is created).  Fails, naming why, when the format cannot hold its
+ * blocks or chunks (b2_b2nd_storable) or fp's codec or filters cannot
+ * encode the array's items or blocks (b2_cparams_check). */
 int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp,
                          b2_frame_meta_init *mi, uint8_t **meta);
 

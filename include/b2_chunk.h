@@ -23,6 +23,8 @@ extern "C" {
 #define B2_CHUNK_HEADER_EXT 32 /* Blosc2 extended header */
 #define B2_CHUNK_MAXSIZE 0x7fffffdf /* largest nbytes a chunk can hold
                                       (INT32_MAX - 32, so cbytes fits) */
+#define B2_CHUNK_MAXBLOCK 536866816 /* largest block the reference
+                                       library accepts */
 
 /* Special chunk kinds (no blocks stored). */
 enum b2_special {

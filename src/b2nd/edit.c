@@ -39,14 +39,23 @@ int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
   return rc;
 }
 
-int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp, b2_frame_meta_init *mi,
-                         uint8_t **meta) {
-  size_t len;
+int b2_b2nd_storable(const b2_b2nd *a) {
+  if (a->block_nbytes > B2_CHUNK_MAXBLOCK)
+    return b2_fail(B2_E_LIMIT, "blocks of %d bytes (the format holds at most %d)",
+                   a->block_nbytes, B2_CHUNK_MAXBLOCK);
   if (a->chunk_nbytes > B2_CHUNK_MAXSIZE)
     return b2_fail(B2_E_LIMIT, "chunks of %lld bytes (the format holds at most %d)",
                    (long long)a->chunk_nbytes, B2_CHUNK_MAXSIZE);
+  return 0;
+}
+
+int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp, b2_frame_meta_init *mi,
+                         uint8_t **meta) {
+  size_t len;
+  int rc = b2_b2nd_storable(a);
+  if (rc < 0) return rc;
   b2_b2nd_cparams(a, &fp->cparams);
-  int rc = b2_cparams_check(&fp->cparams); /* the codec and filters take these items, blocks */
+  rc = b2_cparams_check(&fp->cparams); /* the codec and filters take these items, blocks */
   if (rc < 0) return rc;
   const char *fl = b2_cparams_float_only(&fp->cparams);
   if (fl && (!a->dtype || (strcmp(a->dtype, "<f4") != 0 && strcmp(a->dtype, "<f8") != 0)))

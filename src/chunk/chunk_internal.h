@@ -43,7 +43,7 @@
 #define B2_VERSION_STABLE 5   /* what the reference writes today */
 #define B2_VERSION_VLBLOCKS 6 /* variable-length blocks */
 
-#define B2_MAX_BLOCKSIZE 536866816 /* largest block the reference accepts */
+#define B2_MAX_BLOCKSIZE B2_CHUNK_MAXBLOCK
 #define B2_MAX_DICTSIZE (32 * 1024)
 #define B2_MIN_BUFFERSIZE 32  /* smaller inputs are stored memcpy'd */
 

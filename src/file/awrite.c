@@ -560,14 +560,18 @@ static int to_plain(b2_file *f) {
   return rc;
 }
 
-/* The header of hl bytes describes array a (taken over), to be stored
- * with frame parameters p: create it. */
-static int to_array(b2_file *f, b2_b2nd *a, size_t hl, const b2_frame_params *p) {
+/* The header of hl bytes describes array a (taken over): create it (or
+ * refuse the parameters asked for, when they cannot encode its items). */
+static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
+  b2_frame_params p = f->newp;
+  b2_frame_meta_init mi;
+  uint8_t *meta = NULL;
   char *npy = malloc(hl);
+  int rc = npy ? b2_b2nd_frame_params(a, &p, &mi, &meta) : b2_fail(B2_E_NOMEM, "no memory");
   /* Sized before it is committed: a b2nd on disk always has the chunks
    * its shape needs (zero chunks until written). */
-  int rc = npy ? b2_file_recreate(f, p, a->nchunks * a->chunk_nbytes)
-               : b2_fail(B2_E_NOMEM, "no memory");
+  if (rc == 0) rc = b2_file_recreate(f, &p, a->nchunks * a->chunk_nbytes);
+  free(meta);
   if (rc < 0) {
     free(npy);
     b2_b2nd_free(a);
@@ -631,17 +635,9 @@ static int settle(b2_file *f, int final) {
     b2_b2nd_free(&a);
   }
   /* Items or chunks too large for the format's blocks and chunks: no
-   * array can store them either. */
-  b2_frame_params p = f->newp;
-  b2_frame_meta_init mi;
-  uint8_t *meta = NULL;
-  if (rc == 0 && (rc = b2_b2nd_frame_params(&a, &p, &mi, &meta)) < 0) b2_b2nd_free(&a);
-  if (rc == 0) {
-    rc = to_array(f, &a, hl, &p);
-    free(meta);
-    return rc;
-  }
-  free(meta);
+   * array can hold them. */
+  if (rc == 0 && (rc = b2_b2nd_storable(&a)) < 0) b2_b2nd_free(&a);
+  if (rc == 0) return to_array(f, &a, hl);
   snprintf(f->note, sizeof f->note, "%s: stored as a plain frame, not a b2nd array: %s", f->path,
            rc == B2_E_TRUNCATED ? "the .npy header is incomplete"
                                 : b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
