@@ -348,20 +348,19 @@ again:
    * version the source no longer holds (replaced or rewritten behind the
    * mount while this handle was open), its end is not the one the kernel
    * knows: read the request again from the frame as it is now. */
-  if (!reread && !err && done < want && !use->writable && !shortcheck++) {
-    b2fs_handle *cur;
-    if (b2fs_frame_peek(in, &cur) == 0) {
-      reread = cur != use;
-      b2fs_frame_release(in, cur);
-    }
+  b2fs_handle *now = NULL; /* the current version, when already looked up */
+  if (!reread && !err && done < want && !use->writable && !shortcheck++ &&
+      b2fs_frame_peek(in, &now) == 0 && now == use) {
+    b2fs_frame_release(in, now);
+    now = NULL;
   }
-  if (reread) {
+  if (reread || now) {
     b2_file_unpin(&pin);
     memset(&pin, 0, sizeof pin);
     b2fs_unuse(use);
     if (w) b2fs_frame_release(in, w);
-    w = NULL;
-    int rc = b2fs_frame_peek(in, &w);
+    w = now;
+    int rc = w ? 0 : b2fs_frame_peek(in, &w);
     if (rc < 0) w = NULL;
     use = w ? w : h;
     f = b2fs_use(use);
