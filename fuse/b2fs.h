@@ -19,8 +19,10 @@
 
 #define FUSE_USE_VERSION 312
 
+#include <errno.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -153,6 +155,10 @@ typedef struct b2fs_inode {
   _Atomic int hidlink;           /* doomed is one more link of a linked
                                     file (not shown in st_nlink) */
   _Atomic int gone;              /* removed or replaced through the mount */
+  _Atomic int stale;             /* renamed through the mount, and what the
+                                    new name holds is another file (a .npy
+                                    made an array): ESTALE, so that the
+                                    kernel looks the name up again */
   _Atomic int swept;             /* directory: its leftovers were removed */
   int outside;                   /* not in the table (a store's member) */
 
@@ -247,6 +253,12 @@ void b2fs_inode_forget(b2fs_inode *in, uint64_t n);
 /* The known inode of a source entry, with one lookup counted (give it back
  * with b2fs_inode_forget(in, 1)); NULL when the kernel knows none. */
 b2fs_inode *b2fs_inode_find(const struct stat *st, int kind);
+/* 1 (after replying ESTALE) when the kernel asks for an inode whose name
+ * now holds another file (`stale`): a path call then looks it up again.
+ * With `opens`, only while the kernel has none of its files open (the
+ * kernel tells no fstat of a descriptor from a stat by path; the
+ * descriptors' file is still there). */
+int b2fs_stale_reply(fuse_req_t req, b2fs_inode *in, int opens);
 /* The inode's source entry was replaced (compaction, new parameters): take
  * over O_PATH fd of the new entry (the old one is closed with the inode). */
 void b2fs_inode_rebind(b2fs_inode *in, int fd, const struct stat *st);

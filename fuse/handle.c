@@ -309,6 +309,18 @@ void b2fs_handle_store_wait(b2fs_inode *in) {
   while (atomic_load(&in->storing)) usleep(100);
 }
 
+int b2fs_stale_reply(fuse_req_t req, b2fs_inode *in, int opens) {
+  if (!atomic_load(&in->stale)) return 0;
+  if (opens) {
+    pthread_mutex_lock(&in->lock);
+    int open_now = in->kopen > 0;
+    pthread_mutex_unlock(&in->lock);
+    if (open_now) return 0;
+  }
+  fuse_reply_err(req, ESTALE);
+  return 1;
+}
+
 void b2fs_frame_kopen(b2fs_inode *in, int delta) {
   pthread_mutex_lock(&in->lock);
   in->kopen += delta;

@@ -105,6 +105,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
   (void)fi;
   struct stat st;
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (b2fs_stale_reply(req, in, 1)) return;
   b2fs_frame_await_release(in);
   int rc = b2fs_stat(in, &st);
   if (rc < 0)
@@ -166,6 +167,7 @@ static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (b2fs_stale_reply(req, in, 0)) return;
   if (in->kind == B2_NS_STORE) {
     int rc = b2fs_store_open(in, fi->flags, &fi->fh);
     if (rc < 0) {

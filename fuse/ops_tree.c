@@ -451,9 +451,6 @@ static int do_move(move *m, b2fs_inode *sin, b2fs_inode *ein, void *held) {
   return 0;
 }
 
-/* Plan and carry out the rename of what is shown as `name` in m->pfd to
- * `newname` in m->qfd, a directory of device qdev and inode qino: 0 or
- * -errno. */
 /* A writer closing at either entry of a planned move may be replacing its
  * file (a compaction): the inode found by the entry must be the one that
  * follows it.  1 when there was such a writer (then plan again). */
@@ -463,11 +460,121 @@ static int settled(const move *m) {
   return a || b;
 }
 
+/* Is the planned move that of a plain frame, one file not open for
+ * writing, to a .npy name (where a new file would be an array)?  The
+ * kernel sends the release of a file after close(2) returned, so its
+ * opens are waited for a little (at most 100 ms): a program that writes,
+ * closes and renames at once.  Readers may stay (they read the frame they
+ * opened). */
+static int npy_bound(const move *m, const char *newname) {
+  char t[B2_NS_NAME_MAX + 1];
+  if (m->kind != B2_NS_LOGICAL || (S_ISREG(m->st.st_mode) && m->st.st_nlink != 1) ||
+      b2_ns_name_target(B2_NS_NPY, ".b2nd", newname, t, sizeof t) != 0)
+    return 0;
+  b2fs_inode *in = b2fs_inode_find(&m->st, m->kind);
+  if (!in) return 1;
+  int writer = 1, open_now = 1;
+  for (int i = 0; i < 1000 && open_now; i++) {
+    if (i) usleep(100);
+    pthread_mutex_lock(&in->lock);
+    writer = in->cur && in->cur->writable;
+    open_now = in->kopen > 0;
+    pthread_mutex_unlock(&in->lock);
+  }
+  b2fs_inode_forget(in, 1);
+  return !writer;
+}
+
+/* The move planned in m of a plain frame holding a .npy file's bytes to
+ * a .npy name (npy_bound): the array a new .npy file of those bytes is,
+ * made at a hidden name (b2_ns_npy_convert), goes in under the new name
+ * and the frame is removed, as if the program had written the .npy file
+ * there (rsync and atomic savers write a temporary file, then rename it).
+ * The kernel still takes the name for the frame's inode: that inode
+ * answers ESTALE from now on, so the name is looked up again, and *stale
+ * gets it (with a reference) for the caller to tell the kernel, once it
+ * has replied, that the inode has no name (stale_notify).  1 done, 0 not
+ * done (the frame is to be renamed as it is), or -errno. */
+static int rename_npy(move *m, const char *name, const char *newname, int noreplace,
+                      dev_t pdev, ino_t pino, b2fs_inode **stale) {
+  char tmp[B2_NS_HIDDEN_MAX];
+  int c = b2_ns_npy_convert(b2fs_g.env, m->pfd, m->src, m->qfd, tmp, sizeof tmp);
+  if (c < 0)
+    b2fs_log("rename: %s: kept as plain bytes: %s", m->src,
+             b2_last_detail()[0] ? b2_last_detail() : b2_strerror(c));
+  if (c <= 0) return 0;
+  move *put = calloc(1, sizeof *put);
+  struct stat now;
+  char src[B2_NS_NAME_MAX + 1];
+  int rc = put ? 0 : -ENOMEM;
+  if (rc == 0) {
+    put->qfd = m->qfd;
+    rc = b2_ns_plan_put(put, tmp, B2_NS_NPY, newname, noreplace);
+    rc = rc < 0 ? -b2_to_errno(rc) : rc;
+  }
+  /* The frame must still be the one copied, and still unused. */
+  if (rc == 0 && (b2_ns_resolve(m->pfd, name, src, &now) != m->kind || strcmp(src, m->src) ||
+                  now.st_ino != m->st.st_ino || now.st_size != m->st.st_size ||
+                  now.st_mtim.tv_sec != m->st.st_mtim.tv_sec ||
+                  now.st_mtim.tv_nsec != m->st.st_mtim.tv_nsec || !npy_bound(m, newname)))
+    rc = 1;
+  if (rc != 0) {
+    (void)b2_ns_delete(m->qfd, tmp);
+    free(put);
+    return rc < 0 ? rc : 0;
+  }
+  b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
+  b2fs_inode *ein = put->ekind >= 0 ? b2fs_inode_find(&put->est, put->ekind) : NULL;
+  b2fs_nslock2(sin, ein);
+  int herr = 0;
+  void *held = b2fs_frame_hold(NULL, ein, &herr), *gone = NULL;
+  rc = herr ? herr : do_move(put, NULL, ein, held);
+  b2fs_frame_unhold(held);
+  if (rc == 0) {
+    if (sin) atomic_store(&sin->stale, 1);
+    int r = remove_entry(m->pfd, pdev, pino, m->src, m->kind, &m->st, sin, &gone);
+    if (r < 0) /* the array is in; the frame stays, as a crash here leaves it */
+      b2fs_log("rename: %s: made the array %s, but cannot remove it: %s", m->src,
+               put->target, strerror(-r));
+  } else {
+    (void)b2_ns_delete(m->qfd, tmp);
+  }
+  b2fs_nsunlock2(sin, ein);
+  b2fs_frame_hold_drop(held);
+  b2fs_frame_hold_drop(gone);
+  if (sin && rc == 0) *stale = sin;
+  else if (sin) b2fs_inode_forget(sin, 1);
+  if (ein) b2fs_inode_forget(ein, 1);
+  free(put);
+  return rc < 0 ? rc : 1;
+}
+
+/* After the reply to a rename that made an array (rename_npy): the kernel
+ * drops the name's tie to the frame's inode (which it then forgets at its
+ * last close, and with it the frame's file), so the name is looked up
+ * again.  Not before the reply: the kernel holds the directory until then. */
+static void stale_notify(fuse_ino_t parent, const char *name, b2fs_inode *in) {
+  if (!in) return;
+  if (b2fs_g.se)
+    (void)fuse_lowlevel_notify_delete(b2fs_g.se, parent, b2fs_inode_id(in), name, strlen(name));
+  b2fs_inode_forget(in, 1);
+}
+
+/* Plan and carry out the rename of what is shown as `name` in m->pfd, a
+ * directory of device pdev and inode pino, to `newname` in m->qfd (qdev,
+ * qino); with `arrays` (not NULL), a plain frame holding a .npy file
+ * renamed to a .npy name becomes an array (rename_npy: *arrays may get
+ * the inode for stale_notify).  0 or -errno. */
 static int rename_shown(move *m, const char *name, const char *newname, int noreplace,
-                        dev_t qdev, ino_t qino) {
+                        dev_t pdev, ino_t pino, dev_t qdev, ino_t qino, b2fs_inode **arrays) {
   int rc = b2_ns_plan_rename(m, name, newname, noreplace);
   for (int k = 0; k < 3 && rc == 0 && settled(m); k++)
     rc = b2_ns_plan_rename(m, name, newname, noreplace);
+  if (arrays && rc == 0 && npy_bound(m, newname)) {
+    int c = rename_npy(m, name, newname, noreplace, pdev, pino, arrays);
+    if (c != 0) return c < 0 ? c : 0;
+    rc = b2_ns_plan_rename(m, name, newname, noreplace);
+  }
   if (rc < 0) rc = -b2_to_errno(rc);
   if (rc >= 0 && (m->kind == B2_NS_STORE || m->ekind == B2_NS_STORE))
     rc = -EROFS; /* stores are not moved, nor replaced */
@@ -532,7 +639,7 @@ static int rename_store(fuse_req_t req, b2fs_inode *p, const char *name, b2fs_in
   if (rc >= 0) {
     m->pfd = sf.dirfd;
     m->qfd = tf.dirfd;
-    rc = rename_shown(m, from, to, noreplace, qst.st_dev, qst.st_ino);
+    rc = rename_shown(m, from, to, noreplace, 0, 0, qst.st_dev, qst.st_ino, NULL);
   }
   free(m);
   close(sf.dirfd);
@@ -617,9 +724,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
   }
   m->pfd = p->fd;
   m->qfd = q->fd;
-  rc = rename_shown(m, name, newname, noreplace, q->dev, q->ino);
+  b2fs_inode *stale = NULL;
+  rc = rename_shown(m, name, newname, noreplace, p->dev, p->ino, q->dev, q->ino, &stale);
   free(m);
   fuse_reply_err(req, -rc);
+  stale_notify(newparent, newname, stale);
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,

@@ -287,6 +287,7 @@ static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
                        int to_set, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (b2fs_stale_reply(req, in, 1)) return;
   int rc = 0;
   if (in->kind == B2_NS_STORE) { /* stores are read-only under the mount */
     fuse_reply_err(req, EROFS);

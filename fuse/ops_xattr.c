@@ -82,6 +82,7 @@ static ssize_t add_own(b2fs_inode *in, char *buf, size_t size, ssize_t n) {
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (b2fs_stale_reply(req, in, 1)) return;
   char *buf = size ? b2fs_tls_buf(size) : NULL;
   if (size && !buf) {
     fuse_reply_err(req, ENOMEM);
@@ -123,6 +124,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                         size_t size) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (b2fs_stale_reply(req, in, 1)) return;
   char *buf = size ? b2fs_tls_buf(size) : NULL;
   if (size && !buf) {
     fuse_reply_err(req, ENOMEM);
@@ -332,6 +334,7 @@ static int holds_value(b2fs_inode *in, const char *name, const char *value, size
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                         const char *value, size_t size, int flags) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (b2fs_stale_reply(req, in, 1)) return;
   int rc;
   if (in->kind == B2_NS_STORE) {
     rc = -EROFS;
@@ -363,6 +366,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  if (b2fs_stale_reply(req, in, 1)) return;
   int rc;
   if (in->kind == B2_NS_STORE) {
     rc = -EROFS;

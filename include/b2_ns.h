@@ -283,6 +283,25 @@ typedef struct b2_ns_move {
  * B2_E_NOENT, B2_E_NAMETOOLONG. */
 int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int noreplace);
 
+/* Plan the move of the engine's hidden entry `tmp` of m->qfd (m->pfd is
+ * set to it), a frame of B2_NS_* kind `kind` made there, to what is shown
+ * as `newname` in m->qfd, replacing what shows there (as
+ * b2_ns_plan_rename: its codes; carried out by b2_ns_rename). */
+int b2_ns_plan_put(b2_ns_move *m, const char *tmp, int kind, const char *newname,
+                   int noreplace);
+
+/* A plain frame whose logical content is a .npy file (a program saved it
+ * under another name and renames it to a .npy name) made into the b2nd
+ * array a new .npy file of those bytes is (b2_file_create_npy_at, the
+ * environment's parameters), at a fresh hidden name of qfd written to tmp
+ * (cap >= B2_NS_HIDDEN_MAX), with the source's modification time, owner,
+ * mode and user.* attributes, synced: then 1, and the caller renames it in
+ * (b2_ns_plan_put) and removes the source.  0 when the content is no .npy
+ * file that can be an array (nothing is left behind), or a negative code
+ * (nothing left either). */
+int b2_ns_npy_convert(b2_env *env, int pfd, const char *src, int qfd, char *tmp,
+                      size_t cap);
+
 /* Is the entry of kind `kind` with lstat st a sparse frame (a directory)? */
 int b2_ns_is_sparse(int kind, const struct stat *st);
 

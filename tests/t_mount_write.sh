@@ -834,11 +834,14 @@ mkdir "$X/.b2fs-gone-$dead-2.b2tmp"; : >"$X/.b2fs-gone-$dead-2.b2tmp/00000003.ch
 : >"$X/.x.b2frame.b2tmp"
 mkdir "$X/.y.b2frame.b2tmp"; : >"$X/.y.b2frame.b2tmp/chunks.b2frame.tmp"
 : >"$X/sub/.z.b2nd.b2tmp"; : >"$X/sub/.b2fs-gone-$dead-7.b2tmp"
+# The temporaries of an array a dead daemon was making at a hidden name
+# (a plain frame renamed to a .npy name: b2_ns_npy_convert).
+: >"$X/..b2fs-gone-$dead-4.b2tmp.b2tmp"; : >"$X/...b2fs-gone-$dead-4.b2tmp.b2tmp.b2tmp"
 # Sidecars a frame set aside was locked under (-o locking=on): one whose
 # frame is gone goes, also with its frame; one whose frame is still there
 # (a live daemon's) or that a process holds stays.
 : >"$X/.b2fs-gone-$dead-3.b2tmp.b2lock"; : >"$X/.b2fs-gone-$dead-1.b2tmp.b2lock"
-kept=".b2fs-gone-1-1.b2tmp .b2fs-gone-1-1.b2tmp.b2lock .b2fs-gone-1-9.b2tmp.b2lock .b2fs-gone-$dead-x.b2tmp .locked.b2frame.b2tmp .notes.b2tmp .w.b2frame.b2tmp .x.b2frame.b2tmp.bak b2fs-gone-$dead-1.b2tmp y.b2frame.b2tmp"
+kept="..b2fs-gone-1-4.b2tmp.b2tmp .b2fs-gone-1-1.b2tmp .b2fs-gone-1-1.b2tmp.b2lock .b2fs-gone-1-9.b2tmp.b2lock .b2fs-gone-$dead-x.b2tmp .locked.b2frame.b2tmp .notes.b2tmp .w.b2frame.b2tmp .x.b2frame.b2tmp.bak b2fs-gone-$dead-1.b2tmp y.b2frame.b2tmp"
 for n in $kept; do [ "$n" = .w.b2frame.b2tmp ] || : >"$X/$n"; done
 mkdir "$X/.w.b2frame.b2tmp"; echo mine >"$X/.w.b2frame.b2tmp/user.txt"
 ln -s /nonexistent "$X/.s.b2frame.b2tmp"; kept="$kept .s.b2frame.b2tmp"
@@ -866,7 +869,7 @@ if mount_bg leftovers "$X" "$M" "timeout=0"; then
   check leftovers_swept_at_lookup test -z "$(ls -A "$X/sub")"
   CHECK_WHY="keep: $(cat "$M/keep" 2>&1); $(cat "$X/.w.b2frame.b2tmp/user.txt" 2>&1)"
   check leftovers_others_intact test "$(cat "$M/keep")" = contig -a "$(cat "$X/.w.b2frame.b2tmp/user.txt")" = mine
-  grep -q 'removed 5 leftovers' "${LOGS[$M]}" || nok leftovers_logged "$(head -c 300 "${LOGS[$M]}")"
+  grep -q 'removed 7 leftovers' "${LOGS[$M]}" || nok leftovers_logged "$(head -c 300 "${LOGS[$M]}")"
   unmount_fg "$M" leftovers
 fi
 kill "$LOCKER" 2>/dev/null; wait "$LOCKER" 2>/dev/null

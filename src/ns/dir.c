@@ -288,6 +288,8 @@ static int changes_kind(int kind, int pfd, const char *src, const struct stat *s
   return yes && (!as_is || b2_ns_holds_data(pfd, src));
 }
 
+static int plan_at(b2_ns_move *m, const char *newname, int noreplace);
+
 int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int noreplace) {
   m->kind = b2_ns_resolve(m->pfd, name, m->src, &m->st);
   if (m->kind < 0) return m->kind;
@@ -301,6 +303,12 @@ int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int 
   /* The engine's temporary names stay invisible: nothing may move there. */
   if (b2_ns_name_hidden(m->target) || b2_ns_name_hidden(newname)) return B2_E_INVAL;
   if (changes_kind(m->kind, m->pfd, m->src, &m->st, m->target)) return B2_E_XDEV;
+  return plan_at(m, newname, noreplace);
+}
+
+/* The part of a plan past the entry moved and its target name: what
+ * newname shows in m->qfd, and whether the move may replace it. */
+static int plan_at(b2_ns_move *m, const char *newname, int noreplace) {
   m->ekind = b2_ns_resolve(m->qfd, newname, m->esrc, &m->est);
   if (m->ekind < 0 && m->ekind != B2_E_NOENT) return m->ekind;
   if (m->ekind >= 0) {
@@ -328,6 +336,18 @@ int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int 
                      {m->ekind >= 0 ? m->esrc : NULL, same_dir ? m->src : NULL},
                      m->target, is_frame ? B2_NS_FRAME : B2_NS_PRESENT};
   return b2_ns_name_check(newname, m->target, is_frame, b2_ns_overlay_probe, &o);
+}
+
+int b2_ns_plan_put(b2_ns_move *m, const char *tmp, int kind, const char *newname,
+                   int noreplace) {
+  m->pfd = m->qfd;
+  m->kind = kind;
+  if ((size_t)snprintf(m->src, sizeof m->src, "%s", tmp) >= sizeof m->src) return B2_E_INVAL;
+  if (fstatat(m->pfd, m->src, &m->st, AT_SYMLINK_NOFOLLOW) < 0) return fail_sys(errno);
+  int rc = b2_ns_name_target_fit(kind, B2_NS_NEW_SUFFIX, newname, m->target, sizeof m->target);
+  if (rc < 0) return rc;
+  if (b2_ns_name_hidden(m->target) || b2_ns_name_hidden(newname)) return B2_E_INVAL;
+  return plan_at(m, newname, noreplace);
 }
 
 int b2_ns_plan_exchange(b2_ns_move *m, const char *name, const char *newname) {

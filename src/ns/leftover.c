@@ -16,6 +16,10 @@
  *   - .b2fs-gone-PID-N.b2tmp.b2lock: the sidecar of such an entry (its
  *     writer locked it under that name), once the entry is gone and no
  *     process holds the sidecar (whoever PID is);
+ *   - ..b2fs-gone-PID-N.b2tmp.b2tmp (and ...b2fs-gone-PID-N.b2tmp.b2tmp.b2tmp):
+ *     the engine's temporaries of a hidden entry it was making (an array
+ *     made from a plain frame renamed to a .npy name), when process PID
+ *     is dead and no process holds the file's lock;
  *   - .NAME.redo.b2tmp: the new content of a hard-linked frame that was
  *     being copied over it in place (b2_frame_compact): the copy is done
  *     again (b2_frame_redo), then the file goes.
@@ -124,6 +128,22 @@ static pid_t gone_pid_sfx(const char *name, const char *suffix) {
 }
 
 static pid_t gone_pid(const char *name) { return gone_pid_sfx(name, TMP_SUFFIX); }
+
+/* The PID of an engine temporary of a hidden entry (an array made at a
+ * hidden name, b2_ns_npy_convert: "." + ".b2fs-gone-PID-N.b2tmp" +
+ * ".b2tmp", and the temporaries of that, one dot and suffix more each),
+ * 0 for other names. */
+static pid_t gone_temp_pid(const char *name) {
+  size_t lead = 0, k = sizeof TMP_SUFFIX - 1;
+  while (name[lead] == '.') lead++;
+  char g[NAME_MAX + 1];
+  if (lead < 2 || (size_t)snprintf(g, sizeof g, "%s", name + lead - 1) >= sizeof g) return 0;
+  for (size_t n = strlen(g), strip = 1; strip < lead; strip++) {
+    if (n <= k || strcmp(g + n - k, TMP_SUFFIX) != 0) return 0;
+    g[n -= k] = 0;
+  }
+  return gone_pid(g);
+}
 
 /* ---- restore markers --------------------------------------------------------- */
 
@@ -273,6 +293,9 @@ static int sweep_entry(int dfd, const char *name, const b2_ns_sweep_ops *ops) {
     if (!dead(pid) || fstatat(dfd, hidden, &st, AT_SYMLINK_NOFOLLOW) == 0) return 0;
     return unlinkat(dfd, name, 0) == 0;
   }
+  pid = gone_temp_pid(name);
+  if (pid > 0) /* a temporary of a dead daemon's hidden array, unless held */
+    return dead(pid) && b2_frame_drop_temp(dfd, name) == 1;
   char stem[B2_NS_NAME_MAX + 1];
   int t = temp_stem(dfd, name, B2_FRAME_REDO_SUFFIX, stem);
   if (t == 1) /* the redo file of a frame whose every name is gone */

@@ -1,0 +1,108 @@
+/*
+ * convert.c - a plain frame holding the bytes of a .npy file made into the
+ * b2nd array a new .npy file written under that name would have been.
+ *
+ * Programs that save a file under a temporary name and rename it over its
+ * real one (rsync, atomic savers) leave an SChunk of the .npy bytes when
+ * the temporary name is no .npy name; the caller of a rename to a .npy
+ * name makes the array first (b2_ns_npy_convert, at a hidden name) and
+ * then renames that in (b2_ns_plan_put, b2_ns_rename).  See b2_ns.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "b2_b2nd.h"
+#include "b2_error.h"
+#include "b2_file.h"
+#include "b2_ns.h"
+#include "common/bigbuf.h"
+
+#define COPY_PIECE (4u << 20)
+
+/* The user.* attributes of entry src of pfd (a frame's own, kept on its
+ * source file or directory) given to entry dst of qfd as well. */
+static void copy_user_xattrs(int pfd, const char *src, int qfd, const char *dst) {
+  int a = openat(pfd, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  int b = a >= 0 ? openat(qfd, dst, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
+  char names[4096], value[4096];
+  ssize_t n = b >= 0 ? flistxattr(a, names, sizeof names) : -1;
+  for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+    if (strncmp(names + i, "user.", 5) != 0) continue;
+    ssize_t v = fgetxattr(a, names + i, value, sizeof value);
+    if (v >= 0) (void)fsetxattr(b, names + i, value, (size_t)v, 0);
+  }
+  if (b >= 0) close(b);
+  if (a >= 0) close(a);
+}
+
+/* Copy n bytes of `from` into `to` (a new .npy file), in pieces. */
+static int copy_bytes(b2_file *from, b2_file *to, int64_t n) {
+  size_t cap = n < (int64_t)COPY_PIECE ? (size_t)n : COPY_PIECE;
+  uint8_t *buf = b2_bigbuf_alloc(cap ? cap : 1);
+  if (!buf) return b2_fail(B2_E_NOMEM, "npy convert: no memory for a copy buffer");
+  int rc = 0;
+  for (int64_t off = 0; off < n && rc == 0;) {
+    size_t k = n - off < (int64_t)cap ? (size_t)(n - off) : cap;
+    ssize_t got = b2_file_pread(from, buf, k, off);
+    if (got < 0) rc = (int)got;
+    else if (got == 0) rc = b2_fail(B2_E_IO, "npy convert: the file ended early");
+    else {
+      ssize_t put = b2_file_pwrite(to, buf, (size_t)got, off);
+      if (put < 0) rc = (int)put;
+      off += got;
+    }
+  }
+  b2_bigbuf_free(buf);
+  return rc;
+}
+
+int b2_ns_npy_convert(b2_env *env, int pfd, const char *src, int qfd, char *tmp,
+                      size_t cap) {
+  struct stat st;
+  if (cap < B2_NS_HIDDEN_MAX || fstatat(pfd, src, &st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
+  b2_file *in;
+  if (b2_file_open_at(env, pfd, src, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &in) < 0) return 0;
+  int64_t size = b2_file_size(in);
+  char magic[B2_NPY_MAGIC_LEN];
+  if (size <= B2_NPY_MAGIC_LEN ||
+      b2_file_pread(in, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+      memcmp(magic, B2_NPY_MAGIC, sizeof magic) != 0) {
+    b2_file_close(in);
+    return 0;
+  }
+  b2_ns_hidden_name(tmp, cap);
+  b2_file *out;
+  int rc = b2_file_create_npy_at(env, qfd, tmp, NULL, &out);
+  if (rc < 0) {
+    b2_file_close(in);
+    return rc;
+  }
+  rc = copy_bytes(in, out, size);
+  b2_file_close(in);
+  if (rc == 0) rc = b2_file_finish(out); /* a short array: a plain frame */
+  int array = rc == 0 && !b2_file_npy_fell_back(out) && b2_file_array(out) != NULL;
+  /* The source's modification time, in the commit that keeps it true. */
+  if (array) rc = b2_file_set_mtime(out, &st.st_mtim);
+  int crc = b2_file_close(out);
+  if (rc == 0) rc = crc;
+  if (rc == 0 && array) {
+    /* Owner and mode as the source's (a sparse frame's directory keeps
+     * the modes its creation gave it). */
+    int fd = openat(qfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat now;
+    if (fd < 0 || fstat(fd, &now) < 0 || fchown(fd, st.st_uid, st.st_gid) < 0 ||
+        (S_ISREG(now.st_mode) && fchmod(fd, st.st_mode & 07777) < 0) || fsync(fd) < 0)
+      rc = b2_fail(b2_from_errno(errno), "npy convert: %s: %s", tmp, strerror(errno));
+    if (fd >= 0) close(fd);
+    if (rc == 0) copy_user_xattrs(pfd, src, qfd, tmp);
+  }
+  if (rc < 0 || !array) {
+    (void)b2_ns_delete(qfd, tmp);
+    tmp[0] = 0;
+  }
+  return rc < 0 ? rc : array;
+}

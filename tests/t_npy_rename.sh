@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# t_npy_rename.sh - .npy files saved under another name and renamed to
+# their .npy name (rsync's temporary files, atomic savers' os.replace)
+# become the b2nd arrays a .npy file written under its name becomes.
+#
+# On a contiguous and a sparse mount:
+#   1. rsync -aX of a directory of .npy files (2-D float32, a 3 MB float64
+#      series over several chunks, an int16 with a user.* attribute) and of
+#      files that are no array (text under a .npy name, Fortran order, a
+#      header promising more items than follow): SOURCE holds NAME.b2nd
+#      for the arrays and NAME.npy.b2frame for the rest; every file reads
+#      back byte for byte, with the input's mtime, mode and attribute;
+#      python-blosc2 (when installed) opens NDArrays equal to numpy.load of
+#      the input; nothing hidden is left in SOURCE.
+#   2. rsync -I (same sizes, maybe the same second) with changed arrays: the arrays are replaced (a reader
+#      holding the old one open reads it whole), 24 `os.replace` of a file
+#      just written and closed give arrays, a file still open for writing
+#      or hard-linked when renamed stays a plain frame (its bytes exact),
+#      a reader of the temporary file keeps reading it; `b2f scrub` finds
+#      every frame whole; after a remount everything reads the same.
+# Env: B2FS, B2F, PY, PYB2 (tests/run.sh, tests/lib.sh).
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+. tests/mount_lib.sh
+mount_test_start npy_rename
+if ! have_numpy; then echo "skip npy_rename: no numpy at $PY"; exit 0; fi
+if ! command -v rsync >/dev/null; then echo "skip npy_rename: no rsync"; exit 0; fi
+PYB2_OK=0
+have_pyb2 && PYB2_OK=1
+[ "$PYB2_OK" = 1 ] || echo "skip npy_rename_pyb2: python-blosc2 is not installed (make venv)"
+
+IN=$TMP/in
+mkdir -p "$IN"
+gen() { # SEED: the input directory's files
+  "$PY" - "$IN" "$1" <<'PY'
+import sys, numpy as np
+d, seed = sys.argv[1], int(sys.argv[2])
+r = np.random.default_rng(seed)
+np.save(f"{d}/a.npy", (r.normal(size=(300, 700)) * 100).astype("<f4"))
+np.save(f"{d}/b.npy", np.cumsum(r.normal(size=400000)))
+np.save(f"{d}/c.npy", r.integers(-999, 999, size=(17, 19, 23), dtype="<i2"))
+with open(f"{d}/text.npy", "w") as f: f.write("no numpy here %d\n" % seed)
+np.save(f"{d}/fortran.npy", np.asfortranarray(r.normal(size=(40, 30))))
+# a header for 1000 float64 items followed by 80 of them
+with open(f"{d}/short.npy", "wb") as f:
+    np.save(f, np.zeros(1000))
+with open(f"{d}/short.npy", "r+b") as f: f.truncate(128 + 640)
+PY
+  setfattr -n user.origin -v "seed $1" "$IN/c.npy"
+}
+
+# kinds SRC: "name:kind" of each entry, sorted (a = array, p = plain frame)
+kinds() {
+  (cd "$1" && ls -A | LC_ALL=C sort | while read -r n; do
+    case "$n" in *.b2nd) echo "${n%.b2nd}.npy:a" ;; *.npy.b2frame) echo "${n%.b2frame}:p" ;; *) echo "$n:?" ;; esac
+  done | tr '\n' ' ')
+}
+
+same_files() { # MNT: every input file reads back exact, with its mtime and mode
+  local f bad=""
+  for f in "$IN"/*.npy; do
+    local n=${f##*/}
+    cmp -s "$f" "$1/$n" || bad="$bad $n:bytes"
+    [ "$(stat -c '%Y %a' "$f")" = "$(stat -c '%Y %a' "$1/$n")" ] || bad="$bad $n:$(stat -c '%Y/%a' "$1/$n")"
+  done
+  CHECK_WHY=$bad
+  [ -z "$bad" ]
+}
+
+pyb2_equal() { # SRC: python-blosc2 opens the arrays, equal to numpy.load of the input
+  "$PYB2" - "$IN" "$1" <<'PY'
+import sys, numpy as np, blosc2
+i, s = sys.argv[1:3]
+for n in "abc":
+    a = blosc2.open(f"{s}/{n}.b2nd")
+    want = np.load(f"{i}/{n}.npy")
+    assert isinstance(a, blosc2.NDArray), (n, type(a))
+    assert a.dtype == want.dtype and a.shape == want.shape, (n, a.dtype, a.shape)
+    assert np.array_equal(a[...], want), n
+print("ok")
+PY
+}
+
+for layout in contiguous sparse; do
+  L=${layout:0:1}
+  S=$TMP/src$L M=$TMP/mnt$L
+  mkdir -p "$S" "$M"
+  rm -f "$IN"/*
+  gen 1
+  if ! mount_bg ren$L "$S" "$M" "layout=$layout"; then nok npy_rename_${L}_mount "cannot mount"; continue; fi
+
+  # ---- 1. rsync ------------------------------------------------------------
+  rsync -aX "$IN/" "$M/" 2>"$TMP/rsync$L.err" && ok npy_rename_${L}_rsync ||
+    nok npy_rename_${L}_rsync "$(head -c 300 "$TMP/rsync$L.err")"
+  want="a.npy:a b.npy:a c.npy:a fortran.npy:p short.npy:p text.npy:p "
+  got=$(kinds "$S")
+  [ "$got" = "$want" ] && ok npy_rename_${L}_kinds || nok npy_rename_${L}_kinds "SOURCE: '$got', want '$want'"
+  same_files "$M" && ok npy_rename_${L}_bytes_times || nok npy_rename_${L}_bytes_times "$CHECK_WHY"
+  v=$(getfattr --absolute-names --only-values -n user.origin "$M/c.npy" 2>&1)
+  [ "$v" = "seed 1" ] && ok npy_rename_${L}_xattr || nok npy_rename_${L}_xattr "user.origin: '$v'"
+  if [ "$PYB2_OK" = 1 ]; then
+    r=$(pyb2_equal "$S" 2>&1)
+    [ "$r" = ok ] && ok npy_rename_${L}_pyb2 || nok npy_rename_${L}_pyb2 "$(tail -c 300 <<<"$r")"
+  fi
+
+  # ---- 2. replacing, saving atomically, writers, links, readers ------------------
+  gen 2
+  # a reader of the old a.npy, holding it open across the replacement
+  "$PY" - "$M/a.npy" "$TMP/old$L.sha" "$TMP/reader$L.go" <<'PY' &
+import sys, os, time, hashlib
+f = open(sys.argv[1], "rb")
+head = f.read(1000)
+open(sys.argv[3], "w").close()
+for _ in range(100):
+    if not os.path.exists(sys.argv[3]): break
+    time.sleep(0.05)
+open(sys.argv[2], "w").write(hashlib.sha256(head + f.read()).hexdigest())
+PY
+  READER=$!
+  for _ in $(seq 100); do [ -e "$TMP/reader$L.go" ] && break; sleep 0.05; done
+  old_sha=$(sha256sum <"$M/a.npy" | cut -d' ' -f1)
+  rsync -aXI "$IN/" "$M/" 2>"$TMP/rsync2$L.err" || nok npy_rename_${L}_rsync_again "$(head -c 300 "$TMP/rsync2$L.err")"
+  rm -f "$TMP/reader$L.go"; wait "$READER"
+  [ "$(cat "$TMP/old$L.sha" 2>/dev/null)" = "$old_sha" ] && ok npy_rename_${L}_reader_of_replaced ||
+    nok npy_rename_${L}_reader_of_replaced "the reader read $(cat "$TMP/old$L.sha" 2>/dev/null), the old file was $old_sha"
+  got=$(kinds "$S")
+  [ "$got" = "$want" ] && same_files "$M" && ok npy_rename_${L}_replaced ||
+    nok npy_rename_${L}_replaced "SOURCE: '$got'; $CHECK_WHY"
+  if [ "$PYB2_OK" = 1 ]; then
+    r=$(pyb2_equal "$S" 2>&1)
+    [ "$r" = ok ] && ok npy_rename_${L}_pyb2_replaced || nok npy_rename_${L}_pyb2_replaced "$(tail -c 300 <<<"$r")"
+  fi
+  r=$("$PY" - "$M" "$layout" <<'PY' 2>&1
+import sys, os, numpy as np
+m = sys.argv[1]
+out = []
+# atomic saves: write, close, rename at once (the release comes after close)
+for i in range(24):
+    a = np.arange(1000 * (i + 1), dtype="<i4").reshape(-1, 10) * (i + 1)
+    with open(f"{m}/save{i}.tmp", "wb") as f: np.save(f, a)
+    os.replace(f"{m}/save{i}.tmp", f"{m}/save{i}.npy")
+    if not np.array_equal(np.load(f"{m}/save{i}.npy"), a): out.append(f"save{i}")
+# renamed while still open for writing, then written on: stays the bytes
+f = open(f"{m}/w.tmp", "wb"); np.save(f, np.arange(100.0)); f.flush()
+os.replace(f"{m}/w.tmp", f"{m}/w.npy"); f.write(b"tail"); f.close()
+if open(f"{m}/w.npy", "rb").read()[-4:] != b"tail": out.append("w")
+# a reader of the temporary keeps reading it
+with open(f"{m}/r.tmp", "wb") as g: np.save(g, np.arange(5000.0))
+want = open(f"{m}/r.tmp", "rb").read()
+g = open(f"{m}/r.tmp", "rb"); part = g.read(100)
+os.replace(f"{m}/r.tmp", f"{m}/r.npy")
+if part + g.read() != want or os.fstat(g.fileno()).st_size != len(want): out.append("r")
+g.close()
+if open(f"{m}/r.npy", "rb").read() != want: out.append("r.npy")
+# hard-linked: both names stay the same file (sparse frames have no links)
+if sys.argv[2] == "contiguous":
+    with open(f"{m}/h.tmp", "wb") as g: np.save(g, np.arange(10.0))
+    os.link(f"{m}/h.tmp", f"{m}/h2.tmp"); os.replace(f"{m}/h.tmp", f"{m}/h.npy")
+    if os.stat(f"{m}/h.npy").st_ino != os.stat(f"{m}/h2.tmp").st_ino: out.append("h")
+print(" ".join(out) or "ok")
+PY
+)
+  [ "$r" = ok ] && ok npy_rename_${L}_saves || nok npy_rename_${L}_saves "$(tail -c 300 <<<"$r")"
+  arrays=$(cd "$S" && ls -d save*.b2nd r.b2nd 2>/dev/null | wc -l)
+  plain=$(cd "$S" && ls -d w.npy.b2frame h.npy.b2frame 2>/dev/null | wc -l)
+  nplain=2; [ "$layout" = sparse ] && nplain=1
+  [ "$arrays" = 25 ] && [ "$plain" = $nplain ] && ok npy_rename_${L}_save_kinds ||
+    nok npy_rename_${L}_save_kinds "arrays $arrays of 25, plain $plain of $nplain: $(ls "$S" | tr '\n' ' ' | head -c 400)"
+  hidden=$(cd "$S" && ls -A | grep -E '^\.' | tr '\n' ' ')
+  [ -z "$hidden" ] && ok npy_rename_${L}_nothing_left || nok npy_rename_${L}_nothing_left "$hidden"
+  sum_before=$(cd "$M" && sha256sum -- * | sha256sum)
+  unmount_fg "$M" ren$L
+  "$B2F" scrub "$S" >"$TMP/scrub$L.out" 2>&1 && grep -q " 0 damaged frames" "$TMP/scrub$L.out" &&
+    ok npy_rename_${L}_scrub || nok npy_rename_${L}_scrub "$(tail -c 300 "$TMP/scrub$L.out")"
+  if mount_bg ren2$L "$S" "$M" "layout=$layout"; then
+    [ "$(cd "$M" && sha256sum -- * | sha256sum)" = "$sum_before" ] && ok npy_rename_${L}_remount ||
+      nok npy_rename_${L}_remount "the files read otherwise after a remount"
+    unmount_fg "$M" ren2$L
+  else
+    nok npy_rename_${L}_remount "cannot mount again"
+  fi
+done
