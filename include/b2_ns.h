@@ -295,7 +295,8 @@ int b2_ns_plan_put(b2_ns_move *m, const char *tmp, int kind, const char *newname
  * array a new .npy file of those bytes is (b2_file_create_npy_at, the
  * environment's parameters), at a fresh hidden name of qfd written to tmp
  * (cap >= B2_NS_HIDDEN_MAX), with the source's modification time, owner,
- * mode and user.* attributes, synced: then 1, and the caller renames it in
+ * mode, user.* attributes and vlmeta (python-blosc2's; not the engine's
+ * own), synced: then 1, and the caller renames it in
  * (b2_ns_plan_put) and removes the source.  0 when the content is no .npy
  * file that can be an array (nothing is left behind), or a negative code
  * (nothing left either). */

@@ -9,7 +9,8 @@
 #      files that are no array (text under a .npy name, Fortran order, a
 #      header promising more items than follow): SOURCE holds NAME.b2nd
 #      for the arrays and NAME.npy.b2frame for the rest; every file reads
-#      back byte for byte, with the input's mtime, mode and attribute;
+#      back byte for byte, with the input's mtime, mode and attributes
+#      (a user.* one kept on the file, a vlmeta one in the frame);
 #      python-blosc2 (when installed) opens NDArrays equal to numpy.load of
 #      the input; nothing hidden is left in SOURCE.
 #   2. rsync -I (same sizes, maybe the same second) with changed arrays: the arrays are replaced (a reader
@@ -48,6 +49,9 @@ with open(f"{d}/short.npy", "wb") as f:
 with open(f"{d}/short.npy", "r+b") as f: f.truncate(128 + 640)
 PY
   setfattr -n user.origin -v "seed $1" "$IN/c.npy"
+  # python-blosc2's vlmeta as b2fs shows it (one msgpack object: "m/s"),
+  # as rsync -X copies it from another mount
+  setfattr -n user.b2.vlmeta.units -v 0so20vcw== "$IN/c.npy"
 }
 
 # kinds SRC: "name:kind" of each entry, sorted (a = array, p = plain frame)
@@ -78,6 +82,8 @@ for n in "abc":
     assert isinstance(a, blosc2.NDArray), (n, type(a))
     assert a.dtype == want.dtype and a.shape == want.shape, (n, a.dtype, a.shape)
     assert np.array_equal(a[...], want), n
+c = blosc2.open(f"{s}/c.b2nd")
+assert c.vlmeta["units"] == "m/s", c.vlmeta.getall()
 print("ok")
 PY
 }
@@ -98,7 +104,9 @@ for layout in contiguous sparse; do
   [ "$got" = "$want" ] && ok npy_rename_${L}_kinds || nok npy_rename_${L}_kinds "SOURCE: '$got', want '$want'"
   same_files "$M" && ok npy_rename_${L}_bytes_times || nok npy_rename_${L}_bytes_times "$CHECK_WHY"
   v=$(getfattr --absolute-names --only-values -n user.origin "$M/c.npy" 2>&1)
-  [ "$v" = "seed 1" ] && ok npy_rename_${L}_xattr || nok npy_rename_${L}_xattr "user.origin: '$v'"
+  u=$(getfattr --absolute-names --only-values -n user.b2.vlmeta.units "$M/c.npy" 2>&1 | od -An -tx1 | tr -d ' \n')
+  [ "$v" = "seed 1" ] && [ "$u" = a36d2f73 ] && ok npy_rename_${L}_xattr ||
+    nok npy_rename_${L}_xattr "user.origin: '$v', user.b2.vlmeta.units: $u"
   if [ "$PYB2_OK" = 1 ]; then
     r=$(pyb2_equal "$S" 2>&1)
     [ "$r" = ok ] && ok npy_rename_${L}_pyb2 || nok npy_rename_${L}_pyb2 "$(tail -c 300 <<<"$r")"

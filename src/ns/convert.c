@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -18,6 +19,7 @@
 #include "b2_b2nd.h"
 #include "b2_error.h"
 #include "b2_file.h"
+#include "b2_frame.h"
 #include "b2_ns.h"
 #include "common/bigbuf.h"
 
@@ -37,6 +39,25 @@ static void copy_user_xattrs(int pfd, const char *src, int qfd, const char *dst)
   }
   if (b >= 0) close(b);
   if (a >= 0) close(a);
+}
+
+/* The variable-length metalayers of `from` (python-blosc2's vlmeta, set
+ * as user.b2.vlmeta.* attributes, e.g. by `rsync -X` from another mount)
+ * staged on `to`; the engine's own ("b2fs." names) are not carried. */
+static int copy_vlmeta(b2_file *from, b2_file *to) {
+  const b2_frame *a = b2_file_frame(from);
+  b2_frame *b = b2_file_frame(to);
+  const char *name;
+  int rc = 0;
+  for (int k = 0; rc == 0 && a && b && (name = b2_frame_vlmeta_name(a, k)) != NULL; k++) {
+    if (strncmp(name, "b2fs.", 5) == 0) continue;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    rc = b2_frame_vlmeta_get(a, name, &data, &len);
+    if (rc == 0) rc = b2_frame_vlmeta_set(b, name, data, len);
+    free(data);
+  }
+  return rc;
 }
 
 /* Copy n bytes of `from` into `to` (a new .npy file), in pieces. */
@@ -82,9 +103,10 @@ int b2_ns_npy_convert(b2_env *env, int pfd, const char *src, int qfd, char *tmp,
     return rc;
   }
   rc = copy_bytes(in, out, size);
-  b2_file_close(in);
   if (rc == 0) rc = b2_file_finish(out); /* a short array: a plain frame */
   int array = rc == 0 && !b2_file_npy_fell_back(out) && b2_file_array(out) != NULL;
+  if (array) rc = copy_vlmeta(in, out);
+  b2_file_close(in);
   /* The source's modification time, in the commit that keeps it true. */
   if (array) rc = b2_file_set_mtime(out, &st.st_mtim);
   int crc = b2_file_close(out);
