@@ -9,8 +9,10 @@
  * possible either.  A frame renamed keeps its suffix (a -> b is a.b2frame
  * -> b.b2frame); every change checks with names.c that the entry will be
  * shown under the name asked for.  Moves that would turn a plain file into
- * a frame or an array's .npy view into something else fail with EXDEV, so
- * that mv copies the content instead.  Frames still open (for writing, or
+ * a frame fail with EXDEV, so that mv copies the content instead; a frame
+ * moved to a name that shows another kind of file (a plain frame holding
+ * a .npy file to a .npy name, an array's .npy view to another name) is
+ * made anew as that kind under it (rename_kind).  Frames still open (for writing, or
  * sparse ones at all) are removed by renaming them aside to a hidden name;
  * they go with their inode.
  */
@@ -460,17 +462,22 @@ static int settled(const move *m) {
   return a || b;
 }
 
-/* Is the planned move that of a plain frame, one file not open for
- * writing, to a .npy name (where a new file would be an array)?  The
- * kernel sends the release of a file after close(2) returned, so its
- * opens are waited for a little (at most 100 ms): a program that writes,
- * closes and renames at once.  Readers may stay (they read the frame they
- * opened). */
-static int npy_bound(const move *m, const char *newname) {
+/* Does the planned move m change what the entry is (rename_kind): a
+ * plain frame (LOGICAL) to a .npy name, where a new file is an array, or
+ * an array's .npy view (NPY, whose plan gave EXDEV) to another name; of
+ * one file (or a sparse frame) not open for writing?  The kernel sends
+ * the release of a file after close(2) returned, so its opens are waited
+ * for a little (at most 100 ms): a program that writes, closes and
+ * renames at once.  Readers may stay (they read the frame they opened). */
+static int kind_changes(const move *m, int planned, const char *newname) {
   char t[B2_NS_NAME_MAX + 1];
-  if (m->kind != B2_NS_LOGICAL || (S_ISREG(m->st.st_mode) && m->st.st_nlink != 1) ||
-      b2_ns_name_target(B2_NS_NPY, ".b2nd", newname, t, sizeof t) != 0)
+  if (m->kind == B2_NS_LOGICAL) {
+    if (planned != 0 || b2_ns_name_target(B2_NS_NPY, ".b2nd", newname, t, sizeof t) != 0)
+      return 0;
+  } else if (m->kind != B2_NS_NPY || planned != -EXDEV) {
     return 0;
+  }
+  if (S_ISREG(m->st.st_mode) && m->st.st_nlink != 1) return 0;
   b2fs_inode *in = b2fs_inode_find(&m->st, m->kind);
   if (!in) return 1;
   int writer = 1, open_now = 1;
@@ -485,38 +492,41 @@ static int npy_bound(const move *m, const char *newname) {
   return !writer;
 }
 
-/* The move planned in m of a plain frame holding a .npy file's bytes to
- * a .npy name (npy_bound): the array a new .npy file of those bytes is,
- * made at a hidden name (b2_ns_npy_convert), goes in under the new name
- * and the frame is removed, as if the program had written the .npy file
- * there (rsync and atomic savers write a temporary file, then rename it).
- * The kernel still takes the name for the frame's inode: that inode
+/* The move planned in m changes what the entry is (kind_changes): the
+ * file a new file of its bytes under the new name would be (an array for
+ * a .npy name, else a plain frame), made at a hidden name
+ * (b2_ns_convert), goes in under the new name and the entry is removed,
+ * as if the program had written the file there (rsync and atomic savers
+ * write a temporary file, then rename it; `mv x.npy x.bak` would copy).
+ * The kernel still takes the name for the entry's inode: that inode
  * answers ESTALE from now on, so the name is looked up again, and *stale
  * gets it (with a reference) for the caller to tell the kernel, once it
  * has replied, that the inode has no name (stale_notify).  1 done, 0 not
- * done (the frame is to be renamed as it is), or -errno. */
-static int rename_npy(move *m, const char *name, const char *newname, int noreplace,
-                      dev_t pdev, ino_t pino, b2fs_inode **stale) {
+ * done (the entry is renamed as it is, or the plan's EXDEV stands), or
+ * -errno. */
+static int rename_kind(move *m, const char *name, const char *newname, int noreplace,
+                       dev_t pdev, ino_t pino, b2fs_inode **stale) {
   char tmp[B2_NS_HIDDEN_MAX];
-  int c = b2_ns_npy_convert(b2fs_g.env, m->pfd, m->src, m->qfd, tmp, sizeof tmp);
+  int c = b2_ns_convert(b2fs_g.env, m->pfd, m->src, m->kind, m->qfd, tmp, sizeof tmp);
   if (c < 0)
-    b2fs_log("rename: %s: kept as plain bytes: %s", m->src,
+    b2fs_log("rename: %s: not made anew for %s: %s", m->src, newname,
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(c));
   if (c <= 0) return 0;
+  int kind = m->kind == B2_NS_LOGICAL ? B2_NS_NPY : B2_NS_LOGICAL;
   move *put = calloc(1, sizeof *put);
   struct stat now;
   char src[B2_NS_NAME_MAX + 1];
   int rc = put ? 0 : -ENOMEM;
   if (rc == 0) {
     put->qfd = m->qfd;
-    rc = b2_ns_plan_put(put, tmp, B2_NS_NPY, newname, noreplace);
-    rc = rc < 0 ? -b2_to_errno(rc) : rc;
+    /* A plan that fails leaves the rename to the first plan (its error) */
+    if (b2_ns_plan_put(put, tmp, kind, newname, noreplace) != 0) rc = 1;
   }
   /* The frame must still be the one copied, and still unused. */
   if (rc == 0 && (b2_ns_resolve(m->pfd, name, src, &now) != m->kind || strcmp(src, m->src) ||
                   now.st_ino != m->st.st_ino || now.st_size != m->st.st_size ||
                   now.st_mtim.tv_sec != m->st.st_mtim.tv_sec ||
-                  now.st_mtim.tv_nsec != m->st.st_mtim.tv_nsec || !npy_bound(m, newname)))
+                  now.st_mtim.tv_nsec != m->st.st_mtim.tv_nsec))
     rc = 1;
   if (rc != 0) {
     (void)b2_ns_delete(m->qfd, tmp);
@@ -549,7 +559,7 @@ static int rename_npy(move *m, const char *name, const char *newname, int norepl
   return rc < 0 ? rc : 1;
 }
 
-/* After the reply to a rename that made an array (rename_npy): the kernel
+/* After the reply to a rename that made a file anew (rename_kind): the kernel
  * drops the name's tie to the frame's inode (which it then forgets at its
  * last close, and with it the frame's file), so the name is looked up
  * again.  Not before the reply: the kernel holds the directory until then. */
@@ -562,20 +572,23 @@ static void stale_notify(fuse_ino_t parent, const char *name, b2fs_inode *in) {
 
 /* Plan and carry out the rename of what is shown as `name` in m->pfd, a
  * directory of device pdev and inode pino, to `newname` in m->qfd (qdev,
- * qino); with `arrays` (not NULL), a plain frame holding a .npy file
- * renamed to a .npy name becomes an array (rename_npy: *arrays may get
- * the inode for stale_notify).  0 or -errno. */
+ * qino); with `arrays` (not NULL), a frame whose name makes it another
+ * kind of file is made anew (rename_kind: *arrays may get the inode for
+ * stale_notify).  0 or -errno. */
 static int rename_shown(move *m, const char *name, const char *newname, int noreplace,
                         dev_t pdev, ino_t pino, dev_t qdev, ino_t qino, b2fs_inode **arrays) {
   int rc = b2_ns_plan_rename(m, name, newname, noreplace);
   for (int k = 0; k < 3 && rc == 0 && settled(m); k++)
     rc = b2_ns_plan_rename(m, name, newname, noreplace);
-  if (arrays && rc == 0 && npy_bound(m, newname)) {
-    int c = rename_npy(m, name, newname, noreplace, pdev, pino, arrays);
-    if (c != 0) return c < 0 ? c : 0;
-    rc = b2_ns_plan_rename(m, name, newname, noreplace);
-  }
   if (rc < 0) rc = -b2_to_errno(rc);
+  if (arrays && kind_changes(m, rc, newname)) {
+    int c = rename_kind(m, name, newname, noreplace, pdev, pino, arrays);
+    if (c != 0) return c < 0 ? c : 0;
+    if (rc == 0) { /* planned again: the copy took a while */
+      rc = b2_ns_plan_rename(m, name, newname, noreplace);
+      if (rc < 0) rc = -b2_to_errno(rc);
+    }
+  }
   if (rc >= 0 && (m->kind == B2_NS_STORE || m->ekind == B2_NS_STORE))
     rc = -EROFS; /* stores are not moved, nor replaced */
   if (rc != 0) return rc < 0 ? rc : 0;

@@ -290,18 +290,21 @@ int b2_ns_plan_rename(b2_ns_move *m, const char *name, const char *newname, int 
 int b2_ns_plan_put(b2_ns_move *m, const char *tmp, int kind, const char *newname,
                    int noreplace);
 
-/* A plain frame whose logical content is a .npy file (a program saved it
- * under another name and renames it to a .npy name) made into the b2nd
- * array a new .npy file of those bytes is (b2_file_create_npy_at, the
- * environment's parameters), at a fresh hidden name of qfd written to tmp
- * (cap >= B2_NS_HIDDEN_MAX), with the source's modification time, owner,
- * mode, user.* attributes and vlmeta (python-blosc2's; not the engine's
- * own), synced: then 1, and the caller renames it in
- * (b2_ns_plan_put) and removes the source.  0 when the content is no .npy
- * file that can be an array (nothing is left behind), or a negative code
- * (nothing left either). */
-int b2_ns_npy_convert(b2_env *env, int pfd, const char *src, int qfd, char *tmp,
-                      size_t cap);
+/* A frame of B2_NS_* kind `kind` renamed to a name that shows the other
+ * kind: a plain frame (B2_NS_LOGICAL) whose content is a .npy file (a
+ * program saved it under another name and renames it to a .npy name) made
+ * into the b2nd array a new .npy file of those bytes is
+ * (b2_file_create_npy_at), or an array's .npy view (B2_NS_NPY) renamed to
+ * another name into the plain frame of its bytes (b2_file_create_at);
+ * with the environment's parameters, at a fresh hidden name of qfd
+ * written to tmp (cap >= B2_NS_HIDDEN_MAX), with the source's
+ * modification time, owner, mode, user.* attributes and vlmeta
+ * (python-blosc2's; not the engine's own), synced: then 1, and the caller
+ * renames it in (b2_ns_plan_put) and removes the source.  0 when the
+ * content is no .npy file that can be an array (nothing is left behind),
+ * or a negative code (nothing left either). */
+int b2_ns_convert(b2_env *env, int pfd, const char *src, int kind, int qfd, char *tmp,
+                  size_t cap);
 
 /* Is the entry of kind `kind` with lstat st a sparse frame (a directory)? */
 int b2_ns_is_sparse(int kind, const struct stat *st);

@@ -835,7 +835,7 @@ mkdir "$X/.b2fs-gone-$dead-2.b2tmp"; : >"$X/.b2fs-gone-$dead-2.b2tmp/00000003.ch
 mkdir "$X/.y.b2frame.b2tmp"; : >"$X/.y.b2frame.b2tmp/chunks.b2frame.tmp"
 : >"$X/sub/.z.b2nd.b2tmp"; : >"$X/sub/.b2fs-gone-$dead-7.b2tmp"
 # The temporaries of an array a dead daemon was making at a hidden name
-# (a plain frame renamed to a .npy name: b2_ns_npy_convert).
+# (a frame renamed to a name of another kind: b2_ns_convert).
 : >"$X/..b2fs-gone-$dead-4.b2tmp.b2tmp"; : >"$X/...b2fs-gone-$dead-4.b2tmp.b2tmp.b2tmp"
 # Sidecars a frame set aside was locked under (-o locking=on): one whose
 # frame is gone goes, also with its frame; one whose frame is still there

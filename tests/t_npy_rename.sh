@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_npy_rename.sh - .npy files saved under another name and renamed to
 # their .npy name (rsync's temporary files, atomic savers' os.replace)
-# become the b2nd arrays a .npy file written under its name becomes.
+# become the b2nd arrays a .npy file written under its name becomes, and
+# arrays renamed to other names the plain frames of their bytes.
 #
 # On a contiguous and a sparse mount:
 #   1. rsync -aX of a directory of .npy files (2-D float32, a 3 MB float64
@@ -17,7 +18,10 @@
 #      holding the old one open reads it whole), 24 `os.replace` of a file
 #      just written and closed give arrays, a file still open for writing
 #      or hard-linked when renamed stays a plain frame (its bytes exact),
-#      a reader of the temporary file keeps reading it; `b2f scrub` finds
+#      a reader of the temporary file keeps reading it; an array moved to
+#      c.bak (mv: no warning) is a plain frame of its bytes with its mtime
+#      and vlmeta, and os.replace back makes it the array again (python-
+#      blosc2 reads it, vlmeta included); `b2f scrub` finds
 #      every frame whole; after a remount everything reads the same.
 # Env: B2FS, B2F, PY, PYB2 (tests/run.sh, tests/lib.sh).
 set -u
@@ -177,6 +181,23 @@ PY
     nok npy_rename_${L}_save_kinds "arrays $arrays of 25, plain $plain of $nplain: $(ls "$S" | tr '\n' ' ' | head -c 400)"
   hidden=$(cd "$S" && ls -A | grep -E '^\.' | tr '\n' ' ')
   [ -z "$hidden" ] && ok npy_rename_${L}_nothing_left || nok npy_rename_${L}_nothing_left "$hidden"
+  # an array moved to a name that is no .npy name: the plain frame of its
+  # bytes, in one rename (mv copied it before, warning of every attribute
+  # it could not copy); and back
+  c_sha=$(sha256sum <"$M/c.npy"); c_t=$(stat -c %Y "$M/c.npy")
+  mv "$M/c.npy" "$M/c.bak" 2>"$TMP/mv$L.err"
+  u=$(getfattr --absolute-names --only-values -n user.b2.vlmeta.units "$M/c.bak" 2>&1 | od -An -tx1 | tr -d ' \n')
+  [ -e "$S/c.bak.b2frame" ] && [ ! -e "$S/c.b2nd" ] && [ ! -s "$TMP/mv$L.err" ] &&
+    [ "$(sha256sum <"$M/c.bak")" = "$c_sha" ] && [ "$(stat -c %Y "$M/c.bak")" = "$c_t" ] && [ "$u" = a36d2f73 ] &&
+    ok npy_rename_${L}_array_to_plain ||
+    nok npy_rename_${L}_array_to_plain "$(ls "$S" | tr '\n' ' '); vlmeta '$u'; $(head -c 300 "$TMP/mv$L.err")"
+  r=$("$PY" -c 'import os, sys; os.replace(sys.argv[1], sys.argv[2]); print("ok")' "$M/c.bak" "$M/c.npy" 2>&1)
+  [ "$r" = ok ] && [ -e "$S/c.b2nd" ] && [ "$(sha256sum <"$M/c.npy")" = "$c_sha" ] &&
+    ok npy_rename_${L}_plain_to_array_again || nok npy_rename_${L}_plain_to_array_again "$r; $(ls "$S" | tr '\n' ' ')"
+  if [ "$PYB2_OK" = 1 ]; then
+    r=$(pyb2_equal "$S" 2>&1)
+    [ "$r" = ok ] && ok npy_rename_${L}_pyb2_round_trip || nok npy_rename_${L}_pyb2_round_trip "$(tail -c 300 <<<"$r")"
+  fi
   sum_before=$(cd "$M" && sha256sum -- * | sha256sum)
   unmount_fg "$M" ren$L
   "$B2F" scrub "$S" >"$TMP/scrub$L.out" 2>&1 && grep -q " 0 damaged frames" "$TMP/scrub$L.out" &&

@@ -1,12 +1,16 @@
 /*
- * convert.c - a plain frame holding the bytes of a .npy file made into the
- * b2nd array a new .npy file written under that name would have been.
+ * convert.c - a frame renamed to a name that shows another kind of file:
+ * a plain frame holding the bytes of a .npy file, renamed to a .npy name,
+ * made into the b2nd array a new .npy file written under that name would
+ * have been; an array's .npy view renamed to another name, into the plain
+ * frame of those bytes.
  *
  * Programs that save a file under a temporary name and rename it over its
  * real one (rsync, atomic savers) leave an SChunk of the .npy bytes when
- * the temporary name is no .npy name; the caller of a rename to a .npy
- * name makes the array first (b2_ns_npy_convert, at a hidden name) and
- * then renames that in (b2_ns_plan_put, b2_ns_rename).  See b2_ns.h.
+ * the temporary name is no .npy name; `mv x.npy x.bak` moves an array to
+ * a name whose files are plain.  The caller of such a rename makes the
+ * new file first (b2_ns_convert, at a hidden name) and then renames that
+ * in (b2_ns_plan_put, b2_ns_rename).  See b2_ns.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,17 +64,17 @@ static int copy_vlmeta(b2_file *from, b2_file *to) {
   return rc;
 }
 
-/* Copy n bytes of `from` into `to` (a new .npy file), in pieces. */
+/* Copy n bytes of `from` into `to` (a new file), in pieces. */
 static int copy_bytes(b2_file *from, b2_file *to, int64_t n) {
   size_t cap = n < (int64_t)COPY_PIECE ? (size_t)n : COPY_PIECE;
   uint8_t *buf = b2_bigbuf_alloc(cap ? cap : 1);
-  if (!buf) return b2_fail(B2_E_NOMEM, "npy convert: no memory for a copy buffer");
+  if (!buf) return b2_fail(B2_E_NOMEM, "convert: no memory for a copy buffer");
   int rc = 0;
   for (int64_t off = 0; off < n && rc == 0;) {
     size_t k = n - off < (int64_t)cap ? (size_t)(n - off) : cap;
     ssize_t got = b2_file_pread(from, buf, k, off);
     if (got < 0) rc = (int)got;
-    else if (got == 0) rc = b2_fail(B2_E_IO, "npy convert: the file ended early");
+    else if (got == 0) rc = b2_fail(B2_E_IO, "convert: the file ended early");
     else {
       ssize_t put = b2_file_pwrite(to, buf, (size_t)got, off);
       if (put < 0) rc = (int)put;
@@ -81,50 +85,64 @@ static int copy_bytes(b2_file *from, b2_file *to, int64_t n) {
   return rc;
 }
 
-int b2_ns_npy_convert(b2_env *env, int pfd, const char *src, int qfd, char *tmp,
-                      size_t cap) {
-  struct stat st;
-  if (cap < B2_NS_HIDDEN_MAX || fstatat(pfd, src, &st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
-  b2_file *in;
-  if (b2_file_open_at(env, pfd, src, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &in) < 0) return 0;
-  int64_t size = b2_file_size(in);
+/* Does f's content start as a .npy file's? */
+static int starts_npy(b2_file *f) {
   char magic[B2_NPY_MAGIC_LEN];
-  if (size <= B2_NPY_MAGIC_LEN ||
-      b2_file_pread(in, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
-      memcmp(magic, B2_NPY_MAGIC, sizeof magic) != 0) {
+  return b2_file_size(f) > B2_NPY_MAGIC_LEN &&
+         b2_file_pread(f, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+         memcmp(magic, B2_NPY_MAGIC, sizeof magic) == 0;
+}
+
+int b2_ns_convert(b2_env *env, int pfd, const char *src, int kind, int qfd, char *tmp,
+                  size_t cap) {
+  struct stat st;
+  if ((kind != B2_NS_LOGICAL && kind != B2_NS_NPY) || cap < B2_NS_HIDDEN_MAX ||
+      fstatat(pfd, src, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return 0;
+  int to_array = kind == B2_NS_LOGICAL;
+  b2_file *in;
+  if (b2_file_open_at(env, pfd, src, to_array ? B2_VIEW_LOGICAL : B2_VIEW_NPY, B2_OPEN_RDONLY,
+                      &in) < 0)
+    return 0;
+  if (to_array && !starts_npy(in)) {
     b2_file_close(in);
     return 0;
   }
   b2_ns_hidden_name(tmp, cap);
   b2_file *out;
-  int rc = b2_file_create_npy_at(env, qfd, tmp, NULL, &out);
+  int rc = to_array ? b2_file_create_npy_at(env, qfd, tmp, NULL, &out)
+                    : b2_file_create_at(env, qfd, tmp, NULL, &out);
   if (rc < 0) {
     b2_file_close(in);
+    tmp[0] = 0;
     return rc;
   }
-  rc = copy_bytes(in, out, size);
+  rc = copy_bytes(in, out, b2_file_size(in));
   if (rc == 0) rc = b2_file_finish(out); /* a short array: a plain frame */
-  int array = rc == 0 && !b2_file_npy_fell_back(out) && b2_file_array(out) != NULL;
-  if (array) rc = copy_vlmeta(in, out);
+  /* What a new file of these bytes under the new name would be: an array
+   * for an array's name, else a plain frame. */
+  int made = rc == 0 && (to_array ? !b2_file_npy_fell_back(out) && b2_file_array(out) != NULL
+                                  : b2_file_array(out) == NULL);
+  if (made) rc = copy_vlmeta(in, out);
   b2_file_close(in);
   /* The source's modification time, in the commit that keeps it true. */
-  if (array) rc = b2_file_set_mtime(out, &st.st_mtim);
+  if (made && rc == 0) rc = b2_file_set_mtime(out, &st.st_mtim);
   int crc = b2_file_close(out);
   if (rc == 0) rc = crc;
-  if (rc == 0 && array) {
+  if (rc == 0 && made) {
     /* Owner and mode as the source's (a sparse frame's directory keeps
      * the modes its creation gave it). */
     int fd = openat(qfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     struct stat now;
     if (fd < 0 || fstat(fd, &now) < 0 || fchown(fd, st.st_uid, st.st_gid) < 0 ||
         (S_ISREG(now.st_mode) && fchmod(fd, st.st_mode & 07777) < 0) || fsync(fd) < 0)
-      rc = b2_fail(b2_from_errno(errno), "npy convert: %s: %s", tmp, strerror(errno));
+      rc = b2_fail(b2_from_errno(errno), "convert: %s: %s", tmp, strerror(errno));
     if (fd >= 0) close(fd);
     if (rc == 0) copy_user_xattrs(pfd, src, qfd, tmp);
   }
-  if (rc < 0 || !array) {
+  if (rc < 0 || !made) {
     (void)b2_ns_delete(qfd, tmp);
     tmp[0] = 0;
   }
-  return rc < 0 ? rc : array;
+  return rc < 0 ? rc : made;
 }

@@ -130,7 +130,7 @@ static pid_t gone_pid_sfx(const char *name, const char *suffix) {
 static pid_t gone_pid(const char *name) { return gone_pid_sfx(name, TMP_SUFFIX); }
 
 /* The PID of an engine temporary of a hidden entry (an array made at a
- * hidden name, b2_ns_npy_convert: "." + ".b2fs-gone-PID-N.b2tmp" +
+ * hidden name, b2_ns_convert: "." + ".b2fs-gone-PID-N.b2tmp" +
  * ".b2tmp", and the temporaries of that, one dot and suffix more each),
  * 0 for other names. */
 static pid_t gone_temp_pid(const char *name) {
