@@ -519,8 +519,12 @@ static int rename_kind(move *m, const char *name, const char *newname, int norep
   int rc = put ? 0 : -ENOMEM;
   if (rc == 0) {
     put->qfd = m->qfd;
-    /* A plan that fails leaves the rename to the first plan (its error) */
-    if (b2_ns_plan_put(put, tmp, kind, newname, noreplace) != 0) rc = 1;
+    /* A plan that fails leaves the rename to the first plan, but for an
+     * array's, whose EXDEV came before the target was looked at (EEXIST,
+     * EISDIR...; a name too long for a frame still gives EXDEV). */
+    int prc = b2_ns_plan_put(put, tmp, kind, newname, noreplace);
+    if (prc != 0)
+      rc = m->kind == B2_NS_NPY && prc < 0 && prc != B2_E_NAMETOOLONG ? -b2_to_errno(prc) : 1;
   }
   /* The frame must still be the one copied, and still unused. */
   if (rc == 0 && (b2_ns_resolve(m->pfd, name, src, &now) != m->kind || strcmp(src, m->src) ||
