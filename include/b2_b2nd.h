@@ -164,6 +164,10 @@ int b2_b2nd_zero_rows(const b2_b2nd *a, int64_t chunk, int64_t from,
  * the text is no dtype NumPy rebuilds.  3.0 is used when field names need
  * UTF-8. */
 int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap);
+/* The same header padded with spaces to exactly `len` bytes (a header of
+ * the length another one had: a resize keeps a .npy view's offsets):
+ * returns len, or B2_E_LIMIT when its text does not fit. */
+int b2_npy_header_sized(const b2_b2nd *a, char *buf, size_t len);
 
 /* Parse a .npy header: its length, dtype descr (copied into descr, NUL
  * terminated, UTF-8; a structured descr as its list text), fortran order

@@ -286,6 +286,18 @@ int b2_parse_size(const char *s, uint64_t *out);
  * Both calls follow listxattr/getxattr: with cap 0 they return the size
  * needed and write nothing; B2_E_RANGE when cap is too small. */
 
+/* A new .npy file whose header is spelled otherwise than numpy.save
+ * spells it (cnpy and older numpy pad to 16 bytes; other padding, key
+ * order or spacing) keeps that header in this variable-length metalayer
+ * (a msgpack bin, as python-blosc2 reads every vlmetalayer), and its .npy
+ * view shows it for as long as it describes the array as numpy.save's
+ * header would (the same descr text, C order, the same shape; a resize
+ * or a damaged value gives numpy.save's), so the file reads back as
+ * written. */
+#define B2_NPY_HEADER_VLMETA "b2fs.npyhdr"
+/* Largest such header kept (a header numpy writes is far shorter). */
+#define B2_NPY_HEADER_KEPT_MAX 65536
+
 /* Largest attribute value Linux passes (XATTR_SIZE_MAX). */
 #define B2_XATTR_VALUE_MAX 65536
 

@@ -313,8 +313,11 @@ done
 
 # ---- 5. .npy files not written by numpy.save --------------------------------------
 # A header padded or spelled otherwise (cnpy and old numpy align to 16
-# bytes; extra padding) makes the same array; once closed the file shows
-# numpy.save's header, and its size is that of the bytes served.
+# bytes; extra padding) makes the same array, and the file reads back as
+# written, header included (kept in the vlmetalayer b2fs.npyhdr), right
+# after the close and after a remount; resized by rows through the mount,
+# it shows numpy.save's header for the new shape, its size that of the
+# bytes served.
 S5=$TMP/src5
 mkdir -p "$S5"
 if mount_bg npy5 "$S5" "$MNT" "clevel=1"; then
@@ -339,8 +342,19 @@ for name, align, extra in (("al16", 16, 0), ("long", 64, 64), ("nospace", 16, 0)
         os.close(fd)
         data = open(p, "rb").read()
         size = os.stat(p).st_size
-        ok = size == len(data) and np.array_equal(np.load(p), a)
-        if not ok: bad.append(f"{name}/{flags}: size {size}, {len(data)} bytes served")
+        ok = size == len(data) and data == hdr + a.tobytes() and np.array_equal(np.load(p), a)
+        if not ok: bad.append(f"{name}/{flags}: size {size}, {len(data)} bytes served, "
+                              f"as written: {data == hdr + a.tobytes()}")
+    open(f"{mnt}/{name}.want", "wb").write(hdr + a.tobytes())
+# resized by rows: numpy.save's header for the new shape
+p = f"{mnt}/rows.npy"
+h = b"{'descr': '<f8', 'fortran_order': False, 'shape': (4, 6), }"
+h = h + b" " * ((-(10 + len(h) + 1)) % 16) + b"\n"
+open(p, "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + a.tobytes())
+os.truncate(p, 10 + len(h) + 2 * 6 * 8)
+data = open(p, "rb").read()
+if os.stat(p).st_size != len(data) or not np.array_equal(np.load(p), a[:2]) or b"(2, 6)" not in data[:128]:
+    bad.append(f"rows: size {os.stat(p).st_size}, {len(data)} bytes served, {data[:80]!r}")
 print("; ".join(bad) or "ok")
 sys.exit(1 if bad else 0)
 PY
@@ -422,6 +436,28 @@ assert a.shape == (300000,) and a[-1] == 299999.0
   "$B2F" scrub "$S5" >"$TMP/scrub5.out" 2>&1 && ! grep -q "table ignored" "$TMP/scrub5.out" &&
     [ "$(stat -c %Y "$S5/zero.b2frame")" = 0 ] &&
     ok npy_scrub_clean || nok npy_scrub_clean "$(head -c 400 "$TMP/scrub5.out")"
+  # the writers' headers after a remount, and b2f cat --npy of the frame
+  if mount_bg npy5b "$S5" "$MNT" "ro"; then
+    bad=""
+    for n in al16 long nospace; do
+      cmp -s "$MNT/$n.npy" "$MNT/$n.want" || bad+=" $n"
+      "$B2F" cat --npy "$S5/$n.b2nd" 2>/dev/null | cmp -s - "$MNT/$n.want" || bad+=" cat:$n"
+    done
+    [ -z "$bad" ] && ok npy_foreign_header_remount || nok npy_foreign_header_remount "differ:$bad"
+    # python-blosc2 reads such an array, its vlmeta (the kept header) too
+    if have_pyb2; then
+      r=$("$PYB2" -c '
+import sys, numpy as np, blosc2
+a = blosc2.open(sys.argv[1])
+assert np.array_equal(a[...], np.arange(24.0).reshape(4, 6)), a[...]
+assert a.vlmeta.getall()["b2fs.npyhdr"] == open(sys.argv[2], "rb").read()[:80]
+print("ok")' "$S5/al16.b2nd" "$MNT/al16.want" 2>&1)
+      [ "$r" = ok ] && ok npy_foreign_header_pyb2 || nok npy_foreign_header_pyb2 "$(tail -c 300 <<<"$r")"
+    fi
+    unmount_fg "$MNT" npy5b
+  else
+    nok npy_foreign_header_remount "cannot mount"
+  fi
 else
   nok npy_foreign_header_size "cannot mount"
 fi

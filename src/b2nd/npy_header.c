@@ -29,6 +29,7 @@ typedef struct out {
   char *buf; /* NULL: only count */
   size_t n;
   int latin1; /* write the dtype's UTF-8 as Latin-1 (formats 1.0/2.0) */
+  int sized;  /* a header of a given length: no room left for growth */
 } out;
 
 static void put(out *o, const char *s, size_t n) {
@@ -90,14 +91,16 @@ static void put_dict(out *o, const b2_b2nd *a, const char *descr) {
     puts_(o, num);
   }
   puts_(o, a->ndim == 1 ? ",), }" : "), }");
-  if (a->ndim > 0) {
+  if (a->ndim > 0 && !o->sized) {
     snprintf(num, sizeof num, "%" PRId64, a->shape[0]);
     size_t d = strlen(num);
     if (d < GROWTH_DIGITS) put_fill(o, ' ', GROWTH_DIGITS - d);
   }
 }
 
-int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
+/* The header of a padded to `want` bytes in all (0: numpy.save's
+ * padding); see b2_npy_header and b2_npy_header_sized. */
+static int make_header(const b2_b2nd *a, char *buf, size_t cap, size_t want) {
   if (!a || (!buf && cap)) return b2_fail(B2_E_INVAL, "npy header: bad arguments");
   char *descr = NULL;
   if (a->dtype_format == 0 && a->dtype && b2_dtype_to_npy(a->dtype, &descr, NULL) < 0)
@@ -108,7 +111,7 @@ int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
     descr = NULL;
     kind = 0;
   }
-  out o = {NULL, 0, kind == 1};
+  out o = {NULL, 0, kind == 1, want != 0};
   put_dict(&o, a, descr);
   size_t hlen = o.n + 1; /* + the final newline */
   int major = kind == 2 ? 3 : 1;
@@ -118,6 +121,13 @@ int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
     major = 2;
     prefix = 12;
     pad = ALIGN - (prefix + hlen) % ALIGN;
+  }
+  if (want) { /* the prefix numpy.save would use, padded to `want` */
+    if (want < prefix + hlen || (prefix == 10 && want - prefix > 65535)) {
+      free(descr);
+      return b2_fail(B2_E_LIMIT, "npy header: %zu bytes cannot hold it", want);
+    }
+    pad = want - prefix - hlen;
   }
   size_t total = prefix + hlen + pad;
   if (total > INT32_MAX) {
@@ -145,4 +155,11 @@ int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) {
   put_fill(&o, ' ', pad);
   put(&o, "\n", 1);
   return (int)o.n;
+}
+
+int b2_npy_header(const b2_b2nd *a, char *buf, size_t cap) { return make_header(a, buf, cap, 0); }
+
+int b2_npy_header_sized(const b2_b2nd *a, char *buf, size_t len) {
+  if (!buf || !len) return b2_fail(B2_E_INVAL, "npy header: bad arguments");
+  return make_header(a, buf, len, len);
 }

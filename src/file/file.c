@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "b2_error.h"
+#include "common/msgpack.h"
 #include "common/util.h"
 #include "file/file_impl.h"
 
@@ -81,16 +82,77 @@ void b2_env_destroy(b2_env *env) {
   free(env);
 }
 
-/* The .npy header of an array view (f->array set), counted in its size. */
-static int setup_npy(b2_file *f) {
+/* Do the .npy headers kept (k, from a vlmetalayer: untrusted) and made
+ * (h, numpy.save's for the array) describe one array: the same descr
+ * text, C order, the same shape, k exactly one header? */
+static int same_npy_array(const char *k, size_t klen, const char *h, size_t hlen) {
+  char *d = malloc(2 * ((size_t)B2_B2ND_MAXDTYPE + 1));
+  if (!d) return 0;
+  char *e = d + B2_B2ND_MAXDTYPE + 1;
+  size_t kl = 0, hl = 0;
+  int kf = 1, hf = 1, kn = -1, hn = -2;
+  int64_t ks[B2_B2ND_MAXDIM], hs[B2_B2ND_MAXDIM];
+  int same = b2_npy_parse(k, klen, &kl, d, B2_B2ND_MAXDTYPE + 1, &kf, &kn, ks) == 0 && kl == klen &&
+             b2_npy_parse(h, hlen, &hl, e, B2_B2ND_MAXDTYPE + 1, &hf, &hn, hs) == 0 && !kf &&
+             !hf && kn == hn && memcmp(ks, hs, (size_t)kn * sizeof ks[0]) == 0 && strcmp(d, e) == 0;
+  free(d);
+  return same;
+}
+
+/* The header its writer kept (B2_NPY_HEADER_VLMETA), malloc'd; NULL when
+ * there is none or it does not read as one msgpack bin. */
+static char *kept_header(const b2_file *f, size_t *len) {
+  uint8_t *v = NULL;
+  size_t vlen = 0;
+  if (!f->frame || b2_frame_vlmeta_get(f->frame, B2_NPY_HEADER_VLMETA, NULL, &vlen) < 0 ||
+      vlen > B2_NPY_HEADER_KEPT_MAX + 8 ||
+      b2_frame_vlmeta_get(f->frame, B2_NPY_HEADER_VLMETA, &v, &vlen) < 0)
+    return NULL;
+  b2_mp_reader r;
+  b2_mp_reader_init(&r, v, vlen);
+  const uint8_t *d;
+  uint32_t n;
+  char *out = NULL;
+  if (b2_mp_read_bin(&r, &d, &n) == 0 && r.pos == vlen && n > 0 && n <= B2_NPY_HEADER_KEPT_MAX &&
+      (out = malloc(n)) != NULL) {
+    memcpy(out, d, n);
+    *len = n;
+  }
+  free(v);
+  return out;
+}
+
+int b2_file_view_header(const b2_file *f, char **out, size_t *len) {
   int n = b2_npy_header(&f->array, NULL, 0);
   if (n < 0) return n;
-  f->npy = malloc((size_t)n);
-  if (!f->npy) return b2_fail(B2_E_NOMEM, "no memory for the .npy header");
-  int rc = b2_npy_header(&f->array, f->npy, (size_t)n);
-  if (rc != n) return rc < 0 ? rc : b2_fail(B2_E_INVAL, ".npy header size changed");
-  f->npylen = (size_t)n;
-  f->size += n;
+  char *h = malloc((size_t)n);
+  if (!h) return b2_fail(B2_E_NOMEM, "no memory for the .npy header");
+  int rc = b2_npy_header(&f->array, h, (size_t)n);
+  if (rc != n) {
+    free(h);
+    return rc < 0 ? rc : b2_fail(B2_E_INVAL, ".npy header size changed");
+  }
+  size_t klen = 0;
+  char *k = kept_header(f, &klen);
+  if (k && same_npy_array(k, klen, h, (size_t)n)) {
+    free(h);
+    *out = k;
+    *len = klen;
+    return 0;
+  }
+  free(k);
+  *out = h;
+  *len = (size_t)n;
+  return 0;
+}
+
+/* The .npy header of an array view (f->array set), counted in its size. */
+static int setup_npy(b2_file *f) {
+  size_t n;
+  int rc = b2_file_view_header(f, &f->npy, &n);
+  if (rc < 0) return rc;
+  f->npylen = n;
+  f->size += (int64_t)n;
   return 0;
 }
 
@@ -331,8 +393,11 @@ int64_t b2_file_size(const b2_file *f) { return atomic_load(&f->size); }
 int64_t b2_file_reopen_size(const b2_file *f) {
   int64_t size = atomic_load(&f->size);
   if (f->view != B2_VIEW_NPY || !f->has_array) return size;
-  int n = b2_npy_header(&f->array, NULL, 0);
-  return n < 0 ? size : size - (int64_t)f->npylen + n;
+  char *h;
+  size_t n;
+  if (b2_file_view_header(f, &h, &n) < 0) return size;
+  free(h);
+  return size - (int64_t)f->npylen + (int64_t)n;
 }
 b2_frame *b2_file_frame(const b2_file *f) { return f->frame; }
 

@@ -163,6 +163,11 @@ static inline int b2_file_linear(const b2_file *f) {
   return f->tensor || (f->has_array && b2_b2nd_is_linear(&f->array));
 }
 
+/* The .npy header the view of f's array shows (B2_NPY_HEADER_VLMETA when
+ * it still describes the array, else numpy.save's), malloc'd into *out
+ * with its length.  0 or a negative code. */
+int b2_file_view_header(const b2_file *f, char **out, size_t *len);
+
 /* Writes and size changes go through awrite.c (arrays, new .npy files). */
 static inline int b2_file_arrayish(const b2_file *f) {
   return f->pending || f->has_array || f->npy_plain;
