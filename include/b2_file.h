@@ -297,6 +297,11 @@ int b2_parse_size(const char *s, uint64_t *out);
 #define B2_NPY_HEADER_VLMETA "b2fs.npyhdr"
 /* Largest such header kept (a header numpy writes is far shorter). */
 #define B2_NPY_HEADER_KEPT_MAX 65536
+/* Stage in writable frame fr, of array a, the header npy (len bytes) a .npy
+ * file of a was written with, when numpy.save spells a's otherwise (what
+ * a new .npy file and `b2f pack` do).  1 staged, 0 not needed, or a code
+ * (B2_E_LIMIT over B2_NPY_HEADER_KEPT_MAX). */
+int b2_npy_header_keep(b2_frame *fr, const b2_b2nd *a, const void *npy, size_t len);
 
 /* Largest attribute value Linux passes (XATTR_SIZE_MAX). */
 #define B2_XATTR_VALUE_MAX 65536

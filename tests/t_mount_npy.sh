@@ -315,7 +315,8 @@ done
 # A header padded or spelled otherwise (cnpy and old numpy align to 16
 # bytes; extra padding) makes the same array, and the file reads back as
 # written, header included (kept in the vlmetalayer b2fs.npyhdr), right
-# after the close and after a remount; resized by rows through the mount,
+# after the close and after a remount, also b2f pack and unpack of such
+# a file; resized by rows through the mount,
 # it shows numpy.save's header for the new shape, its size that of the
 # bytes served.
 S5=$TMP/src5
@@ -442,6 +443,10 @@ assert a.shape == (300000,) and a[-1] == 299999.0
     for n in al16 long nospace; do
       cmp -s "$MNT/$n.npy" "$MNT/$n.want" || bad+=" $n"
       "$B2F" cat --npy "$S5/$n.b2nd" 2>/dev/null | cmp -s - "$MNT/$n.want" || bad+=" cat:$n"
+      # b2f pack of such a file, and back
+      cp "$MNT/$n.want" "$TMP/$n.npy"
+      "$B2F" pack "$TMP/$n.npy" "$TMP/$n.b2nd" >/dev/null 2>&1 && "$B2F" unpack "$TMP/$n.b2nd" "$TMP/$n.back.npy" >/dev/null 2>&1 &&
+        cmp -s "$TMP/$n.back.npy" "$TMP/$n.npy" || bad+=" pack:$n"
     done
     [ -z "$bad" ] && ok npy_foreign_header_remount || nok npy_foreign_header_remount "differ:$bad"
     # python-blosc2 reads such an array, its vlmeta (the kept header) too

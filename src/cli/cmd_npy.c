@@ -7,8 +7,9 @@
  * chosen (or taken from --chunkshape / --blockshape), the frame created
  * with the `b2nd` metalayer, and the items streamed through
  * b2_b2nd_write: a regular file is read with pread, a pipe front to back.
- * The dtype text is stored as the .npy header gives it, so that
- * `b2f cat --npy` writes back the header NumPy wrote. */
+ * The dtype text is stored as the .npy header gives it, and a header
+ * spelled otherwise than numpy.save's is kept (b2_npy_header_keep), so
+ * that `b2f cat --npy` writes back the header the file had. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 
 #include "b2_b2nd.h"
 #include "b2_error.h"
+#include "b2_file.h"
 #include "b2_frame.h"
 #include "cli/cli.h"
 
@@ -248,6 +250,11 @@ static int pack(input *in, const char *out, const b2_frame_params *p, int thread
   wo.cparams = p->cparams;
   wo.nthreads = threads;
   wo.sequential = !in->seekable;
+  /* A header spelled otherwise than numpy.save's: `b2f cat --npy` and the
+   * mount give it back. */
+  if (b2_npy_header_keep(f, &a, in->buf, (size_t)in->header_len) < 0)
+    fprintf(stderr, "b2f: %s: %s (numpy.save's header is shown instead)\n", in->path,
+            b2_last_detail());
   rc = b2_b2nd_write(&a, &wo, source, in, sink, f);
   if (rc < 0 && rc != B2_E_IO && rc != B2_E_TRUNCATED) rc = b2_context(rc, "%s", out);
   else if (rc < 0) rc = b2_context(rc, "%s", in->path);

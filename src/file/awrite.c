@@ -342,24 +342,6 @@ static int items_write(b2_file *f, const uint8_t *src, size_t n, int64_t aoff) {
 
 /* ---- size changes of an array ---------------------------------------------- */
 
-/* The header a .npy view shows from now on, when not numpy.save's (npy,
- * len bytes), staged in the frame (B2_NPY_HEADER_VLMETA, a msgpack bin);
- * npy NULL: numpy.save's, and a header kept before goes.  0 or a code. */
-static int keep_npy_text(b2_file *f, const char *npy, size_t len) {
-  if (!npy) {
-    int rc = b2_frame_vlmeta_del(f->frame, B2_NPY_HEADER_VLMETA);
-    return rc == B2_E_NOENT ? 0 : rc;
-  }
-  if (len > B2_NPY_HEADER_KEPT_MAX)
-    return b2_fail(B2_E_LIMIT, "%s: a .npy header of %zu bytes is not kept", f->path, len);
-  b2_mp_writer w;
-  b2_mp_writer_init(&w, NULL, 0);
-  int rc = b2_mp_put_bin(&w, npy, len);
-  if (rc == 0) rc = b2_frame_vlmeta_set(f->frame, B2_NPY_HEADER_VLMETA, w.buf, w.len);
-  b2_mp_writer_free(&w);
-  return rc;
-}
-
 /* Resize to `size` view bytes by whole rows of the first axis (wmu and
  * szlock exclusive held). */
 static int set_rows(b2_file *f, int64_t size) {
@@ -422,7 +404,8 @@ static int set_rows(b2_file *f, int64_t size) {
       b2_frame_resize(f->frame, old.nchunks * old.chunk_nbytes);
     /* The header shown from now on, staged with the shape (a failure
      * loses only a writer's spelling: numpy.save's shows at the reopen) */
-    if (rc == 0 && npy && keep_npy_text(f, kept ? npy : NULL, (size_t)hdr) < 0)
+    if (rc == 0 && npy &&
+        (!kept || b2_npy_header_keep(f->frame, &na, npy, (size_t)hdr) < 0))
       (void)b2_frame_vlmeta_del(f->frame, B2_NPY_HEADER_VLMETA);
     if (rc == 0) {
       *a = na;
@@ -587,21 +570,6 @@ static int to_plain(b2_file *f) {
   return rc;
 }
 
-/* A writer's header npy (hl bytes) of array a that numpy.save spells
- * otherwise is kept in the new frame (B2_NPY_HEADER_VLMETA), so that the
- * view shows it after the last close too; without it the file would read
- * back with numpy.save's header, its size changed by the difference.
- * Kept as well as it can be: a failure only loses the spelling. */
-static void keep_header(b2_file *f, const b2_b2nd *a, const char *npy, size_t hl) {
-  int n = b2_npy_header(a, NULL, 0);
-  char *h = n > 0 ? malloc((size_t)n) : NULL;
-  int same = h && b2_npy_header(a, h, (size_t)n) == n && (size_t)n == hl && memcmp(h, npy, hl) == 0;
-  free(h);
-  if (!same && keep_npy_text(f, npy, hl) < 0)
-    snprintf(f->note, sizeof f->note, "%s: its .npy header's spelling is not kept: %s", f->path,
-             b2_last_detail());
-}
-
 /* The header of hl bytes describes array a (taken over): create it (or
  * refuse the parameters asked for, when they cannot encode its items). */
 static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
@@ -620,7 +588,10 @@ static int to_array(b2_file *f, b2_b2nd *a, size_t hl) {
     return rc;
   }
   memcpy(npy, f->pend, hl); /* the writer's own header: its offsets hold */
-  keep_header(f, a, npy, hl);
+  /* A header numpy.save spells otherwise shows after the last close too. */
+  if (b2_npy_header_keep(f->frame, a, npy, hl) < 0)
+    snprintf(f->note, sizeof f->note, "%s: its .npy header's spelling is not kept: %s", f->path,
+             b2_last_detail());
   held h;
   pthread_rwlock_wrlock(&f->szlock);
   take_held(f, &h);

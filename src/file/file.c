@@ -122,6 +122,24 @@ static char *kept_header(const b2_file *f, size_t *len) {
   return out;
 }
 
+int b2_npy_header_keep(b2_frame *fr, const b2_b2nd *a, const void *npy, size_t len) {
+  int n = b2_npy_header(a, NULL, 0);
+  if (n < 0) return n;
+  char *h = malloc((size_t)n);
+  if (!h) return b2_fail(B2_E_NOMEM, "no memory for the .npy header");
+  int same = b2_npy_header(a, h, (size_t)n) == n && (size_t)n == len && memcmp(h, npy, len) == 0;
+  free(h);
+  if (same) return 0;
+  if (len > B2_NPY_HEADER_KEPT_MAX)
+    return b2_fail(B2_E_LIMIT, "a .npy header of %zu bytes is not kept", len);
+  b2_mp_writer w;
+  b2_mp_writer_init(&w, NULL, 0);
+  int rc = b2_mp_put_bin(&w, npy, len);
+  if (rc == 0) rc = b2_frame_vlmeta_set(fr, B2_NPY_HEADER_VLMETA, w.buf, w.len);
+  b2_mp_writer_free(&w);
+  return rc < 0 ? rc : 1;
+}
+
 int b2_file_view_header(const b2_file *f, char **out, size_t *len) {
   int n = b2_npy_header(&f->array, NULL, 0);
   if (n < 0) return n;
