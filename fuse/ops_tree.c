@@ -539,28 +539,40 @@ static int rename_kind(move *m, const char *name, const char *newname, int norep
   }
   b2fs_inode *sin = b2fs_inode_find(&m->st, m->kind);
   b2fs_inode *ein = put->ekind >= 0 ? b2fs_inode_find(&put->est, put->ekind) : NULL;
+  /* No writer may open the frame until it is gone (wlock: opens for
+   * writing; then the namespace locks, in the order closes take them),
+   * and none may have come meanwhile: its writes would go to the frame
+   * removed. */
+  if (sin) pthread_mutex_lock(&sin->wlock);
   b2fs_nslock2(sin, ein);
+  int writer = 0;
+  if (sin) {
+    pthread_mutex_lock(&sin->lock);
+    writer = sin->cur && sin->cur->writable;
+    pthread_mutex_unlock(&sin->lock);
+  }
   int herr = 0;
-  void *held = b2fs_frame_hold(NULL, ein, &herr), *gone = NULL;
-  rc = herr ? herr : do_move(put, NULL, ein, held);
+  void *held = writer ? NULL : b2fs_frame_hold(NULL, ein, &herr), *gone = NULL;
+  rc = writer ? 1 : herr ? herr : do_move(put, NULL, ein, held);
   b2fs_frame_unhold(held);
   if (rc == 0) {
     if (sin) atomic_store(&sin->stale, 1);
     int r = remove_entry(m->pfd, pdev, pino, m->src, m->kind, &m->st, sin, &gone);
-    if (r < 0) /* the array is in; the frame stays, as a crash here leaves it */
-      b2fs_log("rename: %s: made the array %s, but cannot remove it: %s", m->src,
-               put->target, strerror(-r));
+    if (r < 0) /* the new file is in; the old stays, as a crash here leaves it */
+      b2fs_log("rename: %s: made anew as %s, but cannot remove it: %s", m->src, put->target,
+               strerror(-r));
   } else {
     (void)b2_ns_delete(m->qfd, tmp);
   }
   b2fs_nsunlock2(sin, ein);
+  if (sin) pthread_mutex_unlock(&sin->wlock);
   b2fs_frame_hold_drop(held);
   b2fs_frame_hold_drop(gone);
   if (sin && rc == 0) *stale = sin;
   else if (sin) b2fs_inode_forget(sin, 1);
   if (ein) b2fs_inode_forget(ein, 1);
   free(put);
-  return rc < 0 ? rc : 1;
+  return rc < 0 ? rc : rc == 0; /* rc 1: a writer came (0: renamed as it is) */
 }
 
 /* After the reply to a rename that made a file anew (rename_kind): the kernel
