@@ -15,6 +15,7 @@
 #include "b2_b2nd.h"
 #include "b2_error.h"
 #include "b2_file.h"
+#include "b2_frame.h"
 #include "common/util.h"
 #include "t.h"
 
@@ -606,6 +607,120 @@ static void test_cube_writer(void) {
   b2_env_destroy(env);
 }
 
+/* A .npy header for a 40 x 30 <f8 array (or `shape`, `descr`, `order`)
+ * spelled as cnpy spells it: padded to 16 bytes.  Its length. */
+static size_t cnpy_header(char *out, const char *descr, const char *order, const char *shape) {
+  char dict[200];
+  int d = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }",
+                   descr, order, shape);
+  size_t pad = (16 - (10 + (size_t)d + 1) % 16) % 16, hlen = (size_t)d + pad + 1;
+  memcpy(out, "\x93NUMPY\x01\x00", 8);
+  out[8] = (char)(hlen & 0xff);
+  out[9] = (char)(hlen >> 8);
+  memcpy(out + 10, dict, (size_t)d);
+  memset(out + 10 + d, ' ', pad);
+  out[10 + hlen - 1] = '\n';
+  return 10 + hlen;
+}
+
+/* Set vlmetalayer B2_NPY_HEADER_VLMETA of the frame at path to v. */
+static void set_kept(const char *path, const void *v, size_t len) {
+  b2_frame *fr = NULL;
+  CHECK_EQ(b2_frame_open_rw(path, &fr), 0);
+  if (!fr) return;
+  CHECK_EQ(b2_frame_vlmeta_set(fr, B2_NPY_HEADER_VLMETA, v, len), 0);
+  CHECK_EQ(b2_frame_commit(fr), 0);
+  b2_frame_close(fr);
+}
+
+/* A header spelled otherwise than numpy.save's is kept and shown after
+ * the close; a kept value that is damaged or describes another array
+ * (untrusted: it is in the file) gives numpy.save's header instead; a
+ * resize by rows keeps the header's length. */
+static void test_kept_header(void) {
+  b2_env *env;
+  CHECK_EQ(b2_env_create(NULL, &env), 0);
+  char hdr[256], other[256], path[300];
+  size_t hl = cnpy_header(hdr, "<f8", "False", "40, 30"), nb = 40 * 30 * 8;
+  uint8_t *file = malloc(hl + nb), *items = file + hl;
+  memcpy(file, hdr, hl);
+  for (size_t i = 0; i < nb; i++) items[i] = (uint8_t)rnd();
+  b2_file *f = NULL;
+  snprintf(path, sizeof path, "%s/kept.b2nd", dir);
+  CHECK_EQ(b2_file_create_npy(env, path, NULL, &f), 0);
+  CHECK_EQ(stream(f, file, hl + nb), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(hl % 64 != 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, file, hl + nb));
+  CHECK(view_is(env, path, B2_VIEW_CORDER, items, nb));
+
+  /* numpy.save's header + the items: what damaged kept values give */
+  static const int64_t shape[] = {40, 30};
+  static const int32_t cs[] = {40, 30}, bs[] = {40, 30};
+  b2_b2nd a;
+  CHECK_EQ(b2_b2nd_make(&a, 2, shape, cs, bs, 8, "<f8"), 0);
+  int n = b2_npy_header(&a, NULL, 0);
+  uint8_t *saved = malloc((size_t)n + nb);
+  CHECK_EQ(b2_npy_header(&a, (char *)saved, (size_t)n), n);
+  memcpy(saved + n, items, nb);
+  b2_b2nd_free(&a);
+  uint8_t v[600];
+  for (int k = 0; k < 7; k++) {
+    size_t ol = 0, len;
+    uint8_t *p = v;
+    switch (k) {
+    case 0: ol = cnpy_header(other, "<f8", "False", "41, 30"); break; /* another shape */
+    case 1: ol = cnpy_header(other, "<f8", "True", "40, 30"); break;  /* Fortran order */
+    case 2: ol = cnpy_header(other, "<i8", "False", "40, 30"); break; /* another descr */
+    case 3: ol = cnpy_header(other, "<f8", "False", "40, 30"); other[ol++] = ' '; break; /* a byte more */
+    case 4: ol = hl - 3; memcpy(other, hdr, ol); break;               /* cut short */
+    case 5: memcpy(other, hdr, hl); other[5] = 'X'; ol = hl; break;   /* no magic */
+    default: break;
+    }
+    if (k < 6) {
+      p[0] = 0xc5, p[1] = (uint8_t)(ol >> 8), p[2] = (uint8_t)ol; /* bin16 */
+      memcpy(p + 3, other, ol);
+      len = ol + 3;
+    } else { /* a bin32 claiming 4 GiB */
+      memcpy(p, "\xc6\xff\xff\xff\xff", 5);
+      memcpy(p + 5, hdr, hl);
+      len = hl + 5;
+    }
+    set_kept(path, v, len);
+    if (!view_is(env, path, B2_VIEW_NPY, saved, (size_t)n + nb)) fprintf(stderr, "  kept value %d shown\n", k);
+    CHECK(view_is(env, path, B2_VIEW_NPY, saved, (size_t)n + nb));
+  }
+  memcpy(v, "hello", 5); /* no msgpack at all */
+  set_kept(path, v, 5);
+  CHECK(view_is(env, path, B2_VIEW_NPY, saved, (size_t)n + nb));
+
+  /* the right one again; a resize by rows keeps the header's length */
+  v[0] = 0xc5, v[1] = (uint8_t)(hl >> 8), v[2] = (uint8_t)hl;
+  memcpy(v + 3, hdr, hl);
+  set_kept(path, v, hl + 3);
+  CHECK(view_is(env, path, B2_VIEW_NPY, file, hl + nb));
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+  if (f) {
+    CHECK_EQ(b2_file_truncate(f, (int64_t)(hl + 10 * 30 * 8)), 0);
+    CHECK_EQ(b2_file_close(f), 0);
+  }
+  uint8_t *ten = malloc(hl + 10 * 30 * 8);
+  size_t tl = cnpy_header((char *)ten, "<f8", "False", "10, 30");
+  CHECK(tl <= hl);
+  /* numpy.save's text for 10 rows, padded to the old length */
+  b2_b2nd t;
+  static const int64_t s10[] = {10, 30};
+  CHECK_EQ(b2_b2nd_make(&t, 2, s10, cs, bs, 8, "<f8"), 0);
+  CHECK_EQ(b2_npy_header_sized(&t, (char *)ten, hl), (int)hl);
+  b2_b2nd_free(&t);
+  memcpy(ten + hl, items, 10 * 30 * 8);
+  CHECK(view_is(env, path, B2_VIEW_NPY, ten, hl + 10 * 30 * 8));
+  free(ten);
+  free(saved);
+  free(file);
+  b2_env_destroy(env);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/b2fs-farray-%d", (int)getpid());
   mkdir(dir, 0700);
@@ -618,6 +733,7 @@ int main(void) {
   T_RUN(test_edit_array);
   T_RUN(test_cube_writer);
   T_RUN(test_pieces_out_of_order);
+  T_RUN(test_kept_header);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
