@@ -7,6 +7,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -302,6 +304,88 @@ static int setup(b2_env **env) {
   return r;
 }
 
+/* The logical (or .npy) view of frame `name` of dfd equals want. */
+static int view_is(b2_env *env, int dfd, const char *name, int view, const void *want, size_t len) {
+  b2_file *f;
+  if (b2_file_open_at(env, dfd, name, view, B2_OPEN_RDONLY, &f) < 0) return 0;
+  char *got = malloc(len + 1);
+  int same = got && b2_file_size(f) == (int64_t)len && b2_file_pread(f, got, len, 0) == (ssize_t)len &&
+             memcmp(got, want, len) == 0;
+  free(got);
+  b2_file_close(f);
+  return same;
+}
+
+/* A frame renamed to a name of another kind (b2_ns_convert, then
+ * b2_ns_plan_put and b2_ns_rename): a plain frame holding a .npy file to
+ * a .npy name becomes the array, with the source's time and mode; back to
+ * another name, the plain frame of the view's bytes; a plain frame that
+ * holds no .npy file is not made anew, and nothing is left behind. */
+static void test_convert(void) {
+  b2_env *env;
+  int r = setup(&env);
+  if (r < 0) return;
+  /* a .npy file of 200 x 3 int32 as numpy.save writes it */
+  char npy[128 + 2400];
+  const char *dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (200, 3), }";
+  size_t dl = strlen(dict);
+  memcpy(npy, "\x93NUMPY\x01\x00\x76\x00", 10);
+  memcpy(npy + 10, dict, dl);
+  memset(npy + 10 + dl, ' ', 128 - 10 - dl - 1);
+  npy[127] = '\n';
+  for (int i = 0; i < 600; i++) memcpy(npy + 128 + 4 * i, &i, 4);
+  b2_file *f = NULL;
+  CHECK_EQ(b2_file_create_at(env, r, "t.b2frame", NULL, &f), 0);
+  if (!f) goto out;
+  CHECK_EQ(b2_file_pwrite(f, npy, sizeof npy, 0), (ssize_t)sizeof npy);
+  CHECK_EQ(b2_file_close(f), 0);
+  struct timespec ts[2] = {{1000000, 5}, {1700000000, 123456789}};
+  CHECK_EQ(utimensat(r, "t.b2frame", ts, 0), 0);
+  CHECK_EQ(fchmodat(r, "t.b2frame", 0640, 0), 0);
+  char tmp[B2_NS_HIDDEN_MAX];
+  CHECK_EQ(b2_ns_convert(env, r, "t.b2frame", B2_NS_LOGICAL, r, tmp, sizeof tmp), 1);
+  CHECK(b2_ns_name_hidden(tmp));
+  CHECK(view_is(env, r, tmp, B2_VIEW_NPY, npy, sizeof npy));
+  CHECK(view_is(env, r, tmp, B2_VIEW_CORDER, npy + 128, sizeof npy - 128));
+  b2_ns_move m;
+  memset(&m, 0, sizeof m);
+  m.qfd = r;
+  CHECK_EQ(b2_ns_plan_put(&m, tmp, B2_NS_NPY, "x.npy", 0), 0);
+  CHECK(strcmp(m.target, "x.b2nd") == 0);
+  CHECK_EQ(b2_ns_rename(&m, 0), 0);
+  struct stat st;
+  CHECK(fstatat(r, "x.b2nd", &st, 0) == 0 && st.st_mtim.tv_sec == 1700000000 &&
+        st.st_mtim.tv_nsec == 123456789 && (st.st_mode & 07777) == 0640);
+  CHECK(view_is(env, r, "x.b2nd", B2_VIEW_NPY, npy, sizeof npy));
+  /* back to a name that is no .npy name: the plain frame of its bytes */
+  CHECK_EQ(b2_ns_convert(env, r, "x.b2nd", B2_NS_NPY, r, tmp, sizeof tmp), 1);
+  CHECK(view_is(env, r, tmp, B2_VIEW_LOGICAL, npy, sizeof npy));
+  memset(&m, 0, sizeof m);
+  m.qfd = r;
+  CHECK_EQ(b2_ns_plan_put(&m, tmp, B2_NS_LOGICAL, "x.bak", 0), 0);
+  CHECK_EQ(b2_ns_rename(&m, 0), 0);
+  CHECK(view_is(env, r, "x.bak.b2frame", B2_VIEW_LOGICAL, npy, sizeof npy));
+  /* no .npy file, or no array (Fortran order): nothing made, nothing left */
+  CHECK_EQ(b2_file_create_at(env, r, "txt.b2frame", NULL, &f), 0);
+  if (f) {
+    CHECK_EQ(b2_file_pwrite(f, "plain text\n", 11, 0), 11);
+    CHECK_EQ(b2_file_close(f), 0);
+  }
+  CHECK_EQ(b2_ns_convert(env, r, "txt.b2frame", B2_NS_LOGICAL, r, tmp, sizeof tmp), 0);
+  memcpy(npy + 10 + 34, "True ", 5); /* 'fortran_order': True */
+  CHECK_EQ(b2_file_create_at(env, r, "fo.b2frame", NULL, &f), 0);
+  if (f) {
+    CHECK_EQ(b2_file_pwrite(f, npy, sizeof npy, 0), (ssize_t)sizeof npy);
+    CHECK_EQ(b2_file_close(f), 0);
+  }
+  CHECK_EQ(b2_ns_convert(env, r, "fo.b2frame", B2_NS_LOGICAL, r, tmp, sizeof tmp), 0);
+  CHECK_EQ(count_prefixed(r, B2_NS_GONE_PREFIX), 0);
+  CHECK_EQ(count_prefixed(r, "."), 2); /* "." and ".." alone: no hidden entry */
+out:
+  b2_env_destroy(env);
+  rmroot(r);
+}
+
 static void test_node_moves(void) {
   b2_env *env;
   int r = setup(&env);
@@ -464,6 +548,7 @@ int main(void) {
   T_RUN(test_rename_sidecar);
   T_RUN(test_exchange);
   T_RUN(test_node_moves);
+  T_RUN(test_convert);
   T_RUN(test_probe_attrs);
   T_RUN(test_store_node);
   T_END();
