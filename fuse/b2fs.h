@@ -514,10 +514,8 @@ int b2fs_req_owner(fuse_req_t req, uid_t *uid, gid_t *gid);
  * fd (a new file that replaced the one described by before), and the
  * user's own extended attributes of the file at `from` (-1: none). */
 void b2fs_copy_attrs(int fd, const struct stat *before, int times, int from);
-/* A frame's extended attribute that is the user's own (user.*, but the
- * user.b2.* ones that describe the frame): kept on its source entry. */
-int b2fs_own_xattr(const char *name);
-/* The names of the user's own attributes of the file at descriptor fd, as
+/* The names of the user's own attributes (b2_ns_own_xattr: kept on the
+ * source entry) of the file at descriptor fd, as
  * listxattr gives them (malloc'd, *len bytes), or NULL (*len 0): none. */
 char *b2fs_own_xattr_names(int fd, size_t *len);
 

@@ -68,7 +68,7 @@ static const char *raw_kind(b2fs_inode *in) {
 }
 
 /* Append the names of the user's own attributes of frame inode `in`
- * (b2fs_own_xattr, on its source entry) to the n bytes of names in buf
+ * (b2_ns_own_xattr, on its source entry) to the n bytes of names in buf
  * (size 0: only count): the new length, or -ERANGE. */
 static ssize_t add_own(b2fs_inode *in, char *buf, size_t size, ssize_t n) {
   size_t m = 0;
@@ -138,7 +138,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                 buf);
     return;
   }
-  if (in->kind == B2_NS_PLAIN || b2fs_own_xattr(name)) { /* the source entry's */
+  if (in->kind == B2_NS_PLAIN || b2_ns_own_xattr(name)) { /* the source entry's */
     char path[64];
     if (!plain_ok(in)) {
       fuse_reply_err(req, ENODATA);
@@ -338,7 +338,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
   int rc;
   if (in->kind == B2_NS_STORE) {
     rc = -EROFS;
-  } else if (in->kind == B2_NS_PLAIN || b2fs_own_xattr(name)) { /* the source entry's */
+  } else if (in->kind == B2_NS_PLAIN || b2_ns_own_xattr(name)) { /* the source entry's */
     char path[64];
     if (!plain_ok(in))
       rc = -EPERM;
@@ -370,7 +370,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   int rc;
   if (in->kind == B2_NS_STORE) {
     rc = -EROFS;
-  } else if (in->kind == B2_NS_PLAIN || b2fs_own_xattr(name)) { /* the source entry's */
+  } else if (in->kind == B2_NS_PLAIN || b2_ns_own_xattr(name)) { /* the source entry's */
     char path[64];
     if (!plain_ok(in))
       rc = -ENODATA;

@@ -71,10 +71,6 @@ void b2fs_give_owner(int dirfd, const char *name, fuse_req_t req) {
     b2fs_log("cannot give %s to uid %u: %s", name, (unsigned)uid, strerror(errno));
 }
 
-int b2fs_own_xattr(const char *name) {
-  return strncmp(name, "user.", 5) == 0 && strncmp(name, "user.b2.", 8) != 0;
-}
-
 char *b2fs_own_xattr_names(int fd, size_t *len) {
   char path[64];
   b2fs_fd_path(fd, path, sizeof path);
@@ -85,7 +81,7 @@ char *b2fs_own_xattr_names(int fd, size_t *len) {
   size_t kept = 0;
   for (ssize_t k = 0; names && k < n; k += (ssize_t)strlen(names + k) + 1) {
     size_t l = strlen(names + k) + 1;
-    if (!b2fs_own_xattr(names + k)) continue;
+    if (!b2_ns_own_xattr(names + k)) continue;
     memmove(names + kept, names + k, l); /* kept <= k: in place */
     kept += l;
   }
@@ -99,21 +95,8 @@ char *b2fs_own_xattr_names(int fd, size_t *len) {
 
 /* The user's own attributes of the file at descriptor `from` onto `to`. */
 static void copy_own_xattrs(int from, int to) {
-  char pf[64], pt[64];
-  b2fs_fd_path(from, pf, sizeof pf);
-  b2fs_fd_path(to, pt, sizeof pt);
-  size_t n;
-  char *names = b2fs_own_xattr_names(from, &n);
-  for (size_t k = 0; k < n; k += strlen(names + k) + 1) {
-    const char *name = names + k;
-    ssize_t v = getxattr(pf, name, NULL, 0);
-    char *val = v >= 0 ? malloc(v > 0 ? (size_t)v : 1) : NULL;
-    if (val) v = getxattr(pf, name, val, (size_t)v);
-    if (val && v >= 0 && setxattr(pt, name, val, (size_t)v, 0) < 0)
-      b2fs_log("cannot keep attribute %s of a rewritten frame: %s", name, strerror(errno));
-    free(val);
-  }
-  free(names);
+  int err = b2_ns_copy_own_xattrs(from, to);
+  if (err) b2fs_log("cannot keep an attribute of a rewritten frame: %s", strerror(err));
 }
 
 void b2fs_copy_attrs(int fd, const struct stat *before, int times, int from) {

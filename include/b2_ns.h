@@ -306,6 +306,14 @@ int b2_ns_plan_put(b2_ns_move *m, const char *tmp, int kind, const char *newname
 int b2_ns_convert(b2_env *env, int pfd, const char *src, int kind, int qfd, char *tmp,
                   size_t cap);
 
+/* Is extended attribute `name` one of a frame's own, kept on its source
+ * entry (user.*, but not the user.b2.* that describe the frame)? */
+int b2_ns_own_xattr(const char *name);
+/* Copy those of the entry at descriptor `from` (any, O_PATH included) to
+ * the entry at `to`: 0, or the errno of the first that failed (the others
+ * are copied still). */
+int b2_ns_copy_own_xattrs(int from, int to);
+
 /* Is the entry of kind `kind` with lstat st a sparse frame (a directory)? */
 int b2_ns_is_sparse(int kind, const struct stat *st);
 

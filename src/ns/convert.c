@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,20 +30,30 @@
 
 #define COPY_PIECE (4u << 20)
 
-/* The user.* attributes of entry src of pfd (a frame's own, kept on its
- * source file or directory) given to entry dst of qfd as well. */
-static void copy_user_xattrs(int pfd, const char *src, int qfd, const char *dst) {
-  int a = openat(pfd, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  int b = a >= 0 ? openat(qfd, dst, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
-  char names[4096], value[4096];
-  ssize_t n = b >= 0 ? flistxattr(a, names, sizeof names) : -1;
-  for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
-    if (strncmp(names + i, "user.", 5) != 0) continue;
-    ssize_t v = fgetxattr(a, names + i, value, sizeof value);
-    if (v >= 0) (void)fsetxattr(b, names + i, value, (size_t)v, 0);
+int b2_ns_own_xattr(const char *name) {
+  return strncmp(name, "user.", 5) == 0 && strncmp(name, "user.b2.", 8) != 0;
+}
+
+int b2_ns_copy_own_xattrs(int from, int to) {
+  char pf[64], pt[64];
+  snprintf(pf, sizeof pf, "/proc/self/fd/%d", from);
+  snprintf(pt, sizeof pt, "/proc/self/fd/%d", to);
+  ssize_t n = listxattr(pf, NULL, 0);
+  char *names = n > 0 ? malloc((size_t)n) : NULL;
+  if (names) n = listxattr(pf, names, (size_t)n);
+  int err = 0;
+  for (ssize_t k = 0; names && k < n; k += (ssize_t)strlen(names + k) + 1) {
+    const char *name = names + k;
+    if (!b2_ns_own_xattr(name)) continue;
+    ssize_t v = getxattr(pf, name, NULL, 0);
+    char *val = v >= 0 ? malloc(v > 0 ? (size_t)v : 1) : NULL;
+    if (val) v = getxattr(pf, name, val, (size_t)v);
+    if ((!val || v < 0 || setxattr(pt, name, val, (size_t)v, 0) < 0) && !err)
+      err = val ? errno : ENOMEM;
+    free(val);
   }
-  if (b >= 0) close(b);
-  if (a >= 0) close(a);
+  free(names);
+  return err;
 }
 
 /* The variable-length metalayers of `from` (python-blosc2's vlmeta, set
@@ -138,7 +149,12 @@ int b2_ns_convert(b2_env *env, int pfd, const char *src, int kind, int qfd, char
         (S_ISREG(now.st_mode) && fchmod(fd, st.st_mode & 07777) < 0) || fsync(fd) < 0)
       rc = b2_fail(b2_from_errno(errno), "convert: %s: %s", tmp, strerror(errno));
     if (fd >= 0) close(fd);
-    if (rc == 0) copy_user_xattrs(pfd, src, qfd, tmp);
+    int a = rc == 0 ? openat(pfd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (a >= 0 && (fd = openat(qfd, tmp, O_PATH | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+      (void)b2_ns_copy_own_xattrs(a, fd); /* the user's own: kept as well as they can be */
+      close(fd);
+    }
+    if (a >= 0) close(a);
   }
   if (rc < 0 || !made) {
     (void)b2_ns_delete(qfd, tmp);
