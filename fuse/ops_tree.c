@@ -474,8 +474,9 @@ static int kind_changes(const move *m, int planned, const char *newname) {
   if (m->kind == B2_NS_LOGICAL) {
     if (planned != 0 || b2_ns_name_target(B2_NS_NPY, ".b2nd", newname, t, sizeof t) != 0)
       return 0;
-  } else if (m->kind != B2_NS_NPY || planned != -EXDEV) {
-    return 0;
+  } else if (m->kind != B2_NS_NPY || planned != -EXDEV ||
+             b2_ns_name_target(B2_NS_NPY, ".b2nd", newname, t, sizeof t) != B2_E_XDEV) {
+    return 0; /* (an array's name too long for a frame: EXDEV too, copied) */
   }
   if (S_ISREG(m->st.st_mode) && m->st.st_nlink != 1) return 0;
   b2fs_inode *in = b2fs_inode_find(&m->st, m->kind);
