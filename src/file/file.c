@@ -86,14 +86,14 @@ void b2_env_destroy(b2_env *env) {
  * (h, numpy.save's for the array) describe one array: the same descr
  * text, C order, the same shape, k exactly one header? */
 static int same_npy_array(const char *k, size_t klen, const char *h, size_t hlen) {
-  char *d = malloc(2 * ((size_t)B2_B2ND_MAXDTYPE + 1));
+  char *d = malloc(klen + hlen + 2); /* a descr is shorter than its header */
   if (!d) return 0;
-  char *e = d + B2_B2ND_MAXDTYPE + 1;
+  char *e = d + klen + 1;
   size_t kl = 0, hl = 0;
   int kf = 1, hf = 1, kn = -1, hn = -2;
   int64_t ks[B2_B2ND_MAXDIM], hs[B2_B2ND_MAXDIM];
-  int same = b2_npy_parse(k, klen, &kl, d, B2_B2ND_MAXDTYPE + 1, &kf, &kn, ks) == 0 && kl == klen &&
-             b2_npy_parse(h, hlen, &hl, e, B2_B2ND_MAXDTYPE + 1, &hf, &hn, hs) == 0 && !kf &&
+  int same = b2_npy_parse(k, klen, &kl, d, klen + 1, &kf, &kn, ks) == 0 && kl == klen &&
+             b2_npy_parse(h, hlen, &hl, e, hlen + 1, &hf, &hn, hs) == 0 && !kf &&
              !hf && kn == hn && memcmp(ks, hs, (size_t)kn * sizeof ks[0]) == 0 && strcmp(d, e) == 0;
   free(d);
   return same;
