@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "b2fs.h"
+#include "common/util.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -529,9 +530,7 @@ static int rename_kind(move *m, const char *name, const char *newname, int norep
   }
   /* The frame must still be the one copied, and still unused. */
   if (rc == 0 && (b2_ns_resolve(m->pfd, name, src, &now) != m->kind || strcmp(src, m->src) ||
-                  now.st_ino != m->st.st_ino || now.st_size != m->st.st_size ||
-                  now.st_mtim.tv_sec != m->st.st_mtim.tv_sec ||
-                  now.st_mtim.tv_nsec != m->st.st_mtim.tv_nsec))
+                  !b2_same_file(&now, &m->st)))
     rc = 1;
   if (rc != 0) {
     (void)b2_ns_delete(m->qfd, tmp);
