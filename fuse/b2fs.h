@@ -428,6 +428,9 @@ void b2fs_frame_hold_drop(void *held);
 int b2fs_frame_writes_as(b2fs_inode *in, dev_t ddev, ino_t dino, const char *name);
 /* Is any frame open for writing? */
 int b2fs_frame_any_writable(void);
+/* Is a writer of frame inode `in` open (its handle then takes every
+ * change)? */
+int b2fs_frame_writing(b2fs_inode *in);
 /* Does a writable handle of ours work on frame `name` of directory dirfd
  * (open, committing, compacting: the engine's temporaries are in use)?
  * 1 also when that cannot be told. */

@@ -55,6 +55,13 @@ void b2fs_wreg_del(b2fs_inode *in) {
 
 int b2fs_frame_any_writable(void) { return any_writable; }
 
+int b2fs_frame_writing(b2fs_inode *in) {
+  pthread_mutex_lock(&in->lock);
+  int w = in->cur && in->cur->writable;
+  pthread_mutex_unlock(&in->lock);
+  return w;
+}
+
 b2fs_inode **b2fs_wreg_pinned(size_t *n) {
   *n = 0;
   pthread_mutex_lock(&wreg_mu);

@@ -545,13 +545,7 @@ static int rename_kind(move *m, const char *name, const char *newname, int norep
    * removed. */
   if (sin) pthread_mutex_lock(&sin->wlock);
   b2fs_nslock2(sin, ein);
-  int writer = 0;
-  if (sin) {
-    pthread_mutex_lock(&sin->lock);
-    writer = sin->cur && sin->cur->writable;
-    pthread_mutex_unlock(&sin->lock);
-  }
-  int herr = 0;
+  int writer = sin && b2fs_frame_writing(sin), herr = 0;
   void *held = writer ? NULL : b2fs_frame_hold(NULL, ein, &herr), *gone = NULL;
   rc = writer ? 1 : herr ? herr : do_move(put, NULL, ein, held);
   b2fs_frame_unhold(held);

@@ -244,14 +244,6 @@ static int set_param(b2fs_inode *in, const char *key, const char *value, size_t 
   return rc ? rc : rc2;
 }
 
-/* Is a writer of `in` open (its handle then takes every change)? */
-static int writing(b2fs_inode *in) {
-  pthread_mutex_lock(&in->lock);
-  int w = in->cur && in->cur->writable;
-  pthread_mutex_unlock(&in->lock);
-  return w;
-}
-
 /* Set (value != NULL) or remove a variable-length metalayer, committed at
  * once.  Through the open writer when there is one (cp -a sets attributes
  * before it closes); else .npy views get a writable logical handle of
@@ -266,7 +258,7 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
     b2fs_log("%s: %s", name, b2_last_detail());
     return -EINVAL;
   }
-  if (in->kind == B2_NS_LOGICAL || writing(in)) {
+  if (in->kind == B2_NS_LOGICAL || b2fs_frame_writing(in)) {
     rc = b2fs_frame_open_rw(in, &h, NULL);
     if (rc < 0) return rc;
     g0 = b2fs_frame_gen(h);
