@@ -17,9 +17,9 @@
  *     writer locked it under that name), once the entry is gone and no
  *     process holds the sidecar (whoever PID is);
  *   - ..b2fs-gone-PID-N.b2tmp.b2tmp (and ...b2fs-gone-PID-N.b2tmp.b2tmp.b2tmp):
- *     the engine's temporaries of a hidden entry it was making (an array
- *     made from a plain frame renamed to a .npy name), when process PID
- *     is dead and no process holds the file's lock;
+ *     the engine's temporaries of a hidden entry it was making (a frame
+ *     made anew for a rename to a name of another kind, b2_ns_convert),
+ *     when process PID is dead and no process holds the file's lock;
  *   - .NAME.redo.b2tmp: the new content of a hard-linked frame that was
  *     being copied over it in place (b2_frame_compact): the copy is done
  *     again (b2_frame_redo), then the file goes.
@@ -129,7 +129,7 @@ static pid_t gone_pid_sfx(const char *name, const char *suffix) {
 
 static pid_t gone_pid(const char *name) { return gone_pid_sfx(name, TMP_SUFFIX); }
 
-/* The PID of an engine temporary of a hidden entry (an array made at a
+/* The PID of an engine temporary of a hidden entry (a frame made at a
  * hidden name, b2_ns_convert: "." + ".b2fs-gone-PID-N.b2tmp" +
  * ".b2tmp", and the temporaries of that, one dot and suffix more each),
  * 0 for other names. */
