@@ -10,10 +10,14 @@
  * change is committed at once, the frame keeping its modification time),
  * but for the engine's chunk checksums
  * (b2fs.crc32c: setting or removing them changes nothing).
- * Other frame attributes are read-only; setting one to the value it holds
- * succeeds, and so does setting cbytes or cratio, which measure the
- * frame's own storage (a copy carries another frame's); removing one
- * changes nothing and succeeds (rsync -X removes what its source lacks).
+ * Once data is written, a parameter set to a good value succeeds and
+ * changes nothing (copies set their source's after the data: cp -a,
+ * rsync -X, also between two mounts or back from a plain backup), and so
+ * does setting an attribute that follows from the data (sizes, kind,
+ * shape, dtype, the metalayer marking the kind: b2_file_xattr_derived).
+ * Other metalayers are read-only (EPERM but for the value they hold);
+ * removing any describing attribute changes nothing and succeeds (rsync
+ * -X removes what its source lacks).
  * Other user.* attributes of a frame are the user's own: kept on its
  * source entry (the frame file, a sparse frame's directory) and carried
  * over when a rewrite replaces that file (b2fs_copy_attrs).
@@ -197,13 +201,6 @@ static int is_user_vlmeta(const char *name) {
          name[strlen(VLMETA_PREFIX)] && !is_csum_vlmeta(name);
 }
 
-/* What the storage of this very frame measures (its compressed bytes,
- * dead bytes of past commits included, and their ratio): another frame's
- * value, copied by `cp -a` or `mv`, says nothing about this one. */
-static int is_measure(const char *name) {
-  return !strcmp(name, FRAME_XATTR_PREFIX "cbytes") || !strcmp(name, FRAME_XATTR_PREFIX "cratio");
-}
-
 static int is_param(const char *key) {
   for (size_t i = 0; i < sizeof param_keys / sizeof param_keys[0]; i++)
     if (!strcmp(key, param_keys[i])) return 1;
@@ -230,8 +227,10 @@ static int set_param(b2fs_inode *in, const char *key, const char *value, size_t 
   if (rc == 0 && !f) rc = -EIO;
   if (rc == 0) {
     int brc = b2_file_set_param(f, key, val);
-    if (brc < 0) {
-      if (brc != B2_E_INVAL && brc != B2_E_BUSY) b2fs_frame_log(in, h, "set parameter", brc);
+    /* B2_E_BUSY: a good value after the data, as a copy (rsync -X, cp -a)
+     * sets its source's: the frame keeps the parameters it was made with. */
+    if (brc < 0 && brc != B2_E_BUSY) {
+      if (brc != B2_E_INVAL) b2fs_frame_log(in, h, "set parameter", brc);
       rc = -b2fs_werrno(brc);
     }
   }
@@ -342,11 +341,13 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     rc = -ENOTSUP;
   } else if (is_user_vlmeta(name)) {
     rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), value, size, flags);
-  } else if (is_csum_vlmeta(name) || is_measure(name) || holds_value(in, name, value, size)) {
-    /* `cp -a` and `mv` between frames copy every attribute: one that
-     * already holds the value, another frame's checksums (each frame
-     * keeps those of its own chunks, stamped with its own time) or its
-     * storage's measures change nothing. */
+  } else if (is_csum_vlmeta(name) || b2_file_xattr_derived(name) ||
+             holds_value(in, name, value, size)) {
+    /* `cp -a`, `rsync -X` and `mv` between frames copy every attribute:
+     * one that already holds the value, another frame's checksums (each
+     * frame keeps those of its own chunks, stamped with its own time) or
+     * what follows from its data (its sizes, kind, shape, dtype: the
+     * copy's data gives this frame its own) change nothing. */
     rc = 0;
   } else if (is_param(name + strlen(FRAME_XATTR_PREFIX))) {
     rc = set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size);

@@ -246,8 +246,12 @@ int b2_file_changed_at(b2_file *f, struct timespec *t);
 int b2_file_writable(const b2_file *f);
 
 /* Change a creation parameter of a frame that holds no data yet ("codec",
- * "clevel", "filters", "typesize", "chunksize", "blocksize", "layout"):
- * the empty frame is created anew with it.  B2_E_BUSY once data exists. */
+ * "clevel", "filters", "typesize", "chunksize", "blocksize", "layout";
+ * "chunkshape", "blockshape" for a new .npy file): the empty frame is
+ * created anew with it.  A value that is no such parameter's gives
+ * B2_E_INVAL; a good one once data exists B2_E_BUSY (the value's form is
+ * checked first, whatever the frame: a copy of another frame's
+ * parameters, set after its data, can be told from a mistake). */
 int b2_file_set_param(b2_file *f, const char *key, const char *value);
 
 /* Bytes compaction would reclaim, out of *stored (when not NULL; see
@@ -314,6 +318,13 @@ ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap);
 /* Value of `name` (no NUL added).  Returns its length, or B2_E_NOENT for a
  * name the frame does not have. */
 ssize_t b2_file_xattr_get(b2_file *f, const char *name, void *buf, size_t cap);
+
+/* 1 for the attributes that follow from what a frame holds and how it is
+ * stored, not from a choice: nchunks, cbytes, nbytes, cratio, kind, shape,
+ * dtype and the metalayer that marks its kind (user.b2.meta.b2nd, ...).
+ * A copy of a frame's data brings its own; the creation parameters
+ * (codec ... blockshape) are set by b2_file_set_param before the data. */
+int b2_file_xattr_derived(const char *name);
 /* ---- end of extended attributes ---- */
 
 #ifdef __cplusplus

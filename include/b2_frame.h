@@ -276,6 +276,10 @@ struct stat;
  * the logical content.  -1 when not known that way.  No system call. */
 int b2_frame_kind_seen(const struct stat *st, int64_t *nbytes);
 
+/* 1 when fixed metalayer `meta` is one of the markers above (its
+ * presence decides the kind), else 0. */
+int b2_frame_kind_marker(const char *meta);
+
 /* "schunk", "ndarray", "lazyexpr", "objectarray", ... ("unknown"). */
 const char *b2_frame_kind_name(int kind);
 

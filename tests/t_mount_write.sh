@@ -307,9 +307,15 @@ if command -v setfattr >/dev/null; then
   CHECK_WHY="failed:$e $(cat "$TMP/setfattr.err"); got $got"
   check xattr_params_before_write test -z "$e" -a "$got" = "lz4 5 bitshuffle 4 262144" -a \
     "$(sha "$M/px")" = "$(sha "$TMP/px.bin")"
-  err=$(setfattr -n user.b2.codec -v zlib "$M/px" 2>&1)
-  CHECK_WHY="setfattr said '$err', codec $(xa codec "$M/px")"
-  check xattr_params_after_write_refused test -n "$err" -a "$(xa codec "$M/px")" = lz4
+  # After the data, a good value is a copy's (cp -a, rsync -X set their
+  # source's last): taken, the frame keeps its own; a bad one is refused.
+  err=$(setfattr -n user.b2.codec -v zlib "$M/px" 2>&1; setfattr -n user.b2.clevel -v 9 "$M/px" 2>&1)
+  err2=$(setfattr -n user.b2.codec -v nosuch "$M/px" 2>&1)
+  err3=$(setfattr -n user.b2.clevel -v 12 "$M/px" 2>&1)
+  CHECK_WHY="setfattr said '$err' / '$err2' / '$err3', codec $(xa codec "$M/px") $(xa clevel "$M/px")"
+  check xattr_params_after_write_kept test -z "$err" -a "$(xa codec "$M/px") $(xa clevel "$M/px")" = "lz4 5" \
+    -a -z "${err2##*Invalid argument*}" -a -n "$err2" -a -z "${err3##*Invalid argument*}" -a -n "$err3" \
+    -a "$(sha "$M/px")" = "$(sha "$TMP/px.bin")"
   touch "$M/sp"; setfattr -n user.b2.layout -v sparse "$M/sp"; seq 1 100000 >"$M/sp"
   CHECK_WHY="source: $(ls -la "$S" | grep sp)"
   check xattr_layout_sparse test -d "$S/sp.b2frame" -a -f "$S/sp.b2frame/chunks.b2frame" -a \
@@ -351,19 +357,29 @@ PY
   CHECK_WHY="mtime $(stat -c %Y "$M/px") / copy $(stat -c %Y "$M/px_copy"), want $want_t"
   check xattr_keeps_mtime test "$(stat -c %Y "$M/px")" = "$want_t" -a \
     "$(stat -c %Y "$M/px_copy")" = "$want_t" -a "$(xa vlmeta.when "$M/px_copy")" = x
-  err=$(setfattr -n user.b2.nchunks -v 3 "$M/px" 2>&1)
+  # What follows from the data (another frame's, as copies carry it):
+  # taken, unchanged; a name b2fs does not have: refused.
+  nc=$(xa nchunks "$M/px")
+  err=$(setfattr -n user.b2.nchunks -v 3 "$M/px" 2>&1; setfattr -n user.b2.shape -v 7x7 "$M/px" 2>&1;
+    setfattr -n user.b2.kind -v ndarray "$M/px" 2>&1)
   err2=$(setfattr -x user.b2.vlmeta.b2fs.crc32c "$M/px" 2>&1)
-  CHECK_WHY="setfattr said '$err' / '$err2'"
-  check xattr_readonly_refused test -n "$err" -a -z "$err2" -a \
+  err3=$(setfattr -n user.b2.nosuch -v 1 "$M/px" 2>&1)
+  CHECK_WHY="setfattr said '$err' / '$err2' / '$err3'; nchunks $nc -> $(xa nchunks "$M/px"), shape '$(xa shape "$M/px")'"
+  check xattr_derived_kept test -z "$err" -a -z "$err2" -a "$(xa nchunks "$M/px")" = "$nc" -a "$nc" != 3 \
+    -a -z "$(xa shape "$M/px")" -a "$(xa kind "$M/px")" = schunk -a -n "$err3" -a -z "${err3##*not permitted*}" -a \
     -n "$(getfattr -n user.b2.vlmeta.b2fs.crc32c -e hex "$M/px" 2>/dev/null)"
   # Removing an attribute that describes the frame changes nothing (rsync
-  # -X removes those its source lacks); array shapes on a plain frame are
-  # a bad argument, not an I/O error.
+  # -X removes those its source lacks); an array's shapes on a plain frame
+  # with data are a copy's (rsync's temporary file of a .npy), taken
+  # unchanged; on an empty one, or malformed, a bad argument.
   err=$(setfattr -x user.b2.codec "$M/px" 2>&1)
   err2=$(setfattr -n user.b2.chunkshape -v 10 "$M/px" 2>&1)
-  CHECK_WHY="remove said '$err', codec '$(xa codec "$M/px")'; chunkshape said '$err2'"
+  err3=$(setfattr -n user.b2.chunkshape -v 1,x "$M/px" 2>&1)
+  touch "$M/px_empty"; err4=$(setfattr -n user.b2.blockshape -v 10 "$M/px_empty" 2>&1); rm -f "$M/px_empty"
+  CHECK_WHY="remove said '$err', codec '$(xa codec "$M/px")'; chunkshape said '$err2' / '$err3' / '$err4'"
   check xattr_remove_described_noop test -z "$err" -a "$(xa codec "$M/px")" = lz4 -a \
-    -n "$err2" -a -z "${err2##*Invalid argument*}"
+    -z "$err2" -a -z "$(xa chunkshape "$M/px")" -a -n "$err3" -a -z "${err3##*Invalid argument*}" \
+    -a -n "$err4" -a -z "${err4##*Invalid argument*}"
   if command -v rsync >/dev/null; then
     echo hi >"$TMP/rx.txt"
     out=$(rsync -X "$TMP/rx.txt" "$M/rx.txt" 2>&1); rc=$?

@@ -23,6 +23,11 @@
 #      and vlmeta, and os.replace back makes it the array again (python-
 #      blosc2 reads it, vlmeta included); `b2f scrub` finds
 #      every frame whole; after a remount everything reads the same.
+#   3. rsync -aX of the mount into a plain directory (a backup carrying
+#      every user.b2.* attribute) and back into another mount with other
+#      parameters, and from mount to mount: exit 0 with no message, the
+#      same bytes and mtimes, vlmeta and user.* attributes, arrays as
+#      arrays (python-blosc2 reads them), the new mount's own codec.
 # Env: B2FS, B2F, PY, PYB2 (tests/run.sh, tests/lib.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -198,6 +203,46 @@ PY
     r=$(pyb2_equal "$S" 2>&1)
     [ "$r" = ok ] && ok npy_rename_${L}_pyb2_round_trip || nok npy_rename_${L}_pyb2_round_trip "$(tail -c 300 <<<"$r")"
   fi
+
+  # ---- 3. a backup in a plain directory, restored into another mount ------
+  # rsync -aX carries every user.b2.* attribute; the mount it restores to
+  # (other parameters) takes the copies' as a copy's: exit 0, its own codec.
+  B=$TMP/bak$L S2=$TMP/src2$L M2=$TMP/mnt2$L
+  mkdir -p "$B" "$S2" "$M2"
+  if mount_bg back$L "$S2" "$M2" "layout=$layout,codec=lz4,clevel=5"; then
+    e=""
+    rsync -aX "$M/" "$B/" 2>"$TMP/bk$L.err" || e="$e to-backup:$?"
+    rsync -aX "$B/" "$M2/" 2>>"$TMP/bk$L.err" || e="$e restore:$?"
+    rsync -aX "$M/" "$M2/direct/" 2>>"$TMP/bk$L.err" || e="$e mount-to-mount:$?"
+    [ -z "$e" ] && [ ! -s "$TMP/bk$L.err" ] && ok npy_rename_${L}_backup_restore ||
+      nok npy_rename_${L}_backup_restore "rsync exits:$e $(head -c 400 "$TMP/bk$L.err")"
+    bad=""
+    for f in "$M"/*; do
+      n=${f##*/}
+      for d in "$M2" "$M2/direct"; do
+        cmp -s "$f" "$d/$n" || bad="$bad $d/$n:bytes"
+        [ "$(stat -c %Y "$f")" = "$(stat -c %Y "$d/$n")" ] || bad="$bad $d/$n:mtime"
+      done
+    done
+    for d in "$M2" "$M2/direct"; do
+      u=$(getfattr --absolute-names --only-values -n user.b2.vlmeta.units "$d/c.npy" 2>&1 | od -An -tx1 | tr -d ' \n')
+      v=$(getfattr --absolute-names --only-values -n user.origin "$d/c.npy" 2>&1)
+      c=$(getfattr --absolute-names --only-values -n user.b2.codec "$d/a.npy" 2>&1)
+      [ "$u $v $c" = "a36d2f73 seed 2 lz4" ] || bad="$bad $d: vlmeta '$u', user.origin '$v', codec '$c'"
+    done
+    [ -e "$S2/a.b2nd" ] && [ -e "$S2/direct/save3.b2nd" ] && [ -e "$S2/text.npy.b2frame" ] ||
+      bad="$bad kinds: $(ls "$S2" | tr '\n' ' ' | head -c 300)"
+    CHECK_WHY=$bad
+    [ -z "$bad" ] && ok npy_rename_${L}_backup_restore_same || nok npy_rename_${L}_backup_restore_same "$bad"
+    if [ "$PYB2_OK" = 1 ]; then
+      r=$(pyb2_equal "$S2" 2>&1; pyb2_equal "$S2/direct" 2>&1)
+      [ "$r" = $'ok\nok' ] && ok npy_rename_${L}_pyb2_restored || nok npy_rename_${L}_pyb2_restored "$(tail -c 300 <<<"$r")"
+    fi
+    unmount_fg "$M2" back$L
+  else
+    nok npy_rename_${L}_backup_restore "cannot mount $S2"
+  fi
+
   sum_before=$(cd "$M" && sha256sum -- * | sha256sum)
   unmount_fg "$M" ren$L
   "$B2F" scrub "$S" >"$TMP/scrub$L.out" 2>&1 && grep -q " 0 damaged frames" "$TMP/scrub$L.out" &&

@@ -490,7 +490,6 @@ static int replay(b2_file *f, held *h, size_t from, int array) {
 /* Shapes asked for an empty .npy file outlive its handle in this
  * vlmetalayer of the empty plain frame ("chunkshape=A,B;blockshape=C,D"). */
 #define WANT_VLMETA "b2fs.npy"
-static int parse_dims(const char *s, int32_t *out);
 
 static void put_dims(char *buf, size_t cap, const char *key, const int32_t *d, int n) {
   size_t k = strlen(buf);
@@ -530,7 +529,7 @@ static void load_wanted(b2_file *f) {
   for (char *tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
     int32_t d[B2_B2ND_MAXDIM];
     int chunk = !strncmp(tok, "chunkshape=", 11), block = !strncmp(tok, "blockshape=", 11);
-    int k = chunk || block ? parse_dims(tok + 11, d) : -1;
+    int k = chunk || block ? b2_file_parse_dims(tok + 11, d) : -1;
     if (k <= 0) continue; /* not ours, or damaged: the defaults then */
     memcpy(chunk ? f->want_cs : f->want_bs, d, (size_t)k * sizeof d[0]);
     if (chunk) f->want_nc = k;
@@ -792,8 +791,11 @@ int b2_file_aresize(b2_file *f, int64_t size) {
   return rc;
 }
 
-/* "A,B,C" (or "AxBxC") -> out; the count or a negative code. */
-static int parse_dims(const char *s, int32_t *out) {
+int b2_file_is_shape_key(const char *key) {
+  return !strcmp(key, "chunkshape") || !strcmp(key, "blockshape");
+}
+
+int b2_file_parse_dims(const char *s, int32_t *out) {
   int n = 0;
   while (*s) {
     char *end;
@@ -810,13 +812,25 @@ static int parse_dims(const char *s, int32_t *out) {
 
 int b2_file_aset_param(b2_file *f, const char *key, const char *value) {
   if (!f->pending && f->npy_plain && atomic_load(&f->size) == 0) restart(f);
+  /* The value's form first: B2_E_BUSY says a good value came too late. */
+  int32_t dims[B2_B2ND_MAXDIM];
+  b2_frame_params p;
+  int shape = b2_file_is_shape_key(key), n;
+  if (shape) {
+    n = b2_file_parse_dims(value, dims);
+  } else {
+    if (f->pending) p = f->newp;
+    else b2_file_params_of(f->frame, &p);
+    n = b2_params_set(&p, key, value);
+  }
+  if (n < 0) return n;
   if (!f->pending)
     return b2_fail(B2_E_BUSY, "%s: an array's parameters are fixed once it exists", f->path);
-  int chunk = !strcmp(key, "chunkshape"), block = !strcmp(key, "blockshape");
-  if (!chunk && !block) return b2_params_set(&f->newp, key, value);
-  int32_t dims[B2_B2ND_MAXDIM];
-  int n = parse_dims(value, dims);
-  if (n < 0) return n;
+  if (!shape) {
+    f->newp = p;
+    return 0;
+  }
+  int chunk = !strcmp(key, "chunkshape");
   memcpy(chunk ? f->want_cs : f->want_bs, dims, (size_t)n * sizeof dims[0]);
   if (chunk) f->want_nc = n;
   else f->want_nb = n;

@@ -216,6 +216,10 @@ void b2_file_env_params(const b2_env *env, b2_frame_params *p);
 ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off);
 int b2_file_aresize(b2_file *f, int64_t size);
 int b2_file_aset_param(b2_file *f, const char *key, const char *value);
+/* "A,B,C" (or "AxBxC") -> out (B2_B2ND_MAXDIM sizes); the count or a
+ * negative code.  "chunkshape" and "blockshape" are such values. */
+int b2_file_parse_dims(const char *s, int32_t *out);
+int b2_file_is_shape_key(const char *key);
 int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off);
 /* A new .npy file still held is flushed (or closed): store it now, as an
  * array or a plain frame. */

@@ -503,12 +503,20 @@ int b2_file_set_param(b2_file *f, const char *key, const char *value) {
     pthread_mutex_unlock(&f->wmu);
     return rc;
   }
+  /* The value's form first: B2_E_BUSY says a good value came too late
+   * (an array's shapes too: a copy of an array's .npy bytes is a frame of
+   * bytes until renamed to its .npy name). */
   b2_frame_params p;
   b2_file_params_of(f->frame, &p);
-  int rc = b2_params_set(&p, key, value);
-  if (rc == 0) rc = b2_cparams_check(&p.cparams); /* a frame of bytes: no array's blocks */
-  if (rc == 0 && (atomic_load(&f->size) != 0 || atomic_load(&f->gen) != 0))
+  int shape = b2_file_is_shape_key(key);
+  int32_t dims[B2_B2ND_MAXDIM];
+  int rc = shape ? b2_file_parse_dims(value, dims) : b2_params_set(&p, key, value);
+  if (rc >= 0 && (atomic_load(&f->size) != 0 || atomic_load(&f->gen) != 0))
     rc = b2_fail(B2_E_BUSY, "%s: parameters are fixed once data has been written", f->path);
+  else if (rc >= 0 && shape)
+    rc = b2_fail(B2_E_INVAL, "%s: %s is a parameter of .npy files", f->path, key);
+  else if (rc >= 0)
+    rc = b2_cparams_check(&p.cparams); /* a frame of bytes: no array's blocks */
   if (rc == 0) rc = b2_file_recreate(f, &p, 0); /* the empty frame anew */
   pthread_mutex_unlock(&f->wmu);
   return rc;

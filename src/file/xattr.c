@@ -106,6 +106,19 @@ ssize_t b2_file_xattr_list(b2_file *f, char *buf, size_t cap) {
   return (ssize_t)total;
 }
 
+int b2_file_xattr_derived(const char *name) {
+  static const char *const derived[] = {"nchunks", "cbytes", "nbytes", "cratio",
+                                        "kind",    "shape",  "dtype"};
+  size_t lp = strlen(PREFIX);
+  if (strncmp(name, PREFIX, lp) != 0) return 0;
+  const char *key = name + lp;
+  if (!strncmp(key, META_PREFIX, strlen(META_PREFIX)))
+    return b2_frame_kind_marker(key + strlen(META_PREFIX));
+  for (size_t i = 0; i < sizeof derived / sizeof derived[0]; i++)
+    if (!strcmp(key, derived[i])) return 1;
+  return 0;
+}
+
 /* Copy a value out under the getxattr size rules. */
 static ssize_t put_value(const void *v, size_t n, void *buf, size_t cap) {
   if (cap == 0) return (ssize_t)n;

@@ -81,20 +81,29 @@ static int b2o_kind(const uint8_t *d, size_t len) {
   return B2_KIND_B2OBJECT;
 }
 
+/* The metalayers that mark a frame's kind, in the order python-blosc2
+ * tells its objects apart. */
+static const struct {
+  const char *meta;
+  int kind;
+} order[] = {
+    {"proxy-source", B2_KIND_PROXY},   {"b2embed", B2_KIND_EMBEDSTORE},
+    {"b2dict", B2_KIND_DICTSTORE},     {"b2tree", B2_KIND_TREESTORE},
+    {"listarray", B2_KIND_LISTARRAY},  {"batcharray", B2_KIND_BATCHARRAY},
+    {"vlarray", B2_KIND_OBJECTARRAY},  {"b2o", B2_KIND_B2OBJECT},
+    {"LazyArray", B2_KIND_LAZYARRAY},  {"b2nd", B2_KIND_NDARRAY},
+    {"caterva", B2_KIND_NDARRAY},
+};
+
+int b2_frame_kind_marker(const char *meta) {
+  for (size_t o = 0; o < sizeof order / sizeof *order; o++)
+    if (!strcmp(meta, order[o].meta)) return 1;
+  return 0;
+}
+
 /* The kind from n metalayers: names[k], content data[k] of len[k]. */
 static int classify(int n, const char *const *names, const uint8_t *const *data,
                     const size_t *len) {
-  static const struct {
-    const char *meta;
-    int kind;
-  } order[] = {
-      {"proxy-source", B2_KIND_PROXY},   {"b2embed", B2_KIND_EMBEDSTORE},
-      {"b2dict", B2_KIND_DICTSTORE},     {"b2tree", B2_KIND_TREESTORE},
-      {"listarray", B2_KIND_LISTARRAY},  {"batcharray", B2_KIND_BATCHARRAY},
-      {"vlarray", B2_KIND_OBJECTARRAY},  {"b2o", B2_KIND_B2OBJECT},
-      {"LazyArray", B2_KIND_LAZYARRAY},  {"b2nd", B2_KIND_NDARRAY},
-      {"caterva", B2_KIND_NDARRAY},
-  };
   for (size_t o = 0; o < sizeof order / sizeof *order; o++)
     for (int k = 0; k < n; k++)
       if (!strcmp(names[k], order[o].meta))

@@ -212,7 +212,9 @@ static void test_params(void) {
   CHECK_EQ(b2_parse_size("99999999999999999999", &v), B2_E_INVAL);
 }
 
-/* set_param on an empty frame recreates it; after data it is refused. */
+/* set_param on an empty frame recreates it; after data it is refused;
+ * an array's shapes never apply to a frame of bytes.  Which attributes
+ * follow from the data. */
 static void test_set_param(void) {
   char path[256];
   snprintf(path, sizeof path, "%s/param.b2frame", dir);
@@ -226,10 +228,28 @@ static void test_set_param(void) {
   CHECK_EQ(b2_frame_get_info(b2_file_frame(f))->layout, B2_LAYOUT_SPARSE);
   CHECK_EQ(b2_file_pwrite(f, "hello", 5, 0), 5);
   CHECK_EQ(b2_file_set_param(f, "codec", "zstd"), B2_E_BUSY);
+  /* After the data: the value's form is checked first (a copy's good
+   * value, an array's shapes included, is BUSY; a bad one INVAL). */
+  CHECK_EQ(b2_file_set_param(f, "codec", "nosuch"), B2_E_INVAL);
+  CHECK_EQ(b2_file_set_param(f, "clevel", "10"), B2_E_INVAL);
+  CHECK_EQ(b2_file_set_param(f, "chunkshape", "10,20"), B2_E_BUSY);
+  CHECK_EQ(b2_file_set_param(f, "blockshape", "10,x"), B2_E_INVAL);
+  CHECK_EQ(b2_frame_get_info(b2_file_frame(f))->codec, B2_CODEC_LZ4);
   CHECK_EQ(b2_file_close(f), 0);
   struct stat st;
   CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+  snprintf(path, sizeof path, "%s/param2.b2frame", dir);
+  CHECK_EQ(b2_file_create(env, path, NULL, &f), 0);
+  CHECK_EQ(b2_file_set_param(f, "chunkshape", "10,20"), B2_E_INVAL);
+  CHECK_EQ(b2_file_close(f), 0);
   b2_env_destroy(env);
+  CHECK_EQ(b2_file_xattr_derived("user.b2.nchunks"), 1);
+  CHECK_EQ(b2_file_xattr_derived("user.b2.shape"), 1);
+  CHECK_EQ(b2_file_xattr_derived("user.b2.meta.b2nd"), 1);
+  CHECK_EQ(b2_file_xattr_derived("user.b2.meta.mine"), 0);
+  CHECK_EQ(b2_file_xattr_derived("user.b2.codec"), 0);
+  CHECK_EQ(b2_file_xattr_derived("user.b2.vlmeta.nchunks"), 0);
+  CHECK_EQ(b2_file_xattr_derived("user.other.nchunks"), 0);
 }
 
 /* Read-only handles refuse writes; a frame without a b2nd metalayer has
