@@ -15,14 +15,21 @@
 #      larger than a block can be stay plain frames
 #      (one log line each) holding the bytes written.
 #   3. A fixture array copied into SOURCE, edited through memmap r+, holds
-#      exactly the edit; rows added and removed by truncate; header writes
-#      that change it and other sizes give EINVAL; user.b2.chunkshape /
+#      exactly the edit; rows added and removed by truncate, a size inside
+#      a row; header writes that change part of it give EINVAL; user.b2.chunkshape /
 #      blockshape before the data; a read-only mount refuses all of it.
 #   4. tests/mount_ex_npy.py on a contiguous and a sparse mount with a small
 #      cache: memmap slice writes, pwrite, pread, numpy.load and resizes
 #      against a NumPy shadow on seven arrays (uneven edge chunks and blocks, 300-byte items,
 #      blocks that do not divide chunks), then verify and a remount check.
 #      B2FS_EX_NPY_SEED replays, B2FS_EX_NPY_OPS sets the operations (120).
+#   5. .npy files not written by numpy.save (other header spellings).
+#   6. Arrays grown by an appender (rows written mid-row, then the header),
+#      rsync --inplace's way of writing a grown and a cut array over one,
+#      a header spelled otherwise written over one, another dtype refused;
+#      bytes appended inside a row kept as a plain frame of them, cut back
+#      to whole rows an array again; the same after a remount, b2f scrub
+#      clean, python-blosc2 reading the arrays.
 # Env: B2FS, B2F, B2FS_FIXTURES, PY, PYB2 (tests/run.sh, tests/lib.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -229,10 +236,10 @@ try:
     os.pwrite(fd, b"X", 3); print("header change accepted"); sys.exit(1)
 except OSError as e:
     assert e.errno == errno.EINVAL
-try:
-    os.ftruncate(fd, hl + b.nbytes + 3); print("odd size accepted"); sys.exit(1)
-except OSError as e:
-    assert e.errno == errno.EINVAL
+# a size inside a row: those bytes (zeros), the header as it was
+os.ftruncate(fd, hl + b.nbytes + 3)
+assert os.fstat(fd).st_size == hl + b.nbytes + 3, "odd size"
+assert os.pread(fd, hl, 0) == head and os.pread(fd, 10, hl + b.nbytes) == bytes(3), "odd size bytes"
 row = 60 * 70 * 2
 os.ftruncate(fd, hl + b.nbytes - 7 * row)                                # 43 rows
 os.ftruncate(fd, hl + b.nbytes + 2 * row)                                # 52 rows, new zeros
@@ -465,4 +472,120 @@ print("ok")' "$S5/al16.b2nd" "$MNT/al16.want" 2>&1)
   fi
 else
   nok npy_foreign_header_size "cannot mount"
+fi
+
+# ---- 6. arrays grown by appending, and whole headers written over ----------------
+# An appender (npy-append-array's way: the rows at the end, written as its
+# buffer fills, mid-row; then the header for the new row count), rsync
+# --inplace of a grown and of a cut array, a header spelled otherwise, bytes
+# appended that end inside a row (kept as the plain bytes they are), a cut
+# back to whole rows.
+S6=$TMP/src6
+mkdir -p "$S6"
+if mount_bg npy6 "$S6" "$MNT" "clevel=1"; then
+  if "$PY" - "$MNT" "$TMP" >"$TMP/append.out" 2>&1 <<'PY'
+import sys, os, errno, numpy as np
+from numpy.lib import format as fmt
+mnt, tmp = sys.argv[1:3]
+bad = []
+def header(shape, dtype="<f8", length=128):
+    d = {"descr": dtype, "fortran_order": False, "shape": shape}
+    text = repr(d).encode("latin1")
+    return b"\x93NUMPY\x01\x00" + (length - 10).to_bytes(2, "little") + text.ljust(length - 11) + b"\n"
+# the appender
+p = f"{mnt}/app.npy"
+want = np.full((100, 30), -1.0)
+np.save(p, want)
+for k in range(4):
+    rows = np.arange(3000.0 * k, 3000.0 * (k + 1)).reshape(100, 30)
+    fd = os.open(p, os.O_RDWR)
+    end = os.lseek(fd, 0, os.SEEK_END)
+    data = rows.tobytes()
+    for i in range(0, len(data), 16384):                 # mid-row pieces
+        os.pwrite(fd, data[i:i + 16384], end + i)
+    want = np.concatenate([want, rows])
+    h = header(want.shape)
+    assert len(h) == 128
+    os.pwrite(fd, h, 0)
+    os.close(fd)
+got = np.load(p)
+if got.shape != want.shape or not np.array_equal(got, want): bad.append("appender")
+np.save(f"{tmp}/app.want.npy", want)
+open(f"{tmp}/app.want", "wb").write(header(want.shape) + want.tobytes())  # its own header
+# rsync --inplace's way: the header for the new rows first, then the items
+for name, n in (("grown", 300), ("cut", 40)):
+    q = f"{mnt}/{name}.npy"
+    np.save(q, np.ones((100, 30)))
+    w = np.arange(n * 30.0).reshape(n, 30)
+    np.save(f"{tmp}/{name}.in.npy", w)
+    raw = open(f"{tmp}/{name}.in.npy", "rb").read()
+    fd = os.open(q, os.O_WRONLY)
+    for i in range(0, len(raw), 32768):
+        os.pwrite(fd, raw[i:i + 32768], i)
+    os.ftruncate(fd, len(raw))
+    os.close(fd)
+    if open(q, "rb").read() != raw: bad.append(name)
+# a header of the same array spelled otherwise: read back as written
+q = f"{mnt}/spelled.npy"
+np.save(q, np.ones((10, 30)))
+h = header((10, 30)).replace(b"'shape': (10, 30)}", b"'shape':(10,30) }")
+h = h[:-1].ljust(127) + b"\n"
+fd = os.open(q, os.O_WRONLY); os.pwrite(fd, h, 0); os.close(fd)
+if open(q, "rb").read(128) != h: bad.append("spelled")
+# another dtype, or part of the header changed: refused
+fd = os.open(q, os.O_WRONLY)
+for what, buf, off in (("dtype", header((10, 30), "<i8"), 0), ("part", b"(11", 60)):
+    try:
+        os.pwrite(fd, buf, off); bad.append(what + " accepted")
+    except OSError as e:
+        if e.errno != errno.EINVAL: bad.append(what + ": " + str(e))
+os.close(fd)
+# bytes appended that end inside a row, and cut back
+for name in ("tail", "back"):
+    q = f"{mnt}/{name}.npy"
+    np.save(q, np.arange(300.0).reshape(10, 30))
+    before = open(q, "rb").read()
+    fd = os.open(q, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"\x07" * 100)
+    if name == "back": os.ftruncate(fd, len(before))
+    os.close(fd)
+    now = open(q, "rb").read()
+    expect = before + (b"\x07" * 100 if name == "tail" else b"")
+    if now != expect: bad.append(name)
+    open(f"{tmp}/{name}.want", "wb").write(expect)
+print(" ".join(bad) or "ok")
+PY
+  then r=$(tail -1 "$TMP/append.out"); else r=$(tail -3 "$TMP/append.out"); fi
+  [ "$r" = ok ] && ok npy_append_rewrite || nok npy_append_rewrite "$r"
+  sums=$(cd "$MNT" && sha256sum -- *.npy)
+  unmount_fg "$MNT" npy6
+  kinds=$(cd "$S6" && ls | tr '\n' ' ')
+  [ "$kinds" = "app.b2nd back.b2nd cut.b2nd grown.b2nd spelled.b2nd tail.npy.b2frame " ] &&
+    ok npy_append_kinds || nok npy_append_kinds "SOURCE: $kinds"
+  if mount_bg npy6b "$S6" "$MNT" "ro"; then
+    [ "$(cd "$MNT" && sha256sum -- *.npy)" = "$sums" ] && cmp -s "$MNT/app.npy" "$TMP/app.want" &&
+      cmp -s "$MNT/tail.npy" "$TMP/tail.want" && cmp -s "$MNT/grown.npy" "$TMP/grown.in.npy" &&
+      ok npy_append_remount || nok npy_append_remount "the files read otherwise after a remount"
+    unmount_fg "$MNT" npy6b
+  else
+    nok npy_append_remount "cannot mount"
+  fi
+  "$B2F" scrub "$S6" >"$TMP/scrub6.out" 2>&1 && grep -q " 0 damaged frames" "$TMP/scrub6.out" &&
+    ok npy_append_scrub || nok npy_append_scrub "$(tail -c 300 "$TMP/scrub6.out")"
+  if have_pyb2; then
+    r=$("$PYB2" - "$S6" "$TMP" 2>&1 <<'PY'
+import sys, numpy as np, blosc2
+s, t = sys.argv[1:3]
+for n, w in (("app", "app.want.npy"), ("grown", "grown.in.npy"), ("cut", "cut.in.npy")):
+    a = blosc2.open(f"{s}/{n}.b2nd")
+    want = np.load(f"{t}/{w}")
+    assert isinstance(a, blosc2.NDArray) and a.shape == want.shape, (n, a.shape)
+    assert np.array_equal(a[...], want), n
+print("ok")
+PY
+)
+    [ "$r" = ok ] && ok npy_append_pyb2 || nok npy_append_pyb2 "$(tail -c 300 <<<"$r")"
+  fi
+else
+  nok npy_append_rewrite "cannot mount"
 fi

@@ -342,13 +342,84 @@ static int items_write(b2_file *f, const uint8_t *src, size_t n, int64_t aoff) {
 
 /* ---- size changes of an array ---------------------------------------------- */
 
+/* Bytes of one row of the first axis (0 for a 0-d array). */
+static int64_t row_bytes(const b2_b2nd *a) {
+  if (a->ndim == 0) return 0;
+  int64_t rowb = a->itemsize;
+  for (int d = 1; d < a->ndim; d++) rowb *= a->shape[d];
+  return rowb;
+}
+
+int b2_file_aragged(const b2_file *f) {
+  return f->has_array && !f->pending &&
+         atomic_load(&f->size) != hdr_len(f) + b2_b2nd_nbytes(&f->array);
+}
+
+/* The .npy view's header for array na: numpy.save's when it has the
+ * current header's length, else the same text padded to that length (a
+ * writer's own header was shorter or longer), so that the items stay
+ * where they are; *kept: not numpy.save's.  malloc'd into *out. */
+static int header_for(b2_file *f, const b2_b2nd *na, char **out, int *kept) {
+  int64_t hdr = hdr_len(f);
+  char *npy = NULL;
+  int hn = b2_npy_header(na, NULL, 0);
+  *kept = hn >= 0 && hn != hdr;
+  if (hn >= 0 && !(npy = malloc((size_t)hdr))) hn = b2_fail(B2_E_NOMEM, "no memory");
+  if (hn >= 0)
+    hn = *kept ? b2_npy_header_sized(na, npy, (size_t)hdr) : b2_npy_header(na, npy, (size_t)hdr);
+  if (hn == B2_E_LIMIT)
+    hn = b2_fail(B2_E_INVAL, "%s: %lld rows need a .npy header longer than its %lld bytes",
+                 f->path, (long long)na->shape[0], (long long)hdr);
+  if (hn < 0) {
+    free(npy);
+    return hn;
+  }
+  *out = npy;
+  return 0;
+}
+
+/* The rows of the first axis the view's .npy header gives (-1: none). */
+static int64_t header_rows(const b2_file *f) {
+  char *descr = malloc(f->npylen + 1); /* a descr is shorter than its header */
+  size_t hl;
+  int fortran, ndim = 0;
+  int64_t shape[B2_B2ND_MAXDIM];
+  int rc = descr ? b2_npy_parse(f->npy, f->npylen, &hl, descr, f->npylen + 1, &fortran, &ndim, shape)
+                 : B2_E_NOMEM;
+  free(descr);
+  return rc < 0 || ndim < 1 ? -1 : shape[0];
+}
+
+/* Make the view's header give `rows` rows (wmu held; szlock taken here):
+ * while the size ends inside a row, the rows complete, so that bytes
+ * appended leave the header as it was until they make a row; the array's
+ * own count once whole. */
+static int show_rows(b2_file *f, int64_t rows) {
+  b2_b2nd *a = &f->array, na;
+  int64_t shape[B2_B2ND_MAXDIM];
+  memcpy(shape, a->shape, sizeof shape);
+  shape[0] = rows;
+  int rc = b2_b2nd_make(&na, a->ndim, shape, a->chunkshape, a->blockshape, a->itemsize, a->dtype);
+  if (rc < 0) return b2_context(rc, "%s", f->path);
+  na.dtype_format = a->dtype_format;
+  char *npy;
+  int kept;
+  rc = header_for(f, &na, &npy, &kept);
+  b2_b2nd_free(&na);
+  if (rc < 0) return rc;
+  pthread_rwlock_wrlock(&f->szlock);
+  free(f->npy);
+  f->npy = npy;
+  pthread_rwlock_unlock(&f->szlock);
+  return 0;
+}
+
 /* Resize to `size` view bytes by whole rows of the first axis (wmu and
  * szlock exclusive held). */
 static int set_rows(b2_file *f, int64_t size) {
   b2_b2nd *a = &f->array;
   b2_cache *c = f->env->cache;
-  int64_t hdr = hdr_len(f), rowb = a->itemsize;
-  for (int d = 1; d < a->ndim; d++) rowb *= a->shape[d];
+  int64_t hdr = hdr_len(f), rowb = row_bytes(a);
   if (a->ndim == 0 || rowb == 0 || a->chunkshape[0] <= 0 || size < hdr || (size - hdr) % rowb)
     return b2_fail(B2_E_INVAL, "%s: an array's size changes only by whole rows of its first "
                    "axis (%lld bytes each)", f->path, (long long)rowb);
@@ -361,22 +432,9 @@ static int set_rows(b2_file *f, int64_t size) {
   na.dtype_format = a->dtype_format;
   char *npy = NULL;
   int kept = 0; /* the new header is not numpy.save's: kept (B2_NPY_HEADER_VLMETA) */
-  if (f->view == B2_VIEW_NPY) {
-    /* numpy.save's header when it has the current one's length, else the
-     * same text padded to that length (a writer's own header was shorter
-     * or longer), so that the items stay where they are. */
-    int hn = b2_npy_header(&na, NULL, 0);
-    kept = hn >= 0 && hn != hdr;
-    if (hn >= 0 && !(npy = malloc((size_t)hdr))) hn = b2_fail(B2_E_NOMEM, "no memory");
-    if (hn >= 0) hn = kept ? b2_npy_header_sized(&na, npy, (size_t)hdr) : b2_npy_header(&na, npy, (size_t)hdr);
-    if (hn == B2_E_LIMIT)
-      hn = b2_fail(B2_E_INVAL, "%s: %lld rows need a .npy header longer than its %lld bytes",
-                   f->path, (long long)shape[0], (long long)hdr);
-    if (hn < 0) {
-      free(npy);
-      b2_b2nd_free(&na);
-      return hn;
-    }
+  if (f->view == B2_VIEW_NPY && (rc = header_for(f, &na, &npy, &kept)) < 0) {
+    b2_b2nd_free(&na);
+    return rc;
   }
   /* Growing: the old edge chunks' padding along the first axis becomes
    * items, which must read as zeros. */
@@ -748,24 +806,62 @@ static int restart(b2_file *f) {
 
 /* ---- entry points (wmu held) --------------------------------------------------- */
 
+/* A write of the whole .npy header with other bytes.  A header for
+ * another number of rows (rsync --inplace of an array grown or cut, an
+ * appender writing the rows it added) resizes the array to them; one
+ * spelled otherwise than the view's is kept as its header (as a new .npy
+ * file's writer's is, B2_NPY_HEADER_VLMETA).  Another dtype, order, other
+ * dimensions or length: B2_E_INVAL. */
+static int rewrite_header(b2_file *f, const uint8_t *h) {
+  size_t hl = f->npylen;
+  int64_t rows, rowb = row_bytes(&f->array);
+  if (!b2_file_npy_alike((const char *)h, hl, f->npy, hl, &rows) || rows < 0 ||
+      (rowb > 0 && rows > (INT64_MAX - (int64_t)hl) / rowb))
+    return b2_fail(B2_E_INVAL, "%s: a .npy header written over an array's must describe it "
+                   "(the same dtype, order and size; rows may differ)", f->path);
+  int rc = rows == f->array.shape[0] ? 0 : b2_file_aresize(f, (int64_t)hl + rows * rowb);
+  if (rc < 0 || memcmp(f->npy, h, hl) == 0) return rc;
+  char *copy = malloc(hl);
+  if (!copy) return b2_fail(B2_E_NOMEM, "no memory for the .npy header");
+  memcpy(copy, h, hl);
+  pthread_mutex_lock(&f->fmu);
+  rc = b2_npy_header_keep(f->frame, &f->array, copy, hl);
+  pthread_mutex_unlock(&f->fmu);
+  if (rc < 0) {
+    free(copy);
+    return rc;
+  }
+  pthread_rwlock_wrlock(&f->szlock); /* readers copy from it */
+  free(f->npy);
+  f->npy = copy;
+  pthread_rwlock_unlock(&f->szlock);
+  b2_file_touched(f);
+  return 0;
+}
+
 ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   if (!f->pending && f->npy_plain && atomic_load(&f->size) == 0) restart(f);
   if (f->pending) return pend_write(f, buf, n, off);
   if (!f->has_array) return b2_file_lwrite(f, buf, n, off);
   int64_t end = off + (int64_t)n, hdr = hdr_len(f);
-  if (end > atomic_load(&f->size)) {
-    int rc = b2_file_aresize(f, end);
-    if (rc < 0) return rc;
-  }
   const uint8_t *src = buf;
   size_t left = n;
   if (off < hdr) {
     size_t h = (size_t)B2_MIN((int64_t)left, hdr - off);
-    if (memcmp(f->npy + off, src, h) != 0)
-      return b2_fail(B2_E_INVAL, "%s: a write to the .npy header must leave it unchanged", f->path);
+    if (memcmp(f->npy + off, src, h) != 0) {
+      int rc = off == 0 && (int64_t)h == hdr
+                   ? rewrite_header(f, src)
+                   : b2_fail(B2_E_INVAL, "%s: a write to part of the .npy header must leave it "
+                             "unchanged", f->path);
+      if (rc < 0) return rc;
+    }
     src += h;
     off += (int64_t)h;
     left -= h;
+  }
+  if (end > atomic_load(&f->size)) {
+    int rc = b2_file_aresize(f, end);
+    if (rc < 0) return rc;
   }
   int rc = left ? items_write(f, src, left, off - hdr) : 0;
   if (rc == 0 && end > f->npy_hw) f->npy_hw = end;
@@ -773,20 +869,48 @@ ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   return rc < 0 ? rc : (ssize_t)n;
 }
 
+/* Zeros over array bytes [from, to) (wmu held). */
+static int zero_items(b2_file *f, int64_t from, int64_t to) {
+  static const uint8_t zeros[1 << 16];
+  int rc = 0;
+  while (rc == 0 && from < to) {
+    size_t k = (size_t)B2_MIN(to - from, (int64_t)sizeof zeros);
+    rc = items_write(f, zeros, k, from);
+    from += (int64_t)k;
+  }
+  return rc;
+}
+
 int b2_file_aresize(b2_file *f, int64_t size) {
   if (f->pending) return pend_resize(f, size);
   if (!f->has_array) return size == 0 && f->npy_plain ? restart(f) : b2_file_lresize(f, size);
-  if (size == atomic_load(&f->size)) return 0;
+  int64_t old = atomic_load(&f->size), hdr = hdr_len(f), rowb = row_bytes(&f->array);
+  if (size == old) return 0;
   if (size == 0 && f->view == B2_VIEW_NPY) return restart(f);
-  /* Parked chunks into the frame first, and none parked meanwhile. */
-  atomic_store(&f->committing, 1);
-  int rc = b2_file_spill_drain(f);
-  if (rc == 0) {
-    pthread_rwlock_wrlock(&f->szlock);
-    rc = set_rows(f, size);
-    pthread_rwlock_unlock(&f->szlock);
+  /* A size inside a row (an appender's write, cut by its buffer, ends
+   * mid-row; a truncate there): the array gets the rows it reaches, the
+   * items past the size stay zeros (those a cut leaves are zeroed), and
+   * the view has that size (b2_file_aragged) until whole rows again. */
+  int64_t whole = size;
+  if (rowb > 0 && size > hdr && (size - hdr) % rowb) whole = size + rowb - (size - hdr) % rowb;
+  int rc = 0;
+  if (whole != hdr + b2_b2nd_nbytes(&f->array)) {
+    /* Parked chunks into the frame first, and none parked meanwhile. */
+    atomic_store(&f->committing, 1);
+    rc = b2_file_spill_drain(f);
+    if (rc == 0) {
+      pthread_rwlock_wrlock(&f->szlock);
+      rc = set_rows(f, whole);
+      pthread_rwlock_unlock(&f->szlock);
+    }
+    atomic_store(&f->committing, 0);
   }
-  atomic_store(&f->committing, 0);
+  if (rc == 0 && whole != size) {
+    if (old > size) rc = zero_items(f, size - hdr, B2_MIN(old, whole) - hdr);
+    if (rc == 0) atomic_store(&f->size, size);
+  }
+  if (rc == 0 && f->view == B2_VIEW_NPY && rowb > 0 && header_rows(f) != (size - hdr) / rowb)
+    rc = show_rows(f, (size - hdr) / rowb);
   if (rc == 0) f->npy_hw = size; /* the file is that long now */
   return rc;
 }
@@ -887,9 +1011,13 @@ static int spill_copy(b2_file *f, int fd, int64_t n, int out) {
  * numpy.load and python-blosc2 would take it for complete.  A header
  * alone stays an array: numpy's open_memmap writes it, closes, and maps
  * the file again to write the items. */
-int b2_file_ashort(b2_file *f) {
+int b2_file_ashort(b2_file *f, int last) {
   int64_t hw = f->npy_hw, size = atomic_load(&f->size);
-  if (!f->npy_born || !f->has_array || f->pending || hw >= size || hw <= (int64_t)f->npylen)
+  int ragged = b2_file_aragged(f);
+  if (ragged)
+    hw = size;
+  else if (!last || !f->npy_born || !f->has_array || f->pending || hw >= size ||
+           hw <= (int64_t)f->npylen)
     return 0;
   int fd = spill_open(f);
   if (fd < 0) return fd;
@@ -899,7 +1027,10 @@ int b2_file_ashort(b2_file *f) {
     return rc;
   }
   b2_frame_params p;
-  plain_params(f, &p); /* while the size says there are bytes */
+  if (f->npy_born)
+    plain_params(f, &p); /* while the size says there are bytes */
+  else
+    b2_file_env_params(f->env, &p); /* an array opened: no parameters asked for */
   /* The array goes, as at a restart. */
   if (f->env->pool) b2_pool_wait(f->env->pool, &f->group);
   pthread_rwlock_wrlock(&f->szlock);
@@ -910,9 +1041,15 @@ int b2_file_ashort(b2_file *f) {
   rc = b2_file_recreate(f, &p, 0);
   if (rc == 0) rc = spill_copy(f, fd, hw, 0);
   close(fd);
-  snprintf(f->note, sizeof f->note,
-           "%s: stored as a plain frame of the %lld bytes written: its .npy header gives %lld",
-           f->path, (long long)hw, (long long)size);
+  f->npy_new = 1; /* a plain frame's name at the close */
+  if (ragged)
+    snprintf(f->note, sizeof f->note,
+             "%s: stored as a plain frame of its %lld bytes: they end inside a row", f->path,
+             (long long)hw);
+  else
+    snprintf(f->note, sizeof f->note,
+             "%s: stored as a plain frame of the %lld bytes written: its .npy header gives %lld",
+             f->path, (long long)hw, (long long)size);
   b2_file_touched(f);
   return rc;
 }

@@ -82,19 +82,20 @@ void b2_env_destroy(b2_env *env) {
   free(env);
 }
 
-/* Do the .npy headers kept (k, from a vlmetalayer: untrusted) and made
- * (h, numpy.save's for the array) describe one array: the same descr
- * text, C order, the same shape, k exactly one header? */
-static int same_npy_array(const char *k, size_t klen, const char *h, size_t hlen) {
+int b2_file_npy_alike(const char *k, size_t klen, const char *h, size_t hlen, int64_t *rows) {
   char *d = malloc(klen + hlen + 2); /* a descr is shorter than its header */
   if (!d) return 0;
   char *e = d + klen + 1;
   size_t kl = 0, hl = 0;
   int kf = 1, hf = 1, kn = -1, hn = -2;
   int64_t ks[B2_B2ND_MAXDIM], hs[B2_B2ND_MAXDIM];
+  int from = rows ? 1 : 0; /* rows: the first axis may differ */
   int same = b2_npy_parse(k, klen, &kl, d, klen + 1, &kf, &kn, ks) == 0 && kl == klen &&
-             b2_npy_parse(h, hlen, &hl, e, hlen + 1, &hf, &hn, hs) == 0 && !kf &&
-             !hf && kn == hn && memcmp(ks, hs, (size_t)kn * sizeof ks[0]) == 0 && strcmp(d, e) == 0;
+             b2_npy_parse(h, hlen, &hl, e, hlen + 1, &hf, &hn, hs) == 0 && !kf && !hf &&
+             kn == hn && kn >= from &&
+             memcmp(ks + from, hs + from, (size_t)(kn - from) * sizeof ks[0]) == 0 &&
+             strcmp(d, e) == 0;
+  if (same && rows) *rows = ks[0];
   free(d);
   return same;
 }
@@ -152,7 +153,7 @@ int b2_file_view_header(const b2_file *f, char **out, size_t *len) {
   }
   size_t klen = 0;
   char *k = kept_header(f, &klen);
-  if (k && same_npy_array(k, klen, h, (size_t)n)) {
+  if (k && b2_file_npy_alike(k, klen, h, (size_t)n, NULL)) {
     free(h);
     *out = k;
     *len = klen;

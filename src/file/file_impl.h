@@ -128,7 +128,9 @@ struct b2_file {
   /* Array views opened for writing, and new .npy files (awrite.c; wmu). */
   int pending;                /* a new .npy file: bytes held until its
                                  header is complete */
-  int npy_new;                /* made by b2_file_create_npy */
+  int npy_new;                /* made by b2_file_create_npy, or an array
+                                 kept as its bytes (b2_file_ashort): a
+                                 plain frame's name at the close */
   int npy_plain;              /* a .npy view of a frame without a b2nd
                                  metalayer (its bytes): written anew when
                                  empty or truncated to 0 */
@@ -216,6 +218,14 @@ void b2_file_env_params(const b2_env *env, b2_frame_params *p);
 ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off);
 int b2_file_aresize(b2_file *f, int64_t size);
 int b2_file_aset_param(b2_file *f, const char *key, const char *value);
+/* 1 while an array view's size ends inside a row of the first axis (an
+ * appender's write stopped mid-row): the array holds the rows reached,
+ * the items past the size zeros; such a state is not committed. */
+int b2_file_aragged(const b2_file *f);
+/* Do .npy headers k (untrusted) and h describe one array: both parse, k
+ * exactly klen bytes, the same descr text, C order, the same shape
+ * (rows != NULL: but for the first axis, k's count of it in *rows)? */
+int b2_file_npy_alike(const char *k, size_t klen, const char *h, size_t hlen, int64_t *rows);
 /* "A,B,C" (or "AxBxC") -> out (B2_B2ND_MAXDIM sizes); the count or a
  * negative code.  "chunkshape" and "blockshape" are such values. */
 int b2_file_parse_dims(const char *s, int32_t *out);
@@ -224,9 +234,11 @@ int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off);
 /* A new .npy file still held is flushed (or closed): store it now, as an
  * array or a plain frame. */
 int b2_file_asettle(b2_file *f);
-/* The last writer of a new .npy file is done: one that ends short of the
- * size its header gives becomes a plain frame of the bytes written. */
-int b2_file_ashort(b2_file *f);
+/* Before a commit: an array view whose size ends inside a row
+ * (b2_file_aragged), or, when its last writer is done (`last`), a new
+ * .npy file that ends short of the size its header gives, becomes a plain
+ * frame of its bytes (an array would pad them with zeros). */
+int b2_file_ashort(b2_file *f, int last);
 
 /* b2_frame_open (b2_frame_open_at when dirfd is not -1: path is a name in
  * it; with probe set, b2_frame_open_probe), taking back a parked frame of

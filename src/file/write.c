@@ -330,6 +330,9 @@ int b2_file_store_all(b2_file *f) {
  * not the commit's (an idle commit, a close or an fsync change no time a
  * stat shows). */
 static int flush_locked(b2_file *f, const struct timespec *t) {
+  /* An array whose bytes end inside a row would be committed padded:
+   * left to the writer's next commit (commit_all keeps such bytes). */
+  if (b2_file_aragged(f)) return 0;
   uint64_t gen = atomic_load(&f->gen);
   int changed = gen != atomic_load(&f->committed_gen);
   if (!t && !changed && !b2_frame_dirty(f->frame)) return 0;
@@ -345,12 +348,14 @@ static int flush_locked(b2_file *f, const struct timespec *t) {
   return rc;
 }
 
-/* Settle a new .npy file's held bytes, keep a short one as its bytes when
- * its last writer is done (`last`), and commit, with time t when given. */
+/* Settle a new .npy file's held bytes, keep an array's bytes that end
+ * inside a row, or a short new one's when its last writer is done
+ * (`last`), as a plain frame (b2_file_ashort), and commit, with time t
+ * when given. */
 static int commit_all(b2_file *f, int last, const struct timespec *t) {
   pthread_mutex_lock(&f->wmu);
   int rc = b2_file_asettle(f);
-  if (rc == 0 && last) rc = b2_file_ashort(f);
+  if (rc == 0) rc = b2_file_ashort(f, last);
   if (rc == 0) rc = flush_locked(f, t); /* what is written and the time: one commit */
   int lost = atomic_load(&f->lost);
   if (rc == 0 && lost)
@@ -395,7 +400,7 @@ int b2_file_compact(b2_file *f) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
   pthread_mutex_lock(&f->wmu);
   int rc = flush_locked(f, NULL);
-  if (rc == 0) {
+  if (rc == 0 && !b2_file_aragged(f)) { /* not committed: later */
     pthread_mutex_lock(&f->fmu);
     rc = b2_frame_compact(f->frame);
     pthread_mutex_unlock(&f->fmu);

@@ -336,12 +336,24 @@ static void test_edit_array(void) {
       CHECK_EQ(b2_file_pwrite(f, buf, (size_t)len, off), len);
       memcpy(shadow + off, buf, (size_t)len);
     }
-    /* The header: the same bytes pass, others do not. */
+    /* The header: the same bytes pass; others in part of it, or a whole
+     * one of another dtype, do not. */
     CHECK_EQ(b2_file_pwrite(f, shadow, hl + 10, 0), (ssize_t)(hl + 10));
     memcpy(buf, shadow, hl);
     buf[hl / 2] ^= 1;
+    CHECK_EQ(b2_file_pwrite(f, buf + 1, hl - 1, 1), B2_E_INVAL);
+    memcpy(buf, shadow, hl);
+    uint8_t *dt = memmem(buf, hl, "<u2", 3);
+    CHECK(dt != NULL);
+    dt[2] = '4';
     CHECK_EQ(b2_file_pwrite(f, buf, hl, 0), B2_E_INVAL);
-    CHECK_EQ(b2_file_truncate(f, (int64_t)n + 3), B2_E_INVAL);
+    /* A size inside a row: zeros past the old end, the header as it was. */
+    CHECK_EQ(b2_file_truncate(f, (int64_t)n + 3), 0);
+    uint8_t z[3] = {1, 1, 1};
+    CHECK_EQ(b2_file_pread(f, z, 3, (int64_t)n), 3);
+    CHECK(z[0] == 0 && z[1] == 0 && z[2] == 0);
+    CHECK_EQ(b2_file_pread(f, buf, hl, 0), (ssize_t)hl);
+    CHECK(memcmp(buf, shadow, hl) == 0);
     /* Rows: cut some, grow some (new rows read as zeros). */
     int64_t rows = ((int64_t)n - (int64_t)hl) / rowb;
     int64_t step = rnd_in(1, 150);
@@ -721,6 +733,68 @@ static void test_kept_header(void) {
   b2_env_destroy(env);
 }
 
+/* An existing array appended to as an appender does it: the rows at the
+ * end in pieces that end mid-row (the header keeps the complete rows
+ * meanwhile, and no idle flush commits that state), then a header for
+ * the new rows spelled otherwise (kept); a header for fewer rows cuts
+ * them; bytes left inside a row at the close become a plain frame of
+ * them. */
+static void test_append_rows(void) {
+  b2_env *env;
+  CHECK_EQ(b2_env_create(NULL, &env), 0);
+  static const int64_t s2[] = {50, 37}, s3[] = {130, 37};
+  size_t hl, n, hl3, n3;
+  uint8_t *npy = npy_bytes(2, s2, 4, "<i4", &hl, &n);
+  uint8_t *big = npy_bytes(2, s3, 4, "<i4", &hl3, &n3);
+  CHECK_EQ(hl, hl3);
+  memcpy(big + hl, npy + hl, n - hl); /* the first 50 rows the same */
+  char path[300];
+  b2_file *f = create_shaped(env, "app.b2nd", "16,37", "8,37", path, sizeof path);
+  CHECK_EQ(stream(f, npy, n), 0);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+  uint8_t head[256];
+  for (size_t o = n; o < n3; o += 1000) {
+    size_t k = B2_MIN((size_t)1000, n3 - o);
+    CHECK_EQ(b2_file_pwrite(f, big + o, k, (int64_t)o), (ssize_t)k);
+    CHECK_EQ(b2_file_size(f), (int64_t)(o + k));
+    CHECK_EQ(b2_file_pread(f, head, hl, 0), (ssize_t)hl);
+    int64_t rows = (int64_t)(o + k - hl) / (37 * 4);
+    char want[32];
+    snprintf(want, sizeof want, "(%lld, 37)", (long long)rows);
+    CHECK(memmem(head, hl, want, strlen(want)) != NULL);
+  }
+  /* Whole again: the header for 130 rows, here spelled with no spaces. */
+  char *sp = memmem(big, hl, "(130, 37)", 9);
+  CHECK(sp != NULL);
+  memcpy(sp, "(130,37) ", 9);
+  CHECK_EQ(b2_file_pwrite(f, big, hl, 0), (ssize_t)hl);
+  CHECK_EQ(b2_file_close(f), 0);
+  CHECK(view_is(env, path, B2_VIEW_NPY, big, n3));
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_CORDER, B2_OPEN_RDONLY, &f), 0);
+  CHECK(b2_file_array(f) && b2_file_array(f)->shape[0] == 130);
+  b2_file_close(f);
+  /* A header for 50 rows cuts the rest (rsync --inplace of a smaller
+   * array writes it first). */
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_NPY, B2_OPEN_RDWR, &f), 0);
+  CHECK_EQ(b2_file_pwrite(f, npy, hl, 0), (ssize_t)hl);
+  CHECK_EQ(b2_file_size(f), (int64_t)n);
+  /* 5 bytes more, inside a row, at the close: a plain frame of them. */
+  CHECK_EQ(b2_file_pwrite(f, "tail!", 5, (int64_t)n), 5);
+  CHECK_EQ(b2_file_flush(f), 0);
+  CHECK_EQ(b2_file_npy_fell_back(f), 1);
+  CHECK_EQ(b2_file_close(f), 0);
+  npy = realloc(npy, n + 5);
+  memcpy(npy + n, "tail!", 5);
+  CHECK(view_is(env, path, B2_VIEW_LOGICAL, npy, n + 5));
+  CHECK_EQ(b2_file_open(env, path, B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+  CHECK(b2_file_array(f) == NULL);
+  b2_file_close(f);
+  b2_env_destroy(env);
+  free(npy);
+  free(big);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/b2fs-farray-%d", (int)getpid());
   mkdir(dir, 0700);
@@ -734,6 +808,7 @@ int main(void) {
   T_RUN(test_cube_writer);
   T_RUN(test_pieces_out_of_order);
   T_RUN(test_kept_header);
+  T_RUN(test_append_rows);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
