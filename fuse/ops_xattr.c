@@ -15,9 +15,11 @@
  * rsync -X, also between two mounts or back from a plain backup), and so
  * does setting an attribute that follows from the data (sizes, kind,
  * shape, dtype, the metalayer marking the kind: b2_file_xattr_derived).
- * Other metalayers are read-only (EPERM but for the value they hold);
- * removing any describing attribute changes nothing and succeeds (rsync
- * -X removes what its source lacks).
+ * user.b2.meta.NAME sets a fixed-length metalayer (python-blosc2's
+ * `meta`; one msgpack object, as for vlmeta) at any time, but for those
+ * that mark the kind; removing any describing attribute, a fixed
+ * metalayer included, changes nothing and succeeds (rsync -X removes what
+ * its source lacks; fixed metalayers cannot be removed).
  * Other user.* attributes of a frame are the user's own: kept on its
  * source entry (the frame file, a sparse frame's directory) and carried
  * over when a rewrite replaces that file (b2fs_copy_attrs).
@@ -201,6 +203,15 @@ static int is_user_vlmeta(const char *name) {
          name[strlen(VLMETA_PREFIX)] && !is_csum_vlmeta(name);
 }
 
+#define META_PREFIX FRAME_XATTR_PREFIX "meta."
+
+/* A fixed-length metalayer the user may set (python-blosc2's `meta`):
+ * not one that marks the frame's kind (`b2nd`, ...). */
+static int is_user_meta(const char *name) {
+  return strncmp(name, META_PREFIX, strlen(META_PREFIX)) == 0 && name[strlen(META_PREFIX)] &&
+         !b2_file_xattr_derived(name);
+}
+
 static int is_param(const char *key) {
   for (size_t i = 0; i < sizeof param_keys / sizeof param_keys[0]; i++)
     if (!strcmp(key, param_keys[i])) return 1;
@@ -243,12 +254,13 @@ static int set_param(b2fs_inode *in, const char *key, const char *value, size_t 
   return rc ? rc : rc2;
 }
 
-/* Set (value != NULL) or remove a variable-length metalayer, committed at
- * once.  Through the open writer when there is one (cp -a sets attributes
- * before it closes); else .npy views get a writable logical handle of
- * their own. */
-static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_t size,
-                      int flags) {
+/* Set (value != NULL) or remove a variable-length metalayer (fixed: set
+ * a fixed-length one, python-blosc2's `meta`, which cannot be removed),
+ * committed at once.  Through the open writer when there is one (cp -a
+ * sets attributes before it closes); else .npy views get a writable
+ * logical handle of their own. */
+static int set_meta(b2fs_inode *in, int fixed, const char *name, const char *value, size_t size,
+                    int flags) {
   b2fs_handle *h = NULL;
   b2_file *own = NULL;
   int rc = 0;
@@ -283,15 +295,19 @@ static int set_vlmeta(b2fs_inode *in, const char *name, const char *value, size_
   b2_frame *fr = b2_file_frame(f);
   if (brc == 0 && (!value || (flags & (XATTR_CREATE | XATTR_REPLACE)))) {
     uint8_t *old = NULL;
+    const uint8_t *cur;
     size_t len;
-    int have = b2_frame_vlmeta_get(fr, name, &old, &len) == 0;
+    int have = fixed ? b2_frame_meta_get(fr, name, &cur, &len) == 0
+                     : b2_frame_vlmeta_get(fr, name, &old, &len) == 0;
     free(old);
     if (have && (flags & XATTR_CREATE)) rc = -EEXIST;
     if (!have && (!value || (flags & XATTR_REPLACE))) rc = -ENODATA;
   }
   if (rc == 0) {
     if (brc == 0)
-      brc = value ? b2_frame_vlmeta_set(fr, name, value, size) : b2_frame_vlmeta_del(fr, name);
+      brc = fixed   ? b2_frame_meta_set(fr, name, value, size)
+            : value ? b2_frame_vlmeta_set(fr, name, value, size)
+                    : b2_frame_vlmeta_del(fr, name);
     if (brc == 0) brc = b2_file_set_mtime(f, &st.st_mtim);
     if (brc < 0) rc = brc == B2_E_NOENT ? -ENODATA : -b2fs_werrno(brc);
   }
@@ -340,7 +356,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
   } else if (strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX)) != 0) {
     rc = -ENOTSUP;
   } else if (is_user_vlmeta(name)) {
-    rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), value, size, flags);
+    rc = set_meta(in, 0, name + strlen(VLMETA_PREFIX), value, size, flags);
+  } else if (is_user_meta(name) && !holds_value(in, name, value, size)) {
+    rc = set_meta(in, 1, name + strlen(META_PREFIX), value, size, flags);
   } else if (is_csum_vlmeta(name) || b2_file_xattr_derived(name) ||
              holds_value(in, name, value, size)) {
     /* `cp -a`, `rsync -X` and `mv` between frames copy every attribute:
@@ -370,7 +388,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
     else
       rc = removexattr(b2fs_fd_path(in->fd, path, sizeof path), name) < 0 ? -errno : 0;
   } else if (is_user_vlmeta(name)) {
-    rc = set_vlmeta(in, name + strlen(VLMETA_PREFIX), NULL, 0, 0);
+    rc = set_meta(in, 0, name + strlen(VLMETA_PREFIX), NULL, 0, 0);
   } else if (!strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))) {
     /* Attributes that describe the frame stay; removing one changes
      * nothing (rsync -X removes those its source lacks). */

@@ -27,7 +27,9 @@
 #      every user.b2.* attribute) and back into another mount with other
 #      parameters, and from mount to mount: exit 0 with no message, the
 #      same bytes and mtimes, vlmeta and user.* attributes, arrays as
-#      arrays (python-blosc2 reads them), the new mount's own codec.
+#      arrays (python-blosc2 reads them), the new mount's own codec; an
+#      SChunk and an NDArray python-blosc2 made with `meta` and vlmeta
+#      arrive with both.
 # Env: B2FS, B2F, PY, PYB2 (tests/run.sh, tests/lib.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -209,6 +211,18 @@ PY
   # (other parameters) takes the copies' as a copy's: exit 0, its own codec.
   B=$TMP/bak$L S2=$TMP/src2$L M2=$TMP/mnt2$L
   mkdir -p "$B" "$S2" "$M2"
+  if [ "$PYB2_OK" = 1 ]; then # python-blosc2's own metalayers (meta, vlmeta) travel too
+    "$PYB2" - "$S" <<'PY' || nok npy_rename_${L}_pyb2_meta_made "python-blosc2 could not write"
+import sys, numpy as np, blosc2
+s = sys.argv[1]
+c = blosc2.SChunk(chunksize=40000, data=np.arange(30000, dtype="<i4"), urlpath=f"{s}/pm.b2frame",
+                  mode="w", meta={"info": {"units": "m", "n": 3}})
+c.vlmeta["note"] = "hello"
+a = blosc2.asarray(np.arange(600.0).reshape(20, 30), urlpath=f"{s}/pa.b2nd", mode="w",
+                   meta={"calib": [1, 2, 3]})
+a.vlmeta["who"] = "me"
+PY
+  fi
   if mount_bg back$L "$S2" "$M2" "layout=$layout,codec=lz4,clevel=5"; then
     e=""
     rsync -aX "$M/" "$B/" 2>"$TMP/bk$L.err" || e="$e to-backup:$?"
@@ -237,6 +251,19 @@ PY
     if [ "$PYB2_OK" = 1 ]; then
       r=$(pyb2_equal "$S2" 2>&1; pyb2_equal "$S2/direct" 2>&1)
       [ "$r" = $'ok\nok' ] && ok npy_rename_${L}_pyb2_restored || nok npy_rename_${L}_pyb2_restored "$(tail -c 300 <<<"$r")"
+      r=$("$PYB2" - "$S2" "$S2/direct" 2>&1 <<'PY'
+import sys, numpy as np, blosc2
+for s in sys.argv[1:]:
+    c = blosc2.open(f"{s}/pm.b2frame")
+    assert type(c) is blosc2.SChunk and c.meta["info"] == {"units": "m", "n": 3}, (s, c.meta.keys())
+    assert c.vlmeta["note"] == "hello" and c[:] == np.arange(30000, dtype="<i4").tobytes()
+    a = blosc2.open(f"{s}/pa.b2nd")
+    assert isinstance(a, blosc2.NDArray) and a.schunk.meta["calib"] == [1, 2, 3], (s, type(a))
+    assert a.vlmeta["who"] == "me" and np.array_equal(a[...], np.arange(600.0).reshape(20, 30))
+print("ok")
+PY
+)
+      [ "$r" = ok ] && ok npy_rename_${L}_pyb2_meta_restored || nok npy_rename_${L}_pyb2_meta_restored "$(tail -c 300 <<<"$r")"
     fi
     unmount_fg "$M2" back$L
   else

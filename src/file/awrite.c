@@ -7,8 +7,13 @@
  * writes do: a chunk is decoded first unless the write covers all its
  * items, marked dirty, and compressed in the background as soon as the
  * write reaches its last item in C order (a C-order stream completes the
- * chunks one after another), else by the cache or at flush.  Writes to
- * the .npy header must leave it as it is.  A size change by whole rows of
+ * chunks one after another), else by the cache or at flush.  A write of
+ * the whole .npy header for the same array with other rows resizes it (a
+ * header spelled otherwise is kept); a size inside a row is kept, not
+ * committed, until whole rows again.  What the array cannot say (another
+ * dtype or shape in the header, part of it changed, a size inside it, a
+ * size inside a row at a commit) makes the file the plain frame of its
+ * bytes (to_bytes), written on as any.  A size change by whole rows of
  * the first axis resizes the array: the frame gets or loses chunks, the
  * items an edge chunk's padding gives back are zeroed, and the `b2nd`
  * metalayer with the new shape is staged, to be committed with the index.
@@ -41,6 +46,8 @@
 
 /* Most bytes a new .npy file holds before its header must be complete. */
 #define PEND_MAX ((size_t)B2_B2ND_MAXDTYPE + ((size_t)1 << 20))
+
+static int to_bytes(b2_file *f, int64_t keep, const char *why);
 
 static int64_t hdr_len(const b2_file *f) {
   return f->view == B2_VIEW_NPY ? (int64_t)f->npylen : 0;
@@ -806,19 +813,22 @@ static int restart(b2_file *f) {
 
 /* ---- entry points (wmu held) --------------------------------------------------- */
 
-/* A write of the whole .npy header with other bytes.  A header for
- * another number of rows (rsync --inplace of an array grown or cut, an
- * appender writing the rows it added) resizes the array to them; one
+/* A write of the whole .npy header with other bytes: does h describe the
+ * same array but for its rows (in *rows)?  Then rewrite_header: a header
+ * for another number of rows (rsync --inplace of an array grown or cut,
+ * an appender writing the rows it added) resizes the array to them; one
  * spelled otherwise than the view's is kept as its header (as a new .npy
- * file's writer's is, B2_NPY_HEADER_VLMETA).  Another dtype, order, other
- * dimensions or length: B2_E_INVAL. */
-static int rewrite_header(b2_file *f, const uint8_t *h) {
+ * file's writer's is, B2_NPY_HEADER_VLMETA). */
+static int header_alike(const b2_file *f, const uint8_t *h, int64_t *rows) {
   size_t hl = f->npylen;
-  int64_t rows, rowb = row_bytes(&f->array);
-  if (!b2_file_npy_alike((const char *)h, hl, f->npy, hl, &rows) || rows < 0 ||
-      (rowb > 0 && rows > (INT64_MAX - (int64_t)hl) / rowb))
-    return b2_fail(B2_E_INVAL, "%s: a .npy header written over an array's must describe it "
-                   "(the same dtype, order and size; rows may differ)", f->path);
+  int64_t rowb = row_bytes(&f->array);
+  return b2_file_npy_alike((const char *)h, hl, f->npy, hl, rows) && *rows >= 0 &&
+         !(rowb > 0 && *rows > (INT64_MAX - (int64_t)hl) / rowb);
+}
+
+static int rewrite_header(b2_file *f, const uint8_t *h, int64_t rows) {
+  size_t hl = f->npylen;
+  int64_t rowb = row_bytes(&f->array);
   int rc = rows == f->array.shape[0] ? 0 : b2_file_aresize(f, (int64_t)hl + rows * rowb);
   if (rc < 0 || memcmp(f->npy, h, hl) == 0) return rc;
   char *copy = malloc(hl);
@@ -849,11 +859,15 @@ ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
   if (off < hdr) {
     size_t h = (size_t)B2_MIN((int64_t)left, hdr - off);
     if (memcmp(f->npy + off, src, h) != 0) {
-      int rc = off == 0 && (int64_t)h == hdr
-                   ? rewrite_header(f, src)
-                   : b2_fail(B2_E_INVAL, "%s: a write to part of the .npy header must leave it "
-                             "unchanged", f->path);
+      /* The header of the same array with other rows (or spelled
+       * otherwise); else (another dtype or shape, part of it changed) the
+       * file becomes the plain frame of its bytes, written as any file's. */
+      int64_t rows;
+      int rc = off == 0 && (int64_t)h == hdr && header_alike(f, src, &rows)
+                   ? rewrite_header(f, src, rows)
+                   : to_bytes(f, atomic_load(&f->size), "its .npy header was written over");
       if (rc < 0) return rc;
+      if (!f->has_array) return b2_file_lwrite(f, buf, n, off);
     }
     src += h;
     off += (int64_t)h;
@@ -887,6 +901,7 @@ int b2_file_aresize(b2_file *f, int64_t size) {
   int64_t old = atomic_load(&f->size), hdr = hdr_len(f), rowb = row_bytes(&f->array);
   if (size == old) return 0;
   if (size == 0 && f->view == B2_VIEW_NPY) return restart(f);
+  if (size < hdr) return to_bytes(f, size, "cut inside its .npy header");
   /* A size inside a row (an appender's write, cut by its buffer, ends
    * mid-row; a truncate there): the array gets the rows it reaches, the
    * items past the size stay zeros (those a cut leaves are zeroed), and
@@ -1005,23 +1020,15 @@ static int spill_copy(b2_file *f, int fd, int64_t n, int out) {
   return rc;
 }
 
-/* A new .npy file whose writer stopped short of the size its header gives
- * (killed, out of space, or cut off on purpose) is kept as the bytes
- * written, as any file system keeps them: as an array padded with zeros,
- * numpy.load and python-blosc2 would take it for complete.  A header
- * alone stays an array: numpy's open_memmap writes it, closes, and maps
- * the file again to write the items. */
-int b2_file_ashort(b2_file *f, int last) {
-  int64_t hw = f->npy_hw, size = atomic_load(&f->size);
-  int ragged = b2_file_aragged(f);
-  if (ragged)
-    hw = size;
-  else if (!last || !f->npy_born || !f->has_array || f->pending || hw >= size ||
-           hw <= (int64_t)f->npylen)
-    return 0;
+/* Keep the view's bytes [0, keep) as a plain frame of them in place of
+ * the array: what the file holds when the array cannot say it.  The bytes
+ * go through an unnamed file, the frame is created anew, and the
+ * namespace gives it a plain frame's name at the close (npy_new); `why`
+ * ends the note. */
+static int to_bytes(b2_file *f, int64_t keep, const char *why) {
   int fd = spill_open(f);
   if (fd < 0) return fd;
-  int rc = spill_copy(f, fd, hw, 1);
+  int rc = spill_copy(f, fd, keep, 1);
   if (rc < 0) {
     close(fd);
     return rc;
@@ -1039,17 +1046,29 @@ int b2_file_ashort(b2_file *f, int last) {
   f->view = B2_VIEW_LOGICAL;
   pthread_rwlock_unlock(&f->szlock);
   rc = b2_file_recreate(f, &p, 0);
-  if (rc == 0) rc = spill_copy(f, fd, hw, 0);
+  if (rc == 0) rc = spill_copy(f, fd, keep, 0);
   close(fd);
   f->npy_new = 1; /* a plain frame's name at the close */
-  if (ragged)
-    snprintf(f->note, sizeof f->note,
-             "%s: stored as a plain frame of its %lld bytes: they end inside a row", f->path,
-             (long long)hw);
-  else
-    snprintf(f->note, sizeof f->note,
-             "%s: stored as a plain frame of the %lld bytes written: its .npy header gives %lld",
-             f->path, (long long)hw, (long long)size);
+  snprintf(f->note, sizeof f->note, "%s: stored as a plain frame of its %lld bytes: %s", f->path,
+           (long long)keep, why);
   b2_file_touched(f);
   return rc;
+}
+
+/* A new .npy file whose writer stopped short of the size its header gives
+ * (killed, out of space, or cut off on purpose) is kept as the bytes
+ * written, as any file system keeps them: as an array padded with zeros,
+ * numpy.load and python-blosc2 would take it for complete.  A header
+ * alone stays an array: numpy's open_memmap writes it, closes, and maps
+ * the file again to write the items.  So is an array whose size ends
+ * inside a row. */
+int b2_file_ashort(b2_file *f, int last) {
+  int64_t hw = f->npy_hw, size = atomic_load(&f->size);
+  if (b2_file_aragged(f)) return to_bytes(f, size, "they end inside a row");
+  if (!last || !f->npy_born || !f->has_array || f->pending || hw >= size ||
+      hw <= (int64_t)f->npylen)
+    return 0;
+  char why[80];
+  snprintf(why, sizeof why, "its .npy header gives %lld", (long long)size);
+  return to_bytes(f, hw, why);
 }
