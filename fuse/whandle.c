@@ -475,7 +475,10 @@ void b2fs_frame_flushed(b2fs_inode *in, b2fs_handle *h) {
   int due = h->writable && in->cur == h && h->refs == 2 && in->kopen == 1;
   pthread_mutex_unlock(&in->lock);
   b2_file *f = due ? b2fs_use(h) : NULL;
-  if (f && b2_file_reopen_size(f) != b2_file_size(f)) atomic_store(&in->rel_due, 1);
+  /* The release changes the size (a short new .npy file), or renames the
+   * source entry (a .npy file kept as its bytes): stats and opens wait. */
+  if (f && (b2_file_reopen_size(f) != b2_file_size(f) || b2_file_npy_fell_back(f)))
+    atomic_store(&in->rel_due, 1);
   if (f) b2fs_unuse(h);
 }
 
@@ -612,8 +615,10 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
 
   /* The last writer is done: a new .npy file that ends short of its
    * header's size keeps its bytes (a plain frame, made anew at its home). */
+  int64_t kernel_size = -1; /* the size the kernel may hold */
   if (rc == 0 && h->file && in->kind == B2_NS_NPY) {
     uint64_t g1 = b2fs_frame_gen(h);
+    kernel_size = b2_file_size(h->file);
     pthread_mutex_lock(&in->nslock);
     rc = b2_file_finish(h->file);
     pthread_mutex_unlock(&in->nslock);
@@ -626,8 +631,9 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   if (rc == 0 && worth_compacting(h->file, 0, 0, &dead)) (void)compact(in, h);
   int64_t size = h->file ? b2_file_reopen_size(h->file) : -1;
   /* The kernel holds the writer's size for up to its timeout; a .npy
-   * header its writer spelled otherwise than numpy.save makes another. */
-  int resized = h->file && size != b2_file_size(h->file);
+   * header its writer spelled otherwise than numpy.save makes another,
+   * and a short one kept as its bytes its own. */
+  int resized = h->file && (size != b2_file_size(h->file) || (kernel_size >= 0 && kernel_size != size));
   /* The last try of a failed commit (at the close) may rewrite the file
    * (an empty frame): where that lands, before the handle goes. */
   int hfd = -1;

@@ -97,9 +97,11 @@ int b2_file_open_frame(b2_env *env, b2_frame *fr, int view, b2_file **out);
 /* Size of the view in bytes. */
 int64_t b2_file_size(const b2_file *f);
 /* The size a new handle of the same view shows, once what this one wrote
- * is committed: a writer's .npy view keeps the header its writer wrote
- * (its offsets hold), spelled as it was; new handles show the header as
- * numpy.save spells it, which can be of another length. */
+ * is committed and its last writer is done: a writer's .npy view keeps
+ * the header its writer wrote (its offsets hold), spelled as it was; new
+ * handles show the header kept or numpy.save's, which can be of another
+ * length; a new .npy file its writer stopped short of its header's size
+ * keeps the bytes written. */
 int64_t b2_file_reopen_size(const b2_file *f);
 
 /* Read up to n bytes at off; returns bytes read (short only at the end). */

@@ -419,6 +419,15 @@ int b2_frame_meta_set(b2_frame *f, const char *name, const void *data,
 int b2_frame_vlmeta_set(b2_frame *f, const char *name, const void *data,
                         size_t len);
 int b2_frame_vlmeta_del(b2_frame *f, const char *name);
+/* The user's metalayers of a frame: the fixed ones that mark no kind
+ * (python-blosc2's `meta=`) and the variable-length ones not named
+ * "b2fs." (its vlmeta), copied out of `f` (b2_frame_user_meta_take), to
+ * be staged on another frame that replaces it or copies it
+ * (b2_frame_user_meta_put, committed with its next commit). */
+typedef struct b2_frame_user_meta b2_frame_user_meta;
+int b2_frame_user_meta_take(const b2_frame *f, b2_frame_user_meta **out);
+int b2_frame_user_meta_put(b2_frame *f, const b2_frame_user_meta *m);
+void b2_frame_user_meta_free(b2_frame_user_meta *m);
 /* python-blosc2 reads the content of every vlmetalayer as one msgpack
  * object, and all of a frame's at once (`vlmeta.getall()`, `dict(vlmeta)`):
  * 0 when data is exactly one, else B2_E_INVAL saying what it is instead.

@@ -1026,6 +1026,11 @@ static int spill_copy(b2_file *f, int fd, int64_t n, int out) {
  * namespace gives it a plain frame's name at the close (npy_new); `why`
  * ends the note. */
 static int to_bytes(b2_file *f, int64_t keep, const char *why) {
+  /* Nothing written since the last commit: the file keeps that commit's
+   * time (one set by utimensat after the data: tar, cp -p). */
+  struct stat st;
+  int same_time = atomic_load(&f->gen) == atomic_load(&f->committed_gen) &&
+                  b2_file_frame_now(f, &st) == 0;
   int fd = spill_open(f);
   if (fd < 0) return fd;
   int rc = spill_copy(f, fd, keep, 1);
@@ -1052,6 +1057,8 @@ static int to_bytes(b2_file *f, int64_t keep, const char *why) {
   snprintf(f->note, sizeof f->note, "%s: stored as a plain frame of its %lld bytes: %s", f->path,
            (long long)keep, why);
   b2_file_touched(f);
+  if (same_time)
+    atomic_store(&f->changed_ns, (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
   return rc;
 }
 
@@ -1062,12 +1069,16 @@ static int to_bytes(b2_file *f, int64_t keep, const char *why) {
  * alone stays an array: numpy's open_memmap writes it, closes, and maps
  * the file again to write the items.  So is an array whose size ends
  * inside a row. */
-int b2_file_ashort(b2_file *f, int last) {
+int64_t b2_file_ashort_size(const b2_file *f) {
   int64_t hw = f->npy_hw, size = atomic_load(&f->size);
+  return f->npy_born && f->has_array && !f->pending && hw < size && hw > (int64_t)f->npylen ? hw
+                                                                                           : -1;
+}
+
+int b2_file_ashort(b2_file *f, int last) {
+  int64_t size = atomic_load(&f->size), hw = b2_file_ashort_size(f);
   if (b2_file_aragged(f)) return to_bytes(f, size, "they end inside a row");
-  if (!last || !f->npy_born || !f->has_array || f->pending || hw >= size ||
-      hw <= (int64_t)f->npylen)
-    return 0;
+  if (!last || hw < 0) return 0;
   char why[80];
   snprintf(why, sizeof why, "its .npy header gives %lld", (long long)size);
   return to_bytes(f, hw, why);

@@ -410,7 +410,8 @@ int b2_file_close(b2_file *f) {
 int64_t b2_file_size(const b2_file *f) { return atomic_load(&f->size); }
 
 int64_t b2_file_reopen_size(const b2_file *f) {
-  int64_t size = atomic_load(&f->size);
+  int64_t size = atomic_load(&f->size), kept = f->writable ? b2_file_ashort_size(f) : -1;
+  if (kept >= 0) return kept;
   if (f->view != B2_VIEW_NPY || !f->has_array) return size;
   char *h;
   size_t n;

@@ -239,6 +239,9 @@ int b2_file_asettle(b2_file *f);
  * .npy file that ends short of the size its header gives, becomes a plain
  * frame of its bytes (an array would pad them with zeros). */
 int b2_file_ashort(b2_file *f, int last);
+/* The size such a short new .npy file keeps at its last close (the bytes
+ * its writer wrote), or -1 when it is not short. */
+int64_t b2_file_ashort_size(const b2_file *f);
 
 /* b2_frame_open (b2_frame_open_at when dirfd is not -1: path is a name in
  * it; with probe set, b2_frame_open_probe), taking back a parked frame of

@@ -459,9 +459,13 @@ int b2_file_recreate(b2_file *f, const b2_frame_params *p, int64_t nbytes) {
   int home = b2_frame_home(f->frame, &hname);
   char name[NAME_MAX + 1];
   snprintf(name, sizeof name, "%s", hname ? hname : "");
+  /* The user's metalayers stay with the file, as attributes stay with a
+   * file rewritten (set before its data: tar -x --xattrs). */
+  b2_frame_user_meta *um = NULL;
+  int rc = b2_frame_user_meta_take(f->frame, &um);
   /* A contiguous frame is made anew in one step: never missing or half
    * made for other processes (b2_frame_remake). */
-  int rc = b2_frame_remake(&f->frame, p, nbytes);
+  if (rc == 0) rc = b2_frame_remake(&f->frame, p, nbytes);
   if (rc == B2_E_UNSUPPORTED) { /* sparse: removed, then created */
     b2_frame_close(f->frame);
     f->frame = NULL;
@@ -472,6 +476,8 @@ int b2_file_recreate(b2_file *f, const b2_frame_params *p, int64_t nbytes) {
                                 : b2_frame_create(f->path, p, &f->frame);
     if (rc == 0 && nbytes > 0) rc = b2_frame_resize(f->frame, nbytes);
   }
+  if (rc == 0) rc = b2_frame_user_meta_put(f->frame, um);
+  b2_frame_user_meta_free(um);
   if (rc == 0) {
     b2_file_spill_reset(f); /* parked chunks were the old frame's */
     b2_frame_set_verify(f->frame, f->env->opts.verify);

@@ -162,3 +162,82 @@ int b2_frame_vlmeta_del(b2_frame *f, const char *name) {
   b2_frame_w_end(f);
   return rc;
 }
+
+/* ---- the user's metalayers, carried to another frame -------------------- */
+
+struct b2_frame_user_meta {
+  int n;
+  struct umeta {
+    char *name;
+    int fixed;
+    uint8_t *data;
+    size_t len;
+  } e[2 * B2_FRAME_MAX_META];
+};
+
+void b2_frame_user_meta_free(b2_frame_user_meta *m) {
+  if (!m) return;
+  for (int k = 0; k < m->n; k++) {
+    free(m->e[k].name);
+    free(m->e[k].data);
+  }
+  free(m);
+}
+
+/* Append a copy of (name, data) to m. */
+static int keep(b2_frame_user_meta *m, const char *name, int fixed, const uint8_t *data,
+                size_t len) {
+  if (m->n == 2 * B2_FRAME_MAX_META) return b2_fail(B2_E_LIMIT, "too many metalayers");
+  struct umeta *u = &m->e[m->n];
+  u->name = strdup(name);
+  u->data = malloc(len ? len : 1);
+  if (!u->name || !u->data) {
+    free(u->name);
+    free(u->data);
+    return b2_fail(B2_E_NOMEM, "no memory for metalayer %s", name);
+  }
+  if (len) memcpy(u->data, data, len);
+  u->len = len;
+  u->fixed = fixed;
+  m->n++;
+  return 0;
+}
+
+int b2_frame_user_meta_take(const b2_frame *f, b2_frame_user_meta **out) {
+  *out = NULL;
+  b2_frame_user_meta *m = calloc(1, sizeof *m);
+  if (!m) return b2_fail(B2_E_NOMEM, "no memory for metalayers");
+  const char *name;
+  int rc = 0;
+  for (int k = 0; rc == 0 && (name = b2_frame_meta_name(f, k)) != NULL; k++) {
+    const uint8_t *data;
+    size_t len;
+    if (b2_frame_kind_marker(name)) continue;
+    rc = b2_frame_meta_get(f, name, &data, &len);
+    if (rc == 0) rc = keep(m, name, 1, data, len);
+  }
+  for (int k = 0; rc == 0 && (name = b2_frame_vlmeta_name(f, k)) != NULL; k++) {
+    if (strncmp(name, "b2fs.", 5) == 0) continue;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    rc = b2_frame_vlmeta_get(f, name, &data, &len);
+    if (rc == 0) rc = keep(m, name, 0, data, len);
+    free(data);
+  }
+  if (rc < 0) {
+    b2_frame_user_meta_free(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+int b2_frame_user_meta_put(b2_frame *f, const b2_frame_user_meta *m) {
+  int rc = 0;
+  for (int k = 0; m && rc == 0 && k < m->n; k++) {
+    const struct umeta *u = &m->e[k];
+    rc = u->fixed ? b2_frame_meta_set(f, u->name, u->data, u->len)
+                  : b2_frame_vlmeta_set(f, u->name, u->data, u->len);
+  }
+  return rc;
+}

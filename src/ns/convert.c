@@ -56,34 +56,6 @@ int b2_ns_copy_own_xattrs(int from, int to) {
   return err;
 }
 
-/* The metalayers of `from` that are the user's (python-blosc2's vlmeta
- * and `meta`, set as user.b2.vlmeta.* / user.b2.meta.* attributes, e.g.
- * by `rsync -X` from another mount) staged on `to`; not the engine's own
- * vlmetalayers ("b2fs." names) nor the fixed ones that mark a kind
- * (`b2nd`: the new file has its own). */
-static int copy_metalayers(b2_file *from, b2_file *to) {
-  const b2_frame *a = b2_file_frame(from);
-  b2_frame *b = b2_file_frame(to);
-  const char *name;
-  int rc = 0;
-  for (int k = 0; rc == 0 && a && b && (name = b2_frame_meta_name(a, k)) != NULL; k++) {
-    const uint8_t *data;
-    size_t len;
-    if (b2_frame_kind_marker(name)) continue;
-    rc = b2_frame_meta_get(a, name, &data, &len);
-    if (rc == 0) rc = b2_frame_meta_set(b, name, data, len);
-  }
-  for (int k = 0; rc == 0 && a && b && (name = b2_frame_vlmeta_name(a, k)) != NULL; k++) {
-    if (strncmp(name, "b2fs.", 5) == 0) continue;
-    uint8_t *data = NULL;
-    size_t len = 0;
-    rc = b2_frame_vlmeta_get(a, name, &data, &len);
-    if (rc == 0) rc = b2_frame_vlmeta_set(b, name, data, len);
-    free(data);
-  }
-  return rc;
-}
-
 /* Copy n bytes of `from` into `to` (a new file), in pieces. */
 static int copy_bytes(b2_file *from, b2_file *to, int64_t n) {
   size_t cap = n < (int64_t)COPY_PIECE ? (size_t)n : COPY_PIECE;
@@ -143,7 +115,12 @@ int b2_ns_convert(b2_env *env, int pfd, const char *src, int kind, int qfd, char
    * for an array's name, else a plain frame. */
   int made = rc == 0 && (to_array ? !b2_file_npy_fell_back(out) && b2_file_array(out) != NULL
                                   : b2_file_array(out) == NULL);
-  if (made) rc = copy_metalayers(in, out);
+  if (made) { /* python-blosc2's meta and vlmeta, as set by rsync -X from another mount */
+    b2_frame_user_meta *um;
+    rc = b2_frame_user_meta_take(b2_file_frame(in), &um);
+    if (rc == 0) rc = b2_frame_user_meta_put(b2_file_frame(out), um);
+    b2_frame_user_meta_free(um);
+  }
   b2_file_close(in);
   /* The source's modification time, in the commit that keeps it true. */
   if (made && rc == 0) rc = b2_file_set_mtime(out, &st.st_mtim);

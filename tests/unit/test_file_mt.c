@@ -222,8 +222,23 @@ static void test_set_param(void) {
   CHECK_EQ(b2_env_create(NULL, &env), 0);
   b2_file *f;
   CHECK_EQ(b2_file_create(env, path, NULL, &f), 0);
+  /* The user's metalayers set first (tar -x --xattrs) stay through the
+   * recreations; the engine's own vlmetalayers do not. */
+  CHECK_EQ(b2_frame_vlmeta_set(b2_file_frame(f), "note", "\xa2hi", 3), 0);
+  CHECK_EQ(b2_frame_vlmeta_set(b2_file_frame(f), "b2fs.x", "\x01", 1), 0);
+  CHECK_EQ(b2_frame_meta_set(b2_file_frame(f), "mine", "\x93\x01\x02\x03", 4), 0);
   CHECK_EQ(b2_file_set_param(f, "codec", "lz4"), 0);
   CHECK_EQ(b2_file_set_param(f, "layout", "sparse"), 0);
+  uint8_t *v = NULL;
+  size_t vlen = 0;
+  const uint8_t *m;
+  size_t mlen;
+  CHECK_EQ(b2_frame_vlmeta_get(b2_file_frame(f), "note", &v, &vlen), 0);
+  CHECK(vlen == 3 && v && memcmp(v, "\xa2hi", 3) == 0);
+  free(v);
+  CHECK(b2_frame_vlmeta_get(b2_file_frame(f), "b2fs.x", NULL, &vlen) < 0);
+  CHECK_EQ(b2_frame_meta_get(b2_file_frame(f), "mine", &m, &mlen), 0);
+  CHECK(mlen == 4 && memcmp(m, "\x93\x01\x02\x03", 4) == 0);
   CHECK_EQ(b2_frame_get_info(b2_file_frame(f))->codec, B2_CODEC_LZ4);
   CHECK_EQ(b2_frame_get_info(b2_file_frame(f))->layout, B2_LAYOUT_SPARSE);
   CHECK_EQ(b2_file_pwrite(f, "hello", 5, 0), 5);
