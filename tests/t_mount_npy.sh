@@ -563,6 +563,17 @@ for i in range(10):
     with open(q, "wb") as g: g.write(full[:n])
     if os.stat(q).st_size != n: bad.append(f"cut{i}:{os.stat(q).st_size}")
     os.unlink(q)
+# removed or renamed right after the close, while the release that keeps
+# it as its bytes renames its entry: gone, or moved, and nothing left
+for i in range(30):
+    q = f"{mnt}/gone{i}.npy"
+    with open(q, "wb") as g: g.write(full[:128 + 8 * (i % 7 + 1)] if i % 2 else b"text here")
+    try:
+        if i % 3 == 0: os.rename(q, q + ".moved"); os.unlink(q + ".moved")
+        else: os.unlink(q)
+    except OSError as e: bad.append(f"gone{i}:{e.errno}")
+left = [n for n in os.listdir(mnt) if n.startswith("gone")]
+if left: bad.append("left:" + ",".join(left))
 print(" ".join(bad) or "ok")
 PY
   then r=$(tail -1 "$TMP/append.out"); else r=$(tail -3 "$TMP/append.out"); fi
