@@ -400,13 +400,14 @@ again:
   b2_file_unpin(&pin);
 }
 
-/* Commit a frame through the handle of an open (or the writable one). */
-static int commit(b2fs_inode *in, b2fs_handle *h, const char *what) {
+/* Commit a frame through the handle of an open (or the writable one);
+ * sync: fsync's, all made durable. */
+static int commit(b2fs_inode *in, b2fs_handle *h, const char *what, int sync) {
   b2fs_handle *w = b2fs_frame_redirect(in, h);
   b2fs_handle *use = w ? w : h;
   uint64_t g0 = b2fs_frame_gen(use);
   b2_file *f = b2fs_use(use);
-  int rc = f ? b2_file_flush(f) : B2_E_IO;
+  int rc = !f ? B2_E_IO : sync ? b2_file_sync(f) : b2_file_flush(f);
   if (rc < 0 && f) b2fs_frame_log(in, use, what, rc);
   if (f && use->writable) b2fs_frame_note(f);
   b2fs_unuse(use);
@@ -421,7 +422,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
   b2fs_inode *in = b2fs_inode_get(ino);
   int rc = 0;
   if (in->kind != B2_NS_PLAIN && b2fs_fh_writes(fi)) {
-    rc = commit(in, b2fs_fh_handle(fi), "commit at close");
+    rc = commit(in, b2fs_fh_handle(fi), "commit at close", 0);
     b2fs_frame_flushed(in, b2fs_fh_handle(fi));
   }
   fuse_reply_err(req, -rc);
@@ -436,7 +437,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
   else if (in->kind == B2_NS_PLAIN)
     rc = (datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) < 0 ? -errno : 0;
   else
-    rc = commit(in, b2fs_fh_handle(fi), "fsync");
+    rc = commit(in, b2fs_fh_handle(fi), "fsync", 1);
   fuse_reply_err(req, -rc);
 }
 

@@ -477,7 +477,7 @@ void b2fs_frame_flushed(b2fs_inode *in, b2fs_handle *h) {
   b2_file *f = due ? b2fs_use(h) : NULL;
   /* The release changes the size (a short new .npy file), or renames the
    * source entry (a .npy file kept as its bytes): stats and opens wait. */
-  if (f && (b2_file_reopen_size(f) != b2_file_size(f) || b2_file_npy_fell_back(f)))
+  if (f && (b2_file_reopen_size(f) != b2_file_size(f) || b2_file_npy_kept_as_bytes(f)))
     atomic_store(&in->rel_due, 1);
   if (f) b2fs_unuse(h);
 }

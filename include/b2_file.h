@@ -220,11 +220,17 @@ ssize_t b2_file_pwrite(b2_file *f, const void *buf, size_t n, int64_t off);
 /* Set the size (shrink or grow; growth reads as zeros). */
 int b2_file_truncate(b2_file *f, int64_t size);
 
-/* Compress every dirty chunk and commit the frame (fsync, fdatasync and
- * close all come down to this).  0 or the first error (B2_E_NOSPC, ...);
- * after an error the data stays in memory and a later flush retries. */
+/* Compress every dirty chunk and commit the frame (close(2) of one
+ * descriptor, attribute changes).  0 or the first error (B2_E_NOSPC,
+ * ...); after an error the data stays in memory and a later flush
+ * retries.  An array's .npy view whose size ends inside a row (an
+ * appender between its writes) is left uncommitted: its writer goes on. */
 int b2_file_flush(b2_file *f);
-/* The last close of a writer: b2_file_flush, and a new .npy file whose
+/* b2_file_flush for fsync and fdatasync: all that was written becomes
+ * durable, so an array whose size ends inside a row is kept as the plain
+ * frame of its bytes first. */
+int b2_file_sync(b2_file *f);
+/* The last close of a writer: b2_file_sync, and a new .npy file whose
  * writer stopped short of the size its header gives (killed, out of
  * space) is made anew as a plain frame of the bytes written, as any file
  * system keeps them, rather than an array padded with zeros that numpy
@@ -232,6 +238,10 @@ int b2_file_flush(b2_file *f);
  * A header alone stays an array of zeros (numpy's open_memmap writes it,
  * closes, then writes the items through a mapping of its own). */
 int b2_file_finish(b2_file *f);
+/* 1 when b2_file_finish would keep a .npy file as the plain frame of its
+ * bytes (no array in its header, cut short of it, or its size inside a
+ * row): the namespace gives it a plain frame's name then. */
+int b2_file_npy_kept_as_bytes(const b2_file *f);
 
 /* Flush, giving the frame modification time t in the same commit, its
  * checksum table saying it is true at t (b2_frame_set_mtime): what a

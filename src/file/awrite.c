@@ -920,10 +920,9 @@ int b2_file_aresize(b2_file *f, int64_t size) {
     }
     atomic_store(&f->committing, 0);
   }
-  if (rc == 0 && whole != size) {
-    if (old > size) rc = zero_items(f, size - hdr, B2_MIN(old, whole) - hdr);
-    if (rc == 0) atomic_store(&f->size, size);
-  }
+  if (rc == 0 && whole != size && old > size)
+    rc = zero_items(f, size - hdr, B2_MIN(old, whole) - hdr);
+  if (rc == 0) atomic_store(&f->size, size); /* whole again within the rows too */
   if (rc == 0 && f->view == B2_VIEW_NPY && rowb > 0 && header_rows(f) != (size - hdr) / rowb)
     rc = show_rows(f, (size - hdr) / rowb);
   if (rc == 0) f->npy_hw = size; /* the file is that long now */
@@ -1075,9 +1074,9 @@ int64_t b2_file_ashort_size(const b2_file *f) {
                                                                                            : -1;
 }
 
-int b2_file_ashort(b2_file *f, int last) {
+int b2_file_ashort(b2_file *f, int last, int sync) {
   int64_t size = atomic_load(&f->size), hw = b2_file_ashort_size(f);
-  if (b2_file_aragged(f)) return to_bytes(f, size, "they end inside a row");
+  if (b2_file_aragged(f)) return sync ? to_bytes(f, size, "they end inside a row") : 0;
   if (!last || hw < 0) return 0;
   char why[80];
   snprintf(why, sizeof why, "its .npy header gives %lld", (long long)size);

@@ -316,6 +316,12 @@ static int create_npy_in(b2_env *env, int dirfd, const char *path, const b2_fram
   return 0;
 }
 
+int b2_file_npy_kept_as_bytes(const b2_file *f) {
+  return f && f->writable &&
+         ((f->npy_new && f->npy_plain && !f->pending && atomic_load(&f->size) > 0) ||
+          b2_file_aragged(f) || b2_file_ashort_size(f) >= 0);
+}
+
 int b2_file_npy_fell_back(b2_file *f) {
   return f && f->writable && f->npy_new && f->npy_plain && !f->pending &&
          atomic_load(&f->size) > 0;
@@ -384,7 +390,7 @@ int b2_file_close(b2_file *f) {
   if (!f) return 0;
   int rc = 0;
   int writable = f->writable; /* the teardown clears it */
-  if (writable) rc = b2_file_flush(f);
+  if (writable) rc = b2_file_sync(f); /* nothing written is left behind */
   if (f->env && f->env->pool) b2_pool_wait(f->env->pool, &f->group);
   if (writable) b2_file_teardown_writer(f);
   /* Only for handles that loaded (read only: the loaders say so) or

@@ -235,10 +235,11 @@ int b2_file_pending_read(b2_file *f, void *buf, size_t n, int64_t off);
  * array or a plain frame. */
 int b2_file_asettle(b2_file *f);
 /* Before a commit: an array view whose size ends inside a row
- * (b2_file_aragged), or, when its last writer is done (`last`), a new
- * .npy file that ends short of the size its header gives, becomes a plain
- * frame of its bytes (an array would pad them with zeros). */
-int b2_file_ashort(b2_file *f, int last);
+ * (b2_file_aragged) when it must be durable (`sync`), or, when its last
+ * writer is done (`last`), a new .npy file that ends short of the size
+ * its header gives, becomes a plain frame of its bytes (an array would
+ * pad them with zeros). */
+int b2_file_ashort(b2_file *f, int last, int sync);
 /* The size such a short new .npy file keeps at its last close (the bytes
  * its writer wrote), or -1 when it is not short. */
 int64_t b2_file_ashort_size(const b2_file *f);

@@ -349,13 +349,16 @@ static int flush_locked(b2_file *f, const struct timespec *t) {
 }
 
 /* Settle a new .npy file's held bytes, keep an array's bytes that end
- * inside a row, or a short new one's when its last writer is done
- * (`last`), as a plain frame (b2_file_ashort), and commit, with time t
- * when given. */
-static int commit_all(b2_file *f, int last, const struct timespec *t) {
+ * inside a row (`sync`: made durable) or a short new one's when its last
+ * writer is done (`last`) as a plain frame (b2_file_ashort), and commit,
+ * with time t when given. */
+static int commit_all(b2_file *f, int last, int sync, const struct timespec *t) {
   pthread_mutex_lock(&f->wmu);
   int rc = b2_file_asettle(f);
-  if (rc == 0) rc = b2_file_ashort(f, last);
+  if (rc == 0) rc = b2_file_ashort(f, last, sync);
+  /* Left inside a row: its time waits for the commit that will come. */
+  if (rc == 0 && t && b2_file_aragged(f))
+    atomic_store(&f->changed_ns, (int64_t)t->tv_sec * 1000000000 + t->tv_nsec);
   if (rc == 0) rc = flush_locked(f, t); /* what is written and the time: one commit */
   int lost = atomic_load(&f->lost);
   if (rc == 0 && lost)
@@ -365,9 +368,11 @@ static int commit_all(b2_file *f, int last, const struct timespec *t) {
   return rc;
 }
 
-int b2_file_flush(b2_file *f) { return f->writable ? commit_all(f, 0, NULL) : 0; }
+int b2_file_flush(b2_file *f) { return f->writable ? commit_all(f, 0, 0, NULL) : 0; }
 
-int b2_file_finish(b2_file *f) { return f->writable ? commit_all(f, 1, NULL) : 0; }
+int b2_file_sync(b2_file *f) { return f->writable ? commit_all(f, 0, 1, NULL) : 0; }
+
+int b2_file_finish(b2_file *f) { return f->writable ? commit_all(f, 1, 1, NULL) : 0; }
 
 int b2_file_changed_at(b2_file *f, struct timespec *t) {
   int64_t ns = f->writable ? atomic_load(&f->changed_ns) : 0;
@@ -379,7 +384,7 @@ int b2_file_changed_at(b2_file *f, struct timespec *t) {
 
 int b2_file_set_mtime(b2_file *f, const struct timespec *t) {
   if (!f->writable) return b2_fail(B2_E_ROFS, "%s is open read-only", f->path ? f->path : "file");
-  return commit_all(f, 0, t);
+  return commit_all(f, 0, 0, t);
 }
 
 int64_t b2_file_dead_bytes(b2_file *f, int64_t *stored) {
