@@ -357,8 +357,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     rc = -ENOTSUP;
   } else if (is_user_vlmeta(name)) {
     rc = set_meta(in, 0, name + strlen(VLMETA_PREFIX), value, size, flags);
-  } else if (is_user_meta(name) && !holds_value(in, name, value, size)) {
-    rc = set_meta(in, 1, name + strlen(META_PREFIX), value, size, flags);
+  } else if (is_user_meta(name)) {
+    rc = holds_value(in, name, value, size) ? 0
+                                            : set_meta(in, 1, name + strlen(META_PREFIX), value, size, flags);
   } else if (is_csum_vlmeta(name) || b2_file_xattr_derived(name) ||
              holds_value(in, name, value, size)) {
     /* `cp -a`, `rsync -X` and `mv` between frames copy every attribute:

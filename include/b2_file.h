@@ -202,7 +202,7 @@ int b2_file_create_npy_at(b2_env *env, int dirfd, const char *name,
  * frame of its bytes (its header is no array) and holds some: the
  * namespace then gives it the name a plain NAME.npy has.  Ask after a
  * flush, before closing. */
-int b2_file_npy_fell_back(b2_file *f);
+int b2_file_npy_fell_back(const b2_file *f);
 
 /* How many times the frame was created anew at its path (a new .npy file
  * getting its array or plain frame, b2_file_set_param): a new file or

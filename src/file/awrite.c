@@ -900,6 +900,7 @@ int b2_file_aresize(b2_file *f, int64_t size) {
   if (!f->has_array) return size == 0 && f->npy_plain ? restart(f) : b2_file_lresize(f, size);
   int64_t old = atomic_load(&f->size), hdr = hdr_len(f), rowb = row_bytes(&f->array);
   if (size == old) return 0;
+  int was_ragged = b2_file_aragged(f);
   if (size == 0 && f->view == B2_VIEW_NPY) return restart(f);
   if (size < hdr) return to_bytes(f, size, "cut inside its .npy header");
   /* A size inside a row (an appender's write, cut by its buffer, ends
@@ -923,7 +924,10 @@ int b2_file_aresize(b2_file *f, int64_t size) {
   if (rc == 0 && whole != size && old > size)
     rc = zero_items(f, size - hdr, B2_MIN(old, whole) - hdr);
   if (rc == 0) atomic_store(&f->size, size); /* whole again within the rows too */
-  if (rc == 0 && f->view == B2_VIEW_NPY && rowb > 0 && header_rows(f) != (size - hdr) / rowb)
+  /* The header gives the complete rows: set_rows made it so for whole
+   * sizes; inside a row, or whole again within the rows, it may not. */
+  if (rc == 0 && f->view == B2_VIEW_NPY && rowb > 0 && (whole != size || was_ragged) &&
+      header_rows(f) != (size - hdr) / rowb)
     rc = show_rows(f, (size - hdr) / rowb);
   if (rc == 0) f->npy_hw = size; /* the file is that long now */
   return rc;

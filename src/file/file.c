@@ -317,12 +317,11 @@ static int create_npy_in(b2_env *env, int dirfd, const char *path, const b2_fram
 }
 
 int b2_file_npy_kept_as_bytes(const b2_file *f) {
-  return f && f->writable &&
-         ((f->npy_new && f->npy_plain && !f->pending && atomic_load(&f->size) > 0) ||
-          b2_file_aragged(f) || b2_file_ashort_size(f) >= 0);
+  return b2_file_npy_fell_back(f) ||
+         (f && f->writable && (b2_file_aragged(f) || b2_file_ashort_size(f) >= 0));
 }
 
-int b2_file_npy_fell_back(b2_file *f) {
+int b2_file_npy_fell_back(const b2_file *f) {
   return f && f->writable && f->npy_new && f->npy_plain && !f->pending &&
          atomic_load(&f->size) > 0;
 }
