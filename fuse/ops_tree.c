@@ -294,27 +294,31 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /* ---- removing and renaming ------------------------------------------------ */
 
-/* The source entry shown as `name` in pfd: its name, kind and lstat
- * (-errno). */
-/* Wait for the release that follows close(2) when it renames the entry
- * `name` of pfd (a .npy file kept as its bytes: b2fs_frame_flushed):
- * 1 waited, 0 not. */
-static int settle_name(int pfd, const char *name) {
-  char src[B2_NS_NAME_MAX + 1];
-  struct stat st;
-  size_t n = strlen(name);
-  if (n < 4 || strcmp(name + n - 4, ".npy") != 0) return 0; /* only arrays' names */
-  int kind = b2_ns_resolve(pfd, name, src, &st);
-  b2fs_inode *in = kind == B2_NS_NPY ? b2fs_inode_find(&st, kind) : NULL;
+/* Wait for the release that follows close(2) when it renames the source
+ * entry st (a .npy file kept as its bytes: b2fs_frame_flushed): 1 waited,
+ * 0 not. */
+static int settle(const struct stat *st) {
+  b2fs_inode *in = b2fs_inode_find(st, B2_NS_NPY);
   int due = in && atomic_load(&in->rel_due);
   if (due) b2fs_frame_await_release(in);
   if (in) b2fs_inode_forget(in, 1);
   return due;
 }
 
+/* The same for the entry shown as `name` in pfd, when it is an array's. */
+static void settle_name(int pfd, const char *name) {
+  char src[B2_NS_NAME_MAX + 1];
+  struct stat st;
+  size_t n = strlen(name);
+  if (n >= 4 && strcmp(name + n - 4, ".npy") == 0 && b2_ns_resolve(pfd, name, src, &st) == B2_NS_NPY)
+    settle(&st);
+}
+
+/* The source entry shown as `name` in pfd: its name, kind and lstat
+ * (-errno). */
 static int resolve(int pfd, const char *name, char *src, struct stat *st) {
-  settle_name(pfd, name);
   int kind = b2_ns_resolve(pfd, name, src, st);
+  if (kind == B2_NS_NPY && settle(st)) kind = b2_ns_resolve(pfd, name, src, st);
   if (kind == B2_NS_STORE) return -EROFS; /* stores are not moved or removed */
   return kind < 0 ? -b2_to_errno(kind) : kind;
 }
