@@ -184,22 +184,16 @@ void b2_frame_user_meta_free(b2_frame_user_meta *m) {
   free(m);
 }
 
-/* Append a copy of (name, data) to m. */
-static int keep(b2_frame_user_meta *m, const char *name, int fixed, const uint8_t *data,
-                size_t len) {
-  if (m->n == 2 * B2_FRAME_MAX_META) return b2_fail(B2_E_LIMIT, "too many metalayers");
-  struct umeta *u = &m->e[m->n];
-  u->name = strdup(name);
-  u->data = malloc(len ? len : 1);
-  if (!u->name || !u->data) {
-    free(u->name);
-    free(u->data);
-    return b2_fail(B2_E_NOMEM, "no memory for metalayer %s", name);
+/* Append (name, data) to m; data is malloc'd and taken over (freed on
+ * failure too). */
+static int keep(b2_frame_user_meta *m, const char *name, int fixed, uint8_t *data, size_t len) {
+  char *nm = m->n < 2 * B2_FRAME_MAX_META ? strdup(name) : NULL;
+  if (!nm) {
+    free(data);
+    return m->n < 2 * B2_FRAME_MAX_META ? b2_fail(B2_E_NOMEM, "no memory for metalayer %s", name)
+                                        : b2_fail(B2_E_LIMIT, "too many metalayers");
   }
-  if (len) memcpy(u->data, data, len);
-  u->len = len;
-  u->fixed = fixed;
-  m->n++;
+  m->e[m->n++] = (struct umeta){nm, fixed, data, len};
   return 0;
 }
 
@@ -214,15 +208,19 @@ int b2_frame_user_meta_take(const b2_frame *f, b2_frame_user_meta **out) {
     size_t len;
     if (b2_frame_kind_marker(name)) continue;
     rc = b2_frame_meta_get(f, name, &data, &len);
-    if (rc == 0) rc = keep(m, name, 1, data, len);
+    uint8_t *copy = rc == 0 ? malloc(len ? len : 1) : NULL;
+    if (rc == 0 && !copy) rc = b2_fail(B2_E_NOMEM, "no memory for metalayer %s", name);
+    if (copy) {
+      if (len) memcpy(copy, data, len);
+      rc = keep(m, name, 1, copy, len);
+    }
   }
   for (int k = 0; rc == 0 && (name = b2_frame_vlmeta_name(f, k)) != NULL; k++) {
     if (strncmp(name, "b2fs.", 5) == 0) continue;
     uint8_t *data = NULL;
     size_t len = 0;
-    rc = b2_frame_vlmeta_get(f, name, &data, &len);
+    rc = b2_frame_vlmeta_get(f, name, &data, &len); /* decoded into its own buffer */
     if (rc == 0) rc = keep(m, name, 0, data, len);
-    free(data);
   }
   if (rc < 0) {
     b2_frame_user_meta_free(m);
@@ -236,8 +234,9 @@ int b2_frame_user_meta_put(b2_frame *f, const b2_frame_user_meta *m) {
   int rc = 0;
   for (int k = 0; m && rc == 0 && k < m->n; k++) {
     const struct umeta *u = &m->e[k];
-    rc = u->fixed ? b2_frame_meta_set(f, u->name, u->data, u->len)
-                  : b2_frame_vlmeta_set(f, u->name, u->data, u->len);
+    const void *data = u->data ? (const void *)u->data : ""; /* an empty one */
+    rc = u->fixed ? b2_frame_meta_set(f, u->name, data, u->len)
+                  : b2_frame_vlmeta_set(f, u->name, data, u->len);
   }
   return rc;
 }
