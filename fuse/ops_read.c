@@ -105,8 +105,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
   (void)fi;
   struct stat st;
   b2fs_inode *in = b2fs_inode_get(ino);
+  b2fs_frame_await_release(in); /* which may make it stale */
   if (b2fs_stale_reply(req, in, 1)) return;
-  b2fs_frame_await_release(in);
   int rc = b2fs_stat(in, &st);
   if (rc < 0)
     fuse_reply_err(req, -rc);
@@ -167,6 +167,7 @@ static void open_plain(fuse_req_t req, b2fs_inode *in, struct fuse_file_info *fi
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_inode *in = b2fs_inode_get(ino);
+  b2fs_frame_await_release(in); /* which may make it stale */
   if (b2fs_stale_reply(req, in, 0)) return;
   if (in->kind == B2_NS_STORE) {
     int rc = b2fs_store_open(in, fi->flags, &fi->fh);
@@ -186,7 +187,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   int writes = (fi->flags & O_ACCMODE) != O_RDONLY;
   b2fs_handle *h;
   int keep = 0, rc;
-  b2fs_frame_await_release(in);
   b2fs_frame_kopen(in, 1);
   if (writes || (fi->flags & O_TRUNC)) {
     rc = b2fs_frame_open_rw(in, &h, &keep);

@@ -140,6 +140,10 @@ static int open_at_home(b2fs_handle *h, int flags) {
 int b2fs_frame_open_rw(b2fs_inode *in, b2fs_handle **out, int *keep_cache) {
   if (in->kind == B2_NS_PLAIN) return -EROFS;
   pthread_mutex_lock(&in->wlock);
+  if (atomic_load(&in->stale)) { /* its name shows another file now (kind_changed) */
+    pthread_mutex_unlock(&in->wlock);
+    return -ESTALE;
+  }
   pthread_mutex_lock(&in->lock);
   if (in->cur && in->cur->writable) {
     b2fs_handle_take(in);
@@ -476,8 +480,10 @@ void b2fs_frame_flushed(b2fs_inode *in, b2fs_handle *h) {
   pthread_mutex_unlock(&in->lock);
   b2_file *f = due ? b2fs_use(h) : NULL;
   /* The release changes the size (a short new .npy file), or renames the
-   * source entry (a .npy file kept as its bytes): stats and opens wait. */
-  if (f && (b2_file_reopen_size(f) != b2_file_size(f) || b2_file_npy_kept_as_bytes(f)))
+   * source entry (a .npy file kept as its bytes), or makes it anew (bytes
+   * kept that are an array again, kind_changed): stats and opens wait. */
+  if (f && (b2_file_reopen_size(f) != b2_file_size(f) || b2_file_npy_kept_as_bytes(f) ||
+            (h->node && b2_ns_node_kept_npy(h->node) && b2_file_npy_is_array(f))))
     atomic_store(&in->rel_due, 1);
   if (f) b2fs_unuse(h);
 }
@@ -585,6 +591,48 @@ static void note_size(b2fs_inode *in, int64_t size) {
   pthread_mutex_unlock(&in->lock);
 }
 
+/* The last writer of frame inode `in` closed its node's file.  A .npy
+ * file kept as its bytes (NAME.npy.b2frame, renamed so by this close or
+ * an earlier one) that holds a whole array again (a program wrote a .npy
+ * file over it) is made that array (b2_ns_node_rearray; wlock and nslock
+ * held, so no writer, rename or removal meanwhile).  When the name now
+ * shows another kind of file than the inode's (an array's .npy view kept
+ * as its bytes, a plain frame made an array), the inode is stale: the
+ * kernel looks the name up again (readers keep the file they opened).
+ * 1 then, with its directory (*pdev, *pino) and name shown, for
+ * stale_notify; else 0. */
+static int kind_changed(b2fs_inode *in, b2_ns_node *node, char *shown, size_t cap, dev_t *pdev,
+                        ino_t *pino) {
+  char note[1024], src[4096];
+  int plain = in->kind == B2_NS_NPY && b2_ns_node_kept_npy(node);
+  int c = b2_ns_node_rearray(node, b2fs_g.env, note, sizeof note);
+  if (c < 0)
+    b2fs_log("%s: holds an array again, but stays plain bytes: %s",
+             b2fs_src_path(in, src, sizeof src),
+             b2_last_detail()[0] ? b2_last_detail() : b2_strerror(c));
+  if (c > 0 && note[0]) b2fs_log("%s", note);
+  if (c > 0 && in->kind == B2_NS_NPY) plain = 1; /* another file, of the inode's kind */
+  if (!plain && c <= 0) return 0;
+  atomic_store(&in->stale, 1);
+  b2_ns_node_dir(node, pdev, pino);
+  const char *name = b2_ns_node_name(node); /* NAME.b2nd or NAME.npy.b2frame */
+  size_t stem = strlen(name) - (c > 0 ? strlen(".b2nd") : strlen(B2_NS_NEW_SUFFIX));
+  snprintf(shown, cap, "%.*s%s", (int)stem, name, c > 0 ? ".npy" : "");
+  return 1;
+}
+
+/* After kind_changed, with no lock held: the kernel drops the name's tie
+ * to the stale inode (as after a rename that made a file anew), so the
+ * name is looked up again; waiters for the release go first. */
+static void stale_notify(b2fs_inode *in, dev_t pdev, ino_t pino, const char *shown) {
+  b2fs_frame_released(in);
+  b2fs_inode *dir = b2fs_dir_find(pdev, pino);
+  if (dir && b2fs_g.se)
+    (void)fuse_lowlevel_notify_delete(b2fs_g.se, b2fs_inode_id(dir), b2fs_inode_id(in), shown,
+                                      strlen(shown));
+  b2fs_home_put(dir);
+}
+
 int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   /* Commit while still current: a new open may still take the handle. */
   uint64_t g0 = b2fs_frame_gen(h);
@@ -636,21 +684,27 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   int resized = h->file && (size != b2_file_size(h->file) || (kernel_size >= 0 && kernel_size != size));
   /* The last try of a failed commit (at the close) may rewrite the file
    * (an empty frame): where that lands, before the handle goes. */
-  int hfd = -1;
+  int hfd = -1, stale = 0;
   b2_ns_node *node = h->node;
+  dev_t pdev = 0;
+  ino_t pino = 0;
+  char shown[B2_NS_NAME_MAX + 1] = "";
   if (node) { /* a failed commit is retried here */
     int crc = b2_ns_node_close_file(node, &hfd);
     h->node = NULL;
     h->file = NULL;
     if (rc == 0) rc = crc;
+    if (rc == 0 && !in->gone) stale = kind_changed(in, node, shown, sizeof shown, &pdev, &pino);
     pthread_mutex_lock(&in->lock); /* back as the inode's node, read-only */
-    if (!in->node) node = b2fs_node_swap(in, node);
+    if (!in->node && !stale) node = b2fs_node_swap(in, node);
     pthread_mutex_unlock(&in->lock);
     b2_ns_node_free(node);
   }
   b2fs_handle_free(h);
   struct stat old, st;
-  if (hfd >= 0 && replaced(in, &old) && fstat(hfd, &st) == 0 && S_ISREG(st.st_mode) &&
+  if (stale) {
+    if (hfd >= 0) close(hfd);
+  } else if (hfd >= 0 && replaced(in, &old) && fstat(hfd, &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_ino != old.st_ino) {
     b2fs_copy_attrs(hfd, &old, 0, in->fd);
     fstat(hfd, &st);
@@ -675,7 +729,8 @@ int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {
   pthread_mutex_unlock(&in->nslock);
   note_size(in, rc == 0 ? size : -1);
   pthread_mutex_unlock(&in->wlock);
-  if (resized && b2fs_g.se) /* attributes only: no page is waited for */
+  if (resized && b2fs_g.se && !stale) /* attributes only: no page is waited for */
     fuse_lowlevel_notify_inval_inode(b2fs_g.se, b2fs_inode_id(in), -1, 0);
+  if (stale) stale_notify(in, pdev, pino, shown);
   return rc;
 }

@@ -278,6 +278,19 @@ int b2_b2nd_from_npy(b2_b2nd *out, const char *descr, int fortran, int ndim,
                      const int64_t *shape, const int32_t *chunkshape,
                      const int32_t *blockshape, int32_t min_side);
 
+/* The array a new .npy file of `size` bytes whose first `len` bytes are
+ * buf would be (what writing those bytes to a new .npy file makes,
+ * b2_file_create_npy): its header parsed (b2_npy_parse), its geometry
+ * (b2_b2nd_from_npy; chunk and block shapes cs, bs taken when their
+ * lengths ncs, nbs are the array's dimensions), storable
+ * (b2_b2nd_storable), and no bytes past its items.  0 (*out to free with
+ * b2_b2nd_free, *hl the header's length), B2_E_TRUNCATED when buf ends
+ * inside the header, or the code that names why those bytes are no
+ * array (B2_E_INVAL for bytes past the items).  A size short of the
+ * items is an array still being written: the caller compares. */
+int b2_b2nd_of_npy(const void *buf, size_t len, int64_t size, const int32_t *cs, int ncs,
+                   const int32_t *bs, int nbs, int32_t min_side, b2_b2nd *out, size_t *hl);
+
 /* Whether the format can store `a`'s blocks and chunks: B2_E_LIMIT,
  * naming why, for blocks over B2_CHUNK_MAXBLOCK bytes (an item may be
  * larger than that) or chunks over B2_CHUNK_MAXSIZE. */

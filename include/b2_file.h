@@ -242,6 +242,9 @@ int b2_file_finish(b2_file *f);
  * bytes (no array in its header, cut short of it, or its size inside a
  * row): the namespace gives it a plain frame's name then. */
 int b2_file_npy_kept_as_bytes(const b2_file *f);
+/* Would a new .npy file of the bytes f shows be an array they fill
+ * exactly (b2_b2nd_of_npy, with the env's parameters): 1, else 0. */
+int b2_file_npy_is_array(b2_file *f);
 
 /* Flush, giving the frame modification time t in the same commit, its
  * checksum table saying it is true at t (b2_frame_set_mtime): what a

@@ -498,6 +498,23 @@ int b2_ns_node_open_file(b2_ns_node *n, b2_env *env);
  * plain NAME.npy is, when that name is free (the node follows).  The
  * close's code (0 when not open). */
 int b2_ns_node_close_file(b2_ns_node *n, int *entry);
+/* Is the node a plain frame shown under a .npy name (NAME.npy.b2frame: a
+ * .npy file kept as its bytes, also a new one b2_ns_node_close_file just
+ * renamed so)? */
+int b2_ns_node_kept_npy(const b2_ns_node *n);
+/* A node closed (no file) of a plain frame shown under a .npy name
+ * (NAME.npy.b2frame: a .npy file kept as its bytes, b2_ns_node_close_file)
+ * whose bytes are a whole array again (b2_file_npy_is_array: a program
+ * wrote a complete .npy file over it) is made the array a new NAME.npy
+ * of those bytes is: b2_ns_convert at a hidden name, renamed NAME.b2nd
+ * (when free) beside the plain frame, which then goes with its sidecar
+ * moved to the array (the name is never without a file: NAME.b2nd shows
+ * as NAME.npy first; a crash between leaves both, the plain frame shown
+ * under its own name); the node follows (kind B2_NS_NPY, name NAME.b2nd).
+ * Not for a sparse frame or a hard-linked file.  1 made (note: what could
+ * not be removed, "" when nothing), 0 not (nothing changed), or a
+ * negative code (nothing changed). */
+int b2_ns_node_rearray(b2_ns_node *n, b2_env *env, char *note, size_t cap);
 /* Close its file if open (b2_ns_node_close_file) and free the node. */
 void b2_ns_node_free(b2_ns_node *n);
 

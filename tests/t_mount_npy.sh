@@ -27,10 +27,13 @@
 #   6. Arrays grown by an appender (rows written mid-row, then the header),
 #      rsync --inplace's way of writing a grown and a cut array over one,
 #      a header spelled otherwise written over one; bytes appended inside a
-#      row, a header of another dtype, part of the header changed, a size
-#      inside it: the bytes as written, kept as a plain frame of them; cut
-#      back to whole rows an array again; the same after a remount, b2f scrub
-#      clean, python-blosc2 reading the arrays.
+#      row, part of the header changed, a size inside it: the bytes as
+#      written, kept as a plain frame of them; cut back to whole rows an
+#      array again; a header of another dtype over the items (rsync
+#      --inplace of another array), numpy.save, cp or rows appended over
+#      bytes kept so: the array they make at the close (a descriptor opened
+#      before reads them too), but Fortran order; the same after a remount,
+#      b2f scrub clean, python-blosc2 reading the arrays.
 # Env: B2FS, B2F, B2FS_FIXTURES, PY, PYB2 (tests/run.sh, tests/lib.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -574,6 +577,31 @@ for i in range(30):
     except OSError as e: bad.append(f"gone{i}:{e.errno}")
 left = [n for n in os.listdir(mnt) if n.startswith("gone")]
 if left: bad.append("left:" + ",".join(left))
+# kept as its bytes, then a whole array written over it (numpy.save, cp,
+# an appender completing the row and the header): an array again at the close,
+# read at once, also by a descriptor opened before; Fortran order stays bytes
+w = np.arange(600.0).reshape(20, 30)
+np.save(f"{tmp}/again.in.npy", w)
+for name in ("again", "againsave", "againcp", "againrow", "againf"):
+    q = f"{mnt}/{name}.npy"
+    np.save(q, np.arange(300.0).reshape(10, 30))
+    with open(q, "ab") as g: g.write(b"\x07" * 100)        # inside a row: bytes
+    early = open(q, "rb") if name != "againsave" else None
+    if name in ("again", "againsave"): np.save(q, w)
+    elif name == "againcp": os.system(f"cp {tmp}/again.in.npy {q}")
+    elif name == "againf": np.save(q, np.asfortranarray(w))
+    else:                                              # the appender goes on:
+        with open(q, "r+b") as g:                      # row 11 complete, then
+            g.seek(0, 2); g.write(b"\x07" * 140)        # its header
+            g.seek(0); g.write(header((11, 30)))
+    now = open(q, "rb").read()
+    if name in ("again", "againsave", "againcp"):
+        if not np.array_equal(np.load(q), w) or os.stat(q).st_size != len(now): bad.append(name)
+    elif name == "againrow":
+        if now[-240:] != b"\x07" * 240 or np.load(q).shape != (11, 30): bad.append(name)
+    elif not np.array_equal(np.load(q), w) or not np.load(q).flags.f_contiguous: bad.append(name)
+    if early and early.read() != now: bad.append(name + ":early")
+    if early: early.close()
 print(" ".join(bad) or "ok")
 PY
   then r=$(tail -1 "$TMP/append.out"); else r=$(tail -3 "$TMP/append.out"); fi
@@ -581,7 +609,7 @@ PY
   sums=$(cd "$MNT" && sha256sum -- *.npy)
   unmount_fg "$MNT" npy6
   kinds=$(cd "$S6" && ls | tr '\n' ' ')
-  [ "$kinds" = "app.b2nd back.b2nd cut.b2nd dtype.npy.b2frame grown.b2nd part.npy.b2frame short.npy.b2frame spelled.b2nd tail.npy.b2frame " ] &&
+  [ "$kinds" = "again.b2nd againcp.b2nd againf.npy.b2frame againrow.b2nd againsave.b2nd app.b2nd back.b2nd cut.b2nd dtype.b2nd grown.b2nd part.npy.b2frame short.npy.b2frame spelled.b2nd tail.npy.b2frame " ] &&
     ok npy_append_kinds || nok npy_append_kinds "SOURCE: $kinds"
   if mount_bg npy6b "$S6" "$MNT" "ro"; then
     [ "$(cd "$MNT" && sha256sum -- *.npy)" = "$sums" ] && cmp -s "$MNT/app.npy" "$TMP/app.want" &&
@@ -597,7 +625,9 @@ PY
     r=$("$PYB2" - "$S6" "$TMP" 2>&1 <<'PY'
 import sys, numpy as np, blosc2
 s, t = sys.argv[1:3]
-for n, w in (("app", "app.want.npy"), ("grown", "grown.in.npy"), ("cut", "cut.in.npy")):
+for n, w in (("app", "app.want.npy"), ("grown", "grown.in.npy"), ("cut", "cut.in.npy"),
+             ("dtype", "dtype.want"), ("again", "again.in.npy"), ("againsave", "again.in.npy"),
+             ("againcp", "again.in.npy")):
     a = blosc2.open(f"{s}/{n}.b2nd")
     want = np.load(f"{t}/{w}")
     assert isinstance(a, blosc2.NDArray) and a.shape == want.shape, (n, a.shape)

@@ -49,6 +49,28 @@ int b2_b2nd_storable(const b2_b2nd *a) {
   return 0;
 }
 
+int b2_b2nd_of_npy(const void *buf, size_t len, int64_t size, const int32_t *cs, int ncs,
+                   const int32_t *bs, int nbs, int32_t min_side, b2_b2nd *out, size_t *hl) {
+  memset(out, 0, sizeof *out);
+  char *descr = malloc(B2_B2ND_MAXDTYPE + 1);
+  if (!descr) return b2_fail(B2_E_NOMEM, "no memory for a .npy header");
+  int fortran = 0, ndim = 0;
+  int64_t shape[B2_B2ND_MAXDIM];
+  int rc = b2_npy_parse(buf, len, hl, descr, B2_B2ND_MAXDTYPE + 1, &fortran, &ndim, shape);
+  if (rc == 0)
+    rc = b2_b2nd_from_npy(out, descr, fortran, ndim, shape, ncs == ndim ? cs : NULL,
+                          nbs == ndim ? bs : NULL, min_side);
+  free(descr);
+  if (rc < 0) return rc;
+  if (size > (int64_t)*hl + b2_b2nd_nbytes(out)) /* no array holds them all */
+    rc = b2_fail(B2_E_INVAL, "%lld bytes follow the items its header describes",
+                 (long long)(size - (int64_t)*hl - b2_b2nd_nbytes(out)));
+  /* Items or chunks too large for the format's blocks and chunks. */
+  if (rc == 0) rc = b2_b2nd_storable(out);
+  if (rc < 0) b2_b2nd_free(out);
+  return rc;
+}
+
 int b2_b2nd_frame_params(const b2_b2nd *a, b2_frame_params *fp, b2_frame_meta_init *mi,
                          uint8_t **meta) {
   size_t len;

@@ -44,8 +44,6 @@
 #include "common/util.h"
 #include "file/file_impl.h"
 
-/* Most bytes a new .npy file holds before its header must be complete. */
-#define PEND_MAX ((size_t)B2_B2ND_MAXDTYPE + ((size_t)1 << 20))
 
 static int to_bytes(b2_file *f, int64_t keep, const char *why);
 
@@ -688,33 +686,11 @@ static int settle(b2_file *f, int final) {
   while (fill < len && f->pend_set[fill]) fill++;
   if (len == 0 && final) return to_plain(f); /* nothing written: an empty file */
   if (fill == 0 && !final) return 0;
-  char *descr = malloc(B2_B2ND_MAXDTYPE + 1);
-  if (!descr) return b2_fail(B2_E_NOMEM, "no memory for a .npy header");
   size_t hl = 0;
-  int fortran = 0, ndim = 0;
-  int64_t shape[B2_B2ND_MAXDIM];
-  int rc = b2_npy_parse(f->pend, fill, &hl, descr, B2_B2ND_MAXDTYPE + 1, &fortran, &ndim, shape);
-  if (rc == B2_E_TRUNCATED && !final) {
-    free(descr);
-    return 0;
-  }
   b2_b2nd a;
-  memset(&a, 0, sizeof a);
-  if (rc == 0)
-    rc = b2_b2nd_from_npy(&a, descr, fortran, ndim, shape, f->want_nc == ndim ? f->want_cs : NULL,
-                          f->want_nb == ndim ? f->want_bs : NULL,
-                          b2_cparams_min_side(&f->newp.cparams));
-  free(descr);
-  int64_t got = atomic_load(&f->size);
-  if (rc == 0 && got > (int64_t)hl + b2_b2nd_nbytes(&a)) {
-    /* More bytes than its header describes: no array holds them all. */
-    rc = b2_fail(B2_E_INVAL, "%lld bytes follow the items its header describes",
-                 (long long)(got - (int64_t)hl - b2_b2nd_nbytes(&a)));
-    b2_b2nd_free(&a);
-  }
-  /* Items or chunks too large for the format's blocks and chunks: no
-   * array can hold them. */
-  if (rc == 0 && (rc = b2_b2nd_storable(&a)) < 0) b2_b2nd_free(&a);
+  int rc = b2_b2nd_of_npy(f->pend, fill, atomic_load(&f->size), f->want_cs, f->want_nc,
+                          f->want_bs, f->want_nb, b2_cparams_min_side(&f->newp.cparams), &a, &hl);
+  if (rc == B2_E_TRUNCATED && !final) return 0;
   if (rc == 0) return to_array(f, &a, hl);
   snprintf(f->note, sizeof f->note, "%s: stored as a plain frame, not a b2nd array: %s", f->path,
            rc == B2_E_TRUNCATED ? "the .npy header is incomplete"

@@ -321,6 +321,37 @@ int b2_file_npy_kept_as_bytes(const b2_file *f) {
          (f && f->writable && (b2_file_aragged(f) || b2_file_ashort_size(f) >= 0));
 }
 
+/* Bytes of a file read first for its .npy header (then up to PEND_MAX). */
+#define HEADER_PEEK ((size_t)64 << 10)
+
+int b2_file_npy_is_array(b2_file *f) {
+  int64_t size = b2_file_size(f);
+  b2_frame_params p;
+  b2_file_env_params(f->env, &p);
+  int rc = B2_E_TRUNCATED;
+  for (size_t want = HEADER_PEEK; rc == B2_E_TRUNCATED && size > B2_NPY_MAGIC_LEN;
+       want = PEND_MAX) {
+    size_t n = (size_t)B2_MIN((int64_t)want, size);
+    uint8_t *buf = malloc(n);
+    if (!buf) return 0;
+    b2_b2nd a;
+    size_t hl;
+    ssize_t got = b2_file_pread(f, buf, n, 0);
+    rc = got != (ssize_t)n || memcmp(buf, B2_NPY_MAGIC, B2_NPY_MAGIC_LEN)
+             ? B2_E_FORMAT
+             : b2_b2nd_of_npy(buf, n, size, NULL, 0, NULL, 0, b2_cparams_min_side(&p.cparams),
+                              &a, &hl);
+    free(buf);
+    if (rc == 0) {
+      int whole = size == (int64_t)hl + b2_b2nd_nbytes(&a);
+      b2_b2nd_free(&a);
+      return whole;
+    }
+    if (n == (size_t)size || want == PEND_MAX) break;
+  }
+  return 0;
+}
+
 int b2_file_npy_fell_back(const b2_file *f) {
   return f && f->writable && f->npy_new && f->npy_plain && !f->pending &&
          atomic_load(&f->size) > 0;

@@ -13,6 +13,10 @@
 /* Frames kept open after their last close, for the next open of the same
  * unchanged file (park.c). */
 #define B2_PARK_MAX 64
+
+/* Most bytes a new .npy file holds before its header must be complete
+ * (awrite.c), and so the longest .npy header read (b2_file_npy_is_array). */
+#define PEND_MAX ((size_t)B2_B2ND_MAXDTYPE + ((size_t)1 << 20))
 typedef struct b2_parked {
   b2_frame *frame;
   struct stat st;   /* of the frame file when it was opened */

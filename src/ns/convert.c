@@ -77,14 +77,6 @@ static int copy_bytes(b2_file *from, b2_file *to, int64_t n) {
   return rc;
 }
 
-/* Does f's content start as a .npy file's? */
-static int starts_npy(b2_file *f) {
-  char magic[B2_NPY_MAGIC_LEN];
-  return b2_file_size(f) > B2_NPY_MAGIC_LEN &&
-         b2_file_pread(f, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
-         memcmp(magic, B2_NPY_MAGIC, sizeof magic) == 0;
-}
-
 int b2_ns_convert(b2_env *env, int pfd, const char *src, int kind, int qfd, char *tmp,
                   size_t cap) {
   struct stat st;
@@ -96,7 +88,7 @@ int b2_ns_convert(b2_env *env, int pfd, const char *src, int kind, int qfd, char
   if (b2_file_open_at(env, pfd, src, to_array ? B2_VIEW_LOGICAL : B2_VIEW_NPY, B2_OPEN_RDONLY,
                       &in) < 0)
     return 0;
-  if (to_array && !starts_npy(in)) {
+  if (to_array && !b2_file_npy_is_array(in)) {
     b2_file_close(in);
     return 0;
   }

@@ -96,12 +96,23 @@ int b2_ns_is_sparse(int kind, const struct stat *st) {
   return kind != B2_NS_PLAIN && kind != B2_NS_STORE && S_ISDIR(st->st_mode);
 }
 
-int b2_ns_resolve(int dirfd, const char *shown, char *src, struct stat *st) {
+static int resolve_once(int dirfd, const char *shown, char *src, struct stat *st) {
   int kind = b2_ns_name_to_source(shown, b2_ns_probe_dir, &dirfd, src, B2_NS_NAME_MAX + 1);
   if (kind >= 0 && b2_ns_name_hidden(src)) kind = B2_E_NOENT;
   if (kind >= 0 && fstatat(dirfd, src, st, AT_SYMLINK_NOFOLLOW) < 0) kind = fail_sys(errno);
   if (kind >= 0 && kind != B2_NS_PLAIN && !S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
     kind = B2_NS_PLAIN;
+  return kind;
+}
+
+int b2_ns_resolve(int dirfd, const char *shown, char *src, struct stat *st) {
+  int kind = resolve_once(dirfd, shown, src, st);
+  /* Two source names show a .npy name (NAME.b2nd, NAME.npy.b2frame): a
+   * rename from one to the other between the probes (a .npy file kept
+   * as its bytes, or an array again) makes both look absent once. */
+  size_t n = strlen(shown);
+  if (kind == B2_E_NOENT && n > 4 && strcmp(shown + n - 4, ".npy") == 0)
+    kind = resolve_once(dirfd, shown, src, st);
   return kind;
 }
 

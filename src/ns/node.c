@@ -21,6 +21,7 @@
 #include "b2_file.h"
 #include "b2_frame.h"
 #include "b2_ns.h"
+#include "common/util.h"
 
 struct b2_ns_dir {
   atomic_int refs;
@@ -214,6 +215,14 @@ int b2_ns_node_compact(b2_ns_node *n, const struct stat *expect) {
   return rc < 0 ? rc : 1;
 }
 
+static void sync_dir(int dfd) {
+  int sfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sfd >= 0) {
+    (void)fsync(sfd);
+    close(sfd);
+  }
+}
+
 /* A new NAME.npy stored as NAME.b2nd whose header was no array: it ends
  * as the plain frame a plain NAME.npy is, NAME.npy.b2frame (when that name
  * is free; renamed in place, the same file). */
@@ -227,11 +236,7 @@ static void to_plain_name(b2_ns_node *n) {
       renameat2(dfd, n->name, dfd, plain, RENAME_NOREPLACE) != 0)
     return;
   b2_ns_move_sidecar(dfd, n->name, dfd, plain);
-  int sfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (sfd >= 0) {
-    (void)fsync(sfd);
-    close(sfd);
-  }
+  sync_dir(dfd);
   snprintf(n->name, sizeof n->name, "%s", plain);
 }
 
@@ -245,6 +250,44 @@ int b2_ns_node_close_file(b2_ns_node *n, int *entry) {
   if (plain && rc == 0) to_plain_name(n);
   if (entry) *entry = openat(n->dir->fd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   return rc;
+}
+
+int b2_ns_node_kept_npy(const b2_ns_node *n) {
+  static const char tail[] = ".npy" B2_NS_NEW_SUFFIX;
+  size_t len = strlen(n->name), tl = sizeof tail - 1;
+  return n->kind != B2_NS_STORE && len > tl && strcmp(n->name + len - tl, tail) == 0;
+}
+
+int b2_ns_node_rearray(b2_ns_node *n, b2_env *env, char *note, size_t cap) {
+  struct stat st, now;
+  if (cap) note[0] = 0;
+  int dfd = n->dir->fd;
+  if (n->file || !b2_ns_node_kept_npy(n) || fstatat(dfd, n->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+      !S_ISREG(st.st_mode) || st.st_nlink != 1)
+    return 0;
+  char tmp[B2_NS_HIDDEN_MAX], target[B2_NS_NAME_MAX + 1];
+  size_t stem = strlen(n->name) - strlen(".npy" B2_NS_NEW_SUFFIX);
+  snprintf(target, sizeof target, "%.*s.b2nd", (int)stem, n->name);
+  int rc = b2_ns_convert(env, dfd, n->name, B2_NS_LOGICAL, dfd, tmp, sizeof tmp);
+  if (rc <= 0) return rc;
+  /* Still the entry copied, and the array's name free: the array goes in
+   * beside it (both show these bytes; NAME.b2nd is shown as NAME.npy, so
+   * the name never shows nothing), then the plain frame goes.  A crash
+   * between leaves both, the plain frame shown under its own name. */
+  if (fstatat(dfd, n->name, &now, AT_SYMLINK_NOFOLLOW) < 0 || !b2_same_file(&now, &st) ||
+      renameat2(dfd, tmp, dfd, target, RENAME_NOREPLACE) < 0) {
+    (void)b2_ns_delete(dfd, tmp);
+    return 0;
+  }
+  sync_dir(dfd);
+  b2_ns_move_sidecar(dfd, n->name, dfd, target); /* lockers keep their lock */
+  rc = b2_ns_delete(dfd, n->name);
+  if (rc < 0 && cap)
+    snprintf(note, cap, "%s: made the array %s, but left: %s", n->name, target, b2_last_detail());
+  sync_dir(dfd);
+  n->kind = B2_NS_NPY;
+  snprintf(n->name, sizeof n->name, "%s", target);
+  return 1;
 }
 
 void b2_ns_node_free(b2_ns_node *n) {

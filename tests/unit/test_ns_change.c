@@ -316,6 +316,18 @@ static int view_is(b2_env *env, int dfd, const char *name, int view, const void 
   return same;
 }
 
+/* A .npy file of 200 x 3 int32 as numpy.save writes it. */
+#define NPY_LEN (128 + 2400)
+static void make_npy(char *npy) {
+  const char *dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (200, 3), }";
+  size_t dl = strlen(dict);
+  memcpy(npy, "\x93NUMPY\x01\x00\x76\x00", 10);
+  memcpy(npy + 10, dict, dl);
+  memset(npy + 10 + dl, ' ', 128 - 10 - dl - 1);
+  npy[127] = '\n';
+  for (int i = 0; i < 600; i++) memcpy(npy + 128 + 4 * i, &i, 4);
+}
+
 /* A frame renamed to a name of another kind (b2_ns_convert, then
  * b2_ns_plan_put and b2_ns_rename): a plain frame holding a .npy file to
  * a .npy name becomes the array, with the source's time and mode; back to
@@ -325,15 +337,8 @@ static void test_convert(void) {
   b2_env *env;
   int r = setup(&env);
   if (r < 0) return;
-  /* a .npy file of 200 x 3 int32 as numpy.save writes it */
-  char npy[128 + 2400];
-  const char *dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (200, 3), }";
-  size_t dl = strlen(dict);
-  memcpy(npy, "\x93NUMPY\x01\x00\x76\x00", 10);
-  memcpy(npy + 10, dict, dl);
-  memset(npy + 10 + dl, ' ', 128 - 10 - dl - 1);
-  npy[127] = '\n';
-  for (int i = 0; i < 600; i++) memcpy(npy + 128 + 4 * i, &i, 4);
+  char npy[NPY_LEN];
+  make_npy(npy);
   b2_file *f = NULL;
   CHECK_EQ(b2_file_create_at(env, r, "t.b2frame", NULL, &f), 0);
   if (!f) goto out;
@@ -381,6 +386,97 @@ static void test_convert(void) {
   CHECK_EQ(b2_ns_convert(env, r, "fo.b2frame", B2_NS_LOGICAL, r, tmp, sizeof tmp), 0);
   CHECK_EQ(count_prefixed(r, B2_NS_GONE_PREFIX), 0);
   CHECK_EQ(count_prefixed(r, "."), 2); /* "." and ".." alone: no hidden entry */
+out:
+  b2_env_destroy(env);
+  rmroot(r);
+}
+
+/* A plain frame of n bytes of buf under name, through a node closed
+ * again (as the daemon's writer leaves it): the node, or NULL. */
+static b2_ns_node *kept(b2_env *env, int dfd, const char *name, const void *buf, size_t n) {
+  b2_ns_node *node = NULL;
+  CHECK_EQ(b2_ns_node_create(env, dfd, name, B2_NS_LOGICAL, NULL, &node), 0);
+  if (!node) return NULL;
+  CHECK_EQ(b2_file_pwrite(b2_ns_node_file(node), buf, n, 0), (ssize_t)n);
+  CHECK_EQ(b2_ns_node_close_file(node, NULL), 0);
+  return node;
+}
+
+/* A .npy file kept as its bytes (NAME.npy.b2frame) that holds a whole
+ * array again at its writer's close becomes that array, NAME.b2nd, and
+ * the node follows (b2_ns_node_rearray); bytes that are no such array
+ * (short, one byte more, Fortran order), other names and hard-linked
+ * files are left as they are.  b2_file_npy_is_array reads a header longer
+ * than its first look (a structured dtype of 6000 fields, .npy 2.0). */
+static void test_rearray(void) {
+  b2_env *env;
+  int r = setup(&env);
+  if (r < 0) return;
+  char npy[NPY_LEN], note[1024];
+  make_npy(npy);
+  b2_ns_node *n = kept(env, r, "k.npy.b2frame", npy, sizeof npy);
+  if (!n) goto out;
+  CHECK(b2_ns_node_kept_npy(n));
+  CHECK_EQ(b2_ns_node_rearray(n, env, note, sizeof note), 1);
+  CHECK(strcmp(b2_ns_node_name(n), "k.b2nd") == 0 && b2_ns_node_kind(n) == B2_NS_NPY);
+  CHECK(!exists(r, "k.npy.b2frame") && !b2_ns_node_kept_npy(n) && note[0] == 0);
+  CHECK(view_is(env, r, "k.b2nd", B2_VIEW_NPY, npy, sizeof npy));
+  CHECK(view_is(env, r, "k.b2nd", B2_VIEW_CORDER, npy + 128, sizeof npy - 128));
+  b2_ns_node_free(n);
+  /* no such array: nothing changes */
+  struct { const char *name; size_t len; } no[] = {
+      {"short.npy.b2frame", sizeof npy - 1}, {"txt.b2frame", sizeof npy}, {"tiny.npy.b2frame", 6}};
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+    n = kept(env, r, no[i].name, npy, no[i].len);
+    if (n) CHECK_EQ(b2_ns_node_rearray(n, env, note, sizeof note), 0);
+    CHECK(n && strcmp(b2_ns_node_name(n), no[i].name) == 0 && exists(r, no[i].name));
+    b2_ns_node_free(n);
+  }
+  char more[sizeof npy + 1];
+  memcpy(more, npy, sizeof npy);
+  more[sizeof npy] = 7;
+  n = kept(env, r, "more.npy.b2frame", more, sizeof more);
+  if (n) CHECK_EQ(b2_ns_node_rearray(n, env, note, sizeof note), 0);
+  b2_ns_node_free(n);
+  memcpy(npy + 10 + 34, "True ", 5); /* 'fortran_order': True */
+  n = kept(env, r, "fo.npy.b2frame", npy, sizeof npy);
+  if (n) CHECK_EQ(b2_ns_node_rearray(n, env, note, sizeof note), 0);
+  b2_ns_node_free(n);
+  memcpy(npy + 10 + 34, "False", 5);
+  n = kept(env, r, "ln.npy.b2frame", npy, sizeof npy);
+  CHECK_EQ(linkat(r, "ln.npy.b2frame", r, "ln2.b2frame", 0), 0);
+  if (n) CHECK_EQ(b2_ns_node_rearray(n, env, note, sizeof note), 0);
+  b2_ns_node_free(n);
+  CHECK(exists(r, "short.npy.b2frame") && exists(r, "more.npy.b2frame") &&
+        exists(r, "fo.npy.b2frame") && exists(r, "ln.npy.b2frame") && !exists(r, "ln.b2nd"));
+  /* a header past the first 64 KiB read: .npy 2.0, 6000 one-byte fields */
+  size_t cap = 6000 * 20 + 256, hl;
+  char *big = malloc(cap + 6000);
+  CHECK(big != NULL);
+  if (big) {
+    size_t k = 12;
+    k += (size_t)sprintf(big + k, "{'descr': [");
+    for (int i = 0; i < 6000; i++) k += (size_t)sprintf(big + k, "('f%04d', '|u1'), ", i);
+    k += (size_t)sprintf(big + k, "], 'fortran_order': False, 'shape': (1,), }");
+    hl = (k + 1 + 63) / 64 * 64;
+    memset(big + k, ' ', hl - k - 1);
+    big[hl - 1] = '\n';
+    memcpy(big, "\x93NUMPY\x02\x00", 8);
+    uint32_t len = (uint32_t)(hl - 12);
+    memcpy(big + 8, &len, 4);
+    memset(big + hl, 5, 6000);
+    CHECK(hl > 64 * 1024);
+    n = kept(env, r, "big.npy.b2frame", big, hl + 6000);
+    b2_file *f = NULL;
+    CHECK_EQ(b2_file_open_at(env, r, "big.npy.b2frame", B2_VIEW_LOGICAL, B2_OPEN_RDONLY, &f), 0);
+    if (f) CHECK_EQ(b2_file_npy_is_array(f), 1);
+    if (f) b2_file_close(f);
+    if (n) CHECK_EQ(b2_ns_node_rearray(n, env, note, sizeof note), 1);
+    CHECK(view_is(env, r, "big.b2nd", B2_VIEW_CORDER, big + hl, 6000));
+    b2_ns_node_free(n);
+    free(big);
+  }
+  CHECK_EQ(count_prefixed(r, B2_NS_GONE_PREFIX), 0);
 out:
   b2_env_destroy(env);
   rmroot(r);
@@ -549,6 +645,7 @@ int main(void) {
   T_RUN(test_exchange);
   T_RUN(test_node_moves);
   T_RUN(test_convert);
+  T_RUN(test_rearray);
   T_RUN(test_probe_attrs);
   T_RUN(test_store_node);
   T_END();
