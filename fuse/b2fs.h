@@ -292,6 +292,15 @@ b2_ns_dir *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
 b2fs_inode *b2fs_dir_find(dev_t dev, ino_t ino);
 /* Give back a directory inode pinned by b2fs_inode_find (NULL, root: no-op). */
 void b2fs_home_put(b2fs_inode *dir);
+/* Tell the kernel that `name` in directory inode `dir` no longer names
+ * inode `in` (a stale one), from a thread of its own: the caller may be
+ * answering a request whose system call holds the locks the notice waits
+ * for (a truncate that closed the last writer).  Takes over a reference
+ * of dir (b2fs_dir_find) and one lookup of in (b2fs_inode_pin). */
+void b2fs_notify_gone(b2fs_inode *dir, b2fs_inode *in, const char *name);
+/* At unmount, before the session goes: wait (at most 5 s) for the
+ * notices still being told. */
+void b2fs_notify_drain(void);
 /* Make n the inode's node (lock held); the node replaced is returned, to
  * free (b2_ns_node_free) once the lock is released. */
 b2_ns_node *b2fs_node_swap(b2fs_inode *in, b2_ns_node *n);

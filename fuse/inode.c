@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -470,4 +471,52 @@ b2fs_inode *b2fs_dir_find(dev_t dev, ino_t ino) {
 
 void b2fs_home_put(b2fs_inode *dir) {
   if (dir && dir != &b2fs_g.root) b2fs_inode_forget(dir, 1);
+}
+
+/* ---- telling the kernel a name is gone ----------------------------------- */
+
+static atomic_int notices; /* told from threads of their own, not yet done */
+
+typedef struct notice {
+  b2fs_inode *dir, *in;
+  char name[];
+} notice;
+
+static void *tell(void *arg) {
+  notice *n = arg;
+  if (b2fs_g.se)
+    (void)fuse_lowlevel_notify_delete(b2fs_g.se, b2fs_inode_id(n->dir), b2fs_inode_id(n->in),
+                                      n->name, strlen(n->name));
+  b2fs_home_put(n->dir);
+  b2fs_inode_forget(n->in, 1);
+  free(n);
+  atomic_fetch_sub(&notices, 1);
+  return NULL;
+}
+
+void b2fs_notify_gone(b2fs_inode *dir, b2fs_inode *in, const char *name) {
+  size_t len = strlen(name) + 1;
+  notice *n = malloc(sizeof *n + len);
+  pthread_attr_t attr;
+  pthread_t t;
+  int made = 0;
+  if (n && pthread_attr_init(&attr) == 0) {
+    n->dir = dir;
+    n->in = in;
+    memcpy(n->name, name, len);
+    atomic_fetch_add(&notices, 1);
+    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    made = pthread_create(&t, &attr, tell, n) == 0;
+    if (!made) atomic_fetch_sub(&notices, 1);
+    pthread_attr_destroy(&attr);
+  }
+  if (!made) { /* the kernel finds the inode stale at its next use */
+    b2fs_home_put(dir);
+    b2fs_inode_forget(in, 1);
+    free(n);
+  }
+}
+
+void b2fs_notify_drain(void) {
+  for (int i = 0; i < 5000 && atomic_load(&notices) > 0; i++) usleep(1000);
 }

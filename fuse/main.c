@@ -281,6 +281,7 @@ out:
   b2fs_warm_stop();
   b2fs_compactor_stop(); /* before the inodes go */
   if (mounted) fuse_session_unmount(se);
+  b2fs_notify_drain(); /* they write to the session's device */
   if (handlers) fuse_remove_signal_handlers(se);
   if (se) fuse_session_destroy(se);
   b2fs_warm_free(b2fs_g.root.warm);

@@ -623,14 +623,16 @@ static int kind_changed(b2fs_inode *in, b2_ns_node *node, char *shown, size_t ca
 
 /* After kind_changed, with no lock held: the kernel drops the name's tie
  * to the stale inode (as after a rename that made a file anew), so the
- * name is looked up again; waiters for the release go first. */
+ * name is looked up again; waiters for the release go first.  Told from a
+ * thread of its own (b2fs_notify_gone): this close may be a truncate's,
+ * whose system call holds the inode's lock until we answer. */
 static void stale_notify(b2fs_inode *in, dev_t pdev, ino_t pino, const char *shown) {
   b2fs_frame_released(in);
   b2fs_inode *dir = b2fs_dir_find(pdev, pino);
-  if (dir && b2fs_g.se)
-    (void)fuse_lowlevel_notify_delete(b2fs_g.se, b2fs_inode_id(dir), b2fs_inode_id(in), shown,
-                                      strlen(shown));
-  b2fs_home_put(dir);
+  if (dir && b2fs_inode_pin(in))
+    b2fs_notify_gone(dir, in, shown);
+  else
+    b2fs_home_put(dir);
 }
 
 int b2fs_wclose(b2fs_inode *in, b2fs_handle *h) {

@@ -395,6 +395,19 @@ static int64_t header_rows(const b2_file *f) {
   return rc < 0 || ndim < 1 ? -1 : shape[0];
 }
 
+/* The view's header is about to show rows its writer's did not give:
+ * keep the header a plain file would still hold, for to_bytes (wmu held). */
+static void keep_posix(b2_file *f) {
+  if (f->npy_posix || !f->npy) return;
+  f->npy_posix = malloc(f->npylen);
+  if (f->npy_posix) memcpy(f->npy_posix, f->npy, f->npylen);
+}
+
+static void drop_posix(b2_file *f) {
+  free(f->npy_posix);
+  f->npy_posix = NULL;
+}
+
 /* Make the view's header give `rows` rows (wmu held; szlock taken here):
  * while the size ends inside a row, the rows complete, so that bytes
  * appended leave the header as it was until they make a row; the array's
@@ -412,6 +425,7 @@ static int show_rows(b2_file *f, int64_t rows) {
   rc = header_for(f, &na, &npy, &kept);
   b2_b2nd_free(&na);
   if (rc < 0) return rc;
+  keep_posix(f);
   pthread_rwlock_wrlock(&f->szlock);
   free(f->npy);
   f->npy = npy;
@@ -487,6 +501,7 @@ static int set_rows(b2_file *f, int64_t size) {
   for (int64_t k = na.nchunks; k < old.nchunks; k++) b2_cache_discard(c, f->id, k);
   b2_b2nd_free(&old);
   if (npy) {
+    keep_posix(f);
     free(f->npy);
     f->npy = npy;
   }
@@ -759,6 +774,7 @@ static int drop_array(b2_file *f) {
   if (was) b2_b2nd_free(&f->array);
   free(f->npy);
   f->npy = NULL;
+  drop_posix(f);
   f->npylen = 0;
   f->npy_born = 0;
   atomic_store(&f->size, 0);
@@ -806,6 +822,7 @@ static int rewrite_header(b2_file *f, const uint8_t *h, int64_t rows) {
   size_t hl = f->npylen;
   int64_t rowb = row_bytes(&f->array);
   int rc = rows == f->array.shape[0] ? 0 : b2_file_aresize(f, (int64_t)hl + rows * rowb);
+  if (rc == 0) drop_posix(f); /* the writer's header is the view's now */
   if (rc < 0 || memcmp(f->npy, h, hl) == 0) return rc;
   char *copy = malloc(hl);
   if (!copy) return b2_fail(B2_E_NOMEM, "no memory for the .npy header");
@@ -844,6 +861,9 @@ ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off) {
                    : to_bytes(f, atomic_load(&f->size), "its .npy header was written over");
       if (rc < 0) return rc;
       if (!f->has_array) return b2_file_lwrite(f, buf, n, off);
+    } else if (f->npy_posix) { /* the view's bytes, written: a plain file's too */
+      memcpy(f->npy_posix + off, src, h);
+      if (memcmp(f->npy_posix, f->npy, (size_t)hdr) == 0) drop_posix(f);
     }
     src += h;
     off += (int64_t)h;
@@ -1013,6 +1033,11 @@ static int to_bytes(b2_file *f, int64_t keep, const char *why) {
   int fd = spill_open(f);
   if (fd < 0) return fd;
   int rc = spill_copy(f, fd, keep, 1);
+  /* The header as a plain file holds it: rows appended or cut since it
+   * was written do not change it. */
+  size_t hk = (size_t)B2_MIN(keep, (int64_t)f->npylen);
+  if (rc == 0 && f->npy_posix && pwrite(fd, f->npy_posix, hk, 0) != (ssize_t)hk)
+    rc = b2_fail(B2_E_IO, "%s: keeping its .npy header: %s", f->path, strerror(errno));
   if (rc < 0) {
     close(fd);
     return rc;

@@ -435,6 +435,7 @@ int b2_file_close(b2_file *f) {
   }
   if (f->has_array || f->tensor) b2_b2nd_free(&f->array);
   free(f->npy);
+  free(f->npy_posix);
   free(f->pend);
   free(f->pend_set);
   free(f->path);

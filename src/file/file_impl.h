@@ -81,6 +81,10 @@ struct b2_file {
   b2_b2nd array;
   char *npy;            /* .npy header (B2_VIEW_NPY) */
   size_t npylen;
+  char *npy_posix;      /* NULL, or the header a plain file would hold
+                           (as last written or opened) when npy shows
+                           rows its writer's header did not give: bytes
+                           appended or cut (wmu) */
   _Atomic int64_t size; /* size of the view (written files: in memory) */
   b2_stream streams[B2_FILE_STREAMS]; /* readers of the handle (read.c) */
   atomic_uint_fast64_t tick;  /* counts reads, for the streams' LRU order */
