@@ -91,8 +91,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
    * close renaming one to the other between the probes (kept as its
    * bytes, an array again) makes both look absent once; a negative entry
    * would stay in the kernel's cache. */
-  size_t n = strlen(name);
-  if (rc == -ENOENT && n > 4 && strcmp(name + n - 4, ".npy") == 0) rc = lookup_in(p, name, &e);
+  if (rc == -ENOENT && b2_ns_shown_npy(name)) rc = lookup_in(p, name, &e);
   reply_lookup(req, rc, &e);
 }
 

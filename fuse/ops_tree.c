@@ -309,8 +309,7 @@ static int settle(const struct stat *st) {
 static void settle_name(int pfd, const char *name) {
   char src[B2_NS_NAME_MAX + 1];
   struct stat st;
-  size_t n = strlen(name);
-  if (n >= 4 && strcmp(name + n - 4, ".npy") == 0 && b2_ns_resolve(pfd, name, src, &st) == B2_NS_NPY)
+  if (b2_ns_shown_npy(name) && b2_ns_resolve(pfd, name, src, &st) == B2_NS_NPY)
     settle(&st);
 }
 

@@ -126,6 +126,10 @@ int b2_ns_name_kind(const char *src, size_t *stem_len);
 int b2_ns_name_to_shown(const char *src, int is_frame, b2_ns_probe_fn probe,
                         void *ctx, char *out, size_t cap);
 
+/* Does shown name end in ".npy" (an array's view may show under it, from
+ * NAME.b2nd, or a plain frame, from NAME.npy.b2frame)? */
+int b2_ns_shown_npy(const char *shown);
+
 /* Source entry shown as `shown`, written to out (cap >= B2_NS_NAME_MAX + 1).
  * Returns B2_NS_* kind of that entry's view (PLAIN when it is not a frame),
  * B2_E_NOENT when nothing is shown under that name, B2_E_NAMETOOLONG for a

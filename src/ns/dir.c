@@ -110,9 +110,7 @@ int b2_ns_resolve(int dirfd, const char *shown, char *src, struct stat *st) {
   /* Two source names show a .npy name (NAME.b2nd, NAME.npy.b2frame): a
    * rename from one to the other between the probes (a .npy file kept
    * as its bytes, or an array again) makes both look absent once. */
-  size_t n = strlen(shown);
-  if (kind == B2_E_NOENT && n > 4 && strcmp(shown + n - 4, ".npy") == 0)
-    kind = resolve_once(dirfd, shown, src, st);
+  if (kind == B2_E_NOENT && b2_ns_shown_npy(shown)) kind = resolve_once(dirfd, shown, src, st);
   return kind;
 }
 

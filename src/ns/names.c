@@ -127,6 +127,11 @@ int b2_ns_name_to_shown(const char *src, int is_frame, b2_ns_probe_fn probe,
   return copy_out(out, cap, src);
 }
 
+int b2_ns_shown_npy(const char *shown) {
+  size_t n = strlen(shown), e = sizeof NPY_EXT - 1;
+  return n > e && memcmp(shown + n - e, NPY_EXT, e) == 0;
+}
+
 int b2_ns_name_to_source(const char *shown, b2_ns_probe_fn probe, void *ctx,
                         char *out, size_t cap) {
   if (strlen(shown) > B2_NS_NAME_MAX) return B2_E_NAMETOOLONG; /* as any file system */
