@@ -47,6 +47,10 @@ static const char *source(dir *d, const char *name, int *kind) {
 }
 
 static void test_kind(void) {
+  /* shown names an array's view may have */
+  CHECK(b2_ns_shown_npy("a.npy") && b2_ns_shown_npy("x.b2nd.npy"));
+  CHECK(!b2_ns_shown_npy(".npy") && !b2_ns_shown_npy("a.npz") && !b2_ns_shown_npy("a.npy.b2frame") &&
+        !b2_ns_shown_npy(""));
   size_t s;
   CHECK_EQ(b2_ns_name_kind("a.b2frame", &s), B2_NS_LOGICAL);
   CHECK_EQ(s, 1);
