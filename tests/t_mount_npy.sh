@@ -34,6 +34,11 @@
 #      bytes kept so: the array they make at the close (a descriptor opened
 #      before reads them too), but Fortran order; the same after a remount,
 #      b2f scrub clean, python-blosc2 reading the arrays.
+#   7. tests/npy_life.py: random saves, appends, truncates, writes past the
+#      end, renames, copies, removals and memmap edits of four names on the
+#      mount and on a plain directory, compared after each step (seeds
+#      B2FS_NPY_LIFE_SEEDS, default 1-8; B2FS_NPY_LIFE_OPS each, default 150);
+#      then a remount gives the same bytes, b2f scrub is clean.
 # Env: B2FS, B2F, B2FS_FIXTURES, PY, PYB2 (tests/run.sh, tests/lib.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -586,6 +591,7 @@ for name in ("again", "againsave", "againcp", "againrow", "againf"):
     q = f"{mnt}/{name}.npy"
     np.save(q, np.arange(300.0).reshape(10, 30))
     with open(q, "ab") as g: g.write(b"\x07" * 100)        # inside a row: bytes
+    os.stat(q)                                         # (waits for that close)
     early = open(q, "rb") if name != "againsave" else None
     if name in ("again", "againsave"): np.save(q, w)
     elif name == "againcp": os.system(f"cp {tmp}/again.in.npy {q}")
@@ -668,4 +674,31 @@ PY
   fi
 else
   nok npy_append_rewrite "cannot mount"
+fi
+
+# ---- 7. the life of .npy files against a plain directory --------------------
+S7=$TMP/src7 SH7=$TMP/shadow7
+mkdir -p "$S7" "$SH7"
+if mount_bg npy7 "$S7" "$MNT" "clevel=1"; then
+  r=ok
+  for seed in ${B2FS_NPY_LIFE_SEEDS:-1 2 3 4 5 6 7 8}; do
+    rm -rf "${SH7:?}"/* "$MNT"/*
+    out=$(timeout -s KILL 300 "$PY" tests/npy_life.py "$MNT" "$SH7" "$seed" "${B2FS_NPY_LIFE_OPS:-150}" 2>&1 | tail -3)
+    if [ "$out" != ok ]; then r=$out; break; fi
+  done
+  [ "$r" = ok ] && ok npy_life || nok npy_life "$r"
+  unmount_fg "$MNT" npy7
+  if [ "$r" = ok ] && mount_bg npy7b "$S7" "$MNT" "ro"; then
+    same=ok
+    for f in "$SH7"/*; do [ -e "$f" ] && ! cmp -s "$f" "$MNT/${f##*/}" && same="differs: ${f##*/}"; done
+    [ "$(ls "$MNT" | wc -l)" = "$(ls "$SH7" | wc -l)" ] || same="names: $(ls "$MNT" | tr '\n' ' ')"
+    [ "$same" = ok ] && ok npy_life_remount || nok npy_life_remount "$same"
+    unmount_fg "$MNT" npy7b
+  else
+    nok npy_life_remount "not run"
+  fi
+  "$B2F" scrub "$S7" >"$TMP/scrub7.out" 2>&1 && grep -q " 0 damaged frames" "$TMP/scrub7.out" &&
+    ok npy_life_scrub || nok npy_life_scrub "$(tail -c 300 "$TMP/scrub7.out")"
+else
+  nok npy_life "cannot mount"
 fi
