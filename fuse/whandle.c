@@ -604,6 +604,7 @@ static void note_size(b2fs_inode *in, int64_t size) {
 static int kind_changed(b2fs_inode *in, b2_ns_node *node, char *shown, size_t cap, dev_t *pdev,
                         ino_t *pino) {
   char note[1024], src[4096];
+  /* an array's inode whose file this close kept as its bytes */
   int plain = in->kind == B2_NS_NPY && b2_ns_node_kept_npy(node);
   int c = b2_ns_node_rearray(node, b2fs_g.env, note, sizeof note);
   if (c < 0)
@@ -611,7 +612,6 @@ static int kind_changed(b2fs_inode *in, b2_ns_node *node, char *shown, size_t ca
              b2fs_src_path(in, src, sizeof src),
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(c));
   if (c > 0 && note[0]) b2fs_log("%s", note);
-  if (c > 0 && in->kind == B2_NS_NPY) plain = 1; /* another file, of the inode's kind */
   if (!plain && c <= 0) return 0;
   atomic_store(&in->stale, 1);
   b2_ns_node_dir(node, pdev, pino);
