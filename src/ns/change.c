@@ -107,7 +107,9 @@ void b2_ns_move_sidecar(int pfd, const char *src, int qfd, const char *target) {
 }
 
 static void move_sidecar(const b2_ns_move *m) {
-  if (m->kind == B2_NS_PLAIN || !S_ISREG(m->st.st_mode) || b2_ns_name_hidden(m->src)) return;
+  /* (also from the engine's hidden entry put in, b2_ns_plan_put: its own
+   * write session's sidecar, under the hidden name, would stay behind) */
+  if (m->kind == B2_NS_PLAIN || !S_ISREG(m->st.st_mode)) return;
   b2_ns_move_sidecar(m->pfd, m->src, m->qfd, m->target);
 }
 

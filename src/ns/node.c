@@ -281,6 +281,7 @@ int b2_ns_node_rearray(b2_ns_node *n, b2_env *env, char *note, size_t cap) {
   }
   sync_dir(dfd);
   b2_ns_move_sidecar(dfd, n->name, dfd, target); /* lockers keep their lock */
+  b2_ns_move_sidecar(dfd, tmp, dfd, target);     /* the copy's own, if none */
   rc = b2_ns_delete(dfd, n->name);
   if (rc < 0 && cap)
     snprintf(note, cap, "%s: made the array %s, but left: %s", n->name, target, b2_last_detail());

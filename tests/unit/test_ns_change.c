@@ -351,6 +351,10 @@ static void test_convert(void) {
   CHECK_EQ(b2_ns_convert(env, r, "t.b2frame", B2_NS_LOGICAL, r, tmp, sizeof tmp), 1);
   CHECK(b2_ns_name_hidden(tmp));
   CHECK(view_is(env, r, tmp, B2_VIEW_NPY, npy, sizeof npy));
+  /* the sidecar its write session left (locking on) goes with it */
+  char lk[B2_NS_HIDDEN_MAX + 8];
+  snprintf(lk, sizeof lk, "%s.b2lock", tmp);
+  put(r, lk, "");
   CHECK(view_is(env, r, tmp, B2_VIEW_CORDER, npy + 128, sizeof npy - 128));
   b2_ns_move m;
   memset(&m, 0, sizeof m);
@@ -358,6 +362,7 @@ static void test_convert(void) {
   CHECK_EQ(b2_ns_plan_put(&m, tmp, B2_NS_NPY, "x.npy", 0), 0);
   CHECK(strcmp(m.target, "x.b2nd") == 0);
   CHECK_EQ(b2_ns_rename(&m, 0), 0);
+  CHECK(!exists(r, lk) && exists(r, "x.b2nd.b2lock"));
   struct stat st;
   CHECK(fstatat(r, "x.b2nd", &st, 0) == 0 && st.st_mtim.tv_sec == 1700000000 &&
         st.st_mtim.tv_nsec == 123456789 && (st.st_mode & 07777) == 0640);
