@@ -37,8 +37,9 @@
 #   7. tests/npy_life.py: random saves, appends, truncates, writes past the
 #      end, renames, copies, removals and memmap edits of four names on the
 #      mount and on a plain directory, compared after each step (seeds
-#      B2FS_NPY_LIFE_SEEDS, default 1-8; B2FS_NPY_LIFE_OPS each, default 150);
-#      then a remount gives the same bytes, b2f scrub is clean.
+#      B2FS_NPY_LIFE_SEEDS, default 1-8; B2FS_NPY_LIFE_OPS each, default 150;
+#      locking=on); nothing hidden is left in SOURCE; a remount gives the
+#      same bytes, b2f scrub is clean.
 # Env: B2FS, B2F, B2FS_FIXTURES, PY, PYB2 (tests/run.sh, tests/lib.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -679,7 +680,7 @@ fi
 # ---- 7. the life of .npy files against a plain directory --------------------
 S7=$TMP/src7 SH7=$TMP/shadow7
 mkdir -p "$S7" "$SH7"
-if mount_bg npy7 "$S7" "$MNT" "clevel=1"; then
+if mount_bg npy7 "$S7" "$MNT" "clevel=1,locking=on"; then
   r=ok
   for seed in ${B2FS_NPY_LIFE_SEEDS:-1 2 3 4 5 6 7 8}; do
     rm -rf "${SH7:?}"/* "$MNT"/*
@@ -688,6 +689,9 @@ if mount_bg npy7 "$S7" "$MNT" "clevel=1"; then
   done
   [ "$r" = ok ] && ok npy_life || nok npy_life "$r"
   unmount_fg "$MNT" npy7
+  # nothing hidden left behind (locking=on: no sidecar of a frame gone)
+  left=$(cd "$S7" && ls -A | grep -E '^\.b2fs-gone-|\.b2tmp' | head -3)
+  [ -z "$left" ] && ok npy_life_nothing_left || nok npy_life_nothing_left "$left"
   if [ "$r" = ok ] && mount_bg npy7b "$S7" "$MNT" "ro"; then
     same=ok
     for f in "$SH7"/*; do [ -e "$f" ] && ! cmp -s "$f" "$MNT/${f##*/}" && same="differs: ${f##*/}"; done
