@@ -281,7 +281,9 @@ def path_max():
                  "truncate and write: %s" % ename(e))
             l2 = rel + "/" + "l" * len(last)
             e = err(os.link, path, l2)
-            want("pathmax_link_4095", e == 0 and read(l2) == b"again", "link: %s" % ename(e))
+            want("pathmax_link_4095", e == 0 and read(l2) == b"again", "link: %s%s" % (
+                ename(e), "" if e == 0 else "; the directory holds %s" % sorted(
+                    n[:12] + "..." for n in os.listdir(rel))))
             if not e:
                 os.unlink(l2)
             p2 = rel + "/" + "g" * len(last)
