@@ -185,7 +185,7 @@ static int stat_known(b2fs_inode *in, struct stat *st) {
     st->st_nlink--; /* the hidden link kept for a writer of a removed name */
   if (in->sparse) {
     st->st_mode = S_IFREG | (st->st_mode & 07777 & ~(mode_t)0111);
-    st->st_nlink = 1;
+    st->st_nlink = in->hidlink ? 0 : 1;
     st->st_blocks = blocks;
     if (sig.size >= 0) {
       st->st_mtim = ts_max(st->st_mtim, sig.mtime);

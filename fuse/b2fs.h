@@ -152,8 +152,10 @@ typedef struct b2fs_inode {
   char *doomed;                  /* hidden name of a frame removed while
                                     open, deleted with the inode (nslock) */
   int doomed_dir;                /* O_PATH descriptor of its directory */
-  _Atomic int hidlink;           /* doomed is one more link of a linked
-                                    file (not shown in st_nlink) */
+  _Atomic int hidlink;           /* doomed is a link not shown in st_nlink
+                                    (a removed file's only one: 0) */
+  int hidlinked;                 /* doomed is one more link of a linked
+                                    file (nslock) */
   _Atomic int gone;              /* removed or replaced through the mount */
   _Atomic int stale;             /* renamed through the mount, and what the
                                     new name holds is another file (a .npy
@@ -305,11 +307,15 @@ void b2fs_notify_drain(void);
  * free (b2_ns_node_free) once the lock is released. */
 b2_ns_node *b2fs_node_swap(b2fs_inode *in, b2_ns_node *n);
 /* The inode's entry was set aside as `hidden` in dirfd (b2_ns_remove,
- * b2_ns_rename): delete it with the inode (nslock held).  `linked`: it was
- * one name of a hard-linked file, kept for our writer only: the hidden
- * link is not counted in the st_nlink shown, and goes at the writer's
- * close while the file has other names (b2fs_undoom_linked). */
+ * b2_ns_rename): delete it with the inode (nslock held).  The hidden link
+ * is not counted in the st_nlink shown (a removed file open: 0, as
+ * fstat(2) gives elsewhere).  `linked`: it was one name of a hard-linked
+ * file, kept for our writer only: it goes at the writer's close while the
+ * file has other names (b2fs_undoom_linked). */
 void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden, int linked);
+/* Pin every inode holding a hidden entry (doomed) into *out (malloc'd:
+ * free it, and b2fs_inode_forget(in, 1) each); their number. */
+size_t b2fs_doomed_pin(b2fs_inode ***out);
 /* The writer of a doomed linked file is done (nslock held): its hidden
  * link goes now if the file still has other names. */
 void b2fs_undoom_linked(b2fs_inode *in);

@@ -47,7 +47,8 @@ static void remove_doomed(b2fs_inode *in) {
 }
 
 void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden, int linked) {
-  in->hidlink = linked;
+  in->hidlink = 1;
+  in->hidlinked = linked;
   in->doomed = strdup(hidden);
   in->doomed_dir = in->doomed ? fcntl(dirfd, F_DUPFD_CLOEXEC, 0) : -1;
   if (in->doomed && in->doomed_dir < 0) {
@@ -59,12 +60,32 @@ void b2fs_doom(b2fs_inode *in, int dirfd, const char *hidden, int linked) {
 
 void b2fs_undoom_linked(b2fs_inode *in) {
   struct stat st;
-  if (!in->doomed || !in->hidlink) return;
+  if (!in->doomed || !in->hidlinked) return;
   if (fstatat(in->doomed_dir, in->doomed, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
       S_ISREG(st.st_mode) && st.st_nlink > 1) {
     remove_doomed(in);
-    in->hidlink = 0;
+    in->hidlink = in->hidlinked = 0;
   }
+}
+
+size_t b2fs_doomed_pin(b2fs_inode ***out) {
+  *out = NULL;
+  pthread_mutex_lock(&b2fs_g.table_lock);
+  size_t n = 0, cap = 0;
+  for (size_t b = 0; b < b2fs_g.nbuckets; b++)
+    for (b2fs_inode *in = b2fs_g.buckets[b]; in; in = in->next) {
+      if (!in->hidlink || !in->nlookup) continue;
+      if (n == cap) {
+        b2fs_inode **more = realloc(*out, (cap = cap ? 2 * cap : 8) * sizeof *more);
+        if (!more) goto done;
+        *out = more;
+      }
+      in->nlookup++;
+      (*out)[n++] = in;
+    }
+done:
+  pthread_mutex_unlock(&b2fs_g.table_lock);
+  return n;
 }
 
 b2fs_hooks b2fs_hook;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "b2fs.h"
@@ -418,6 +419,44 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
   unlink_entry(req, pfd, p->dev, p->ino, src, kind, &st, NULL);
 }
 
+/* Frames removed while still open keep a hidden entry in their directory
+ * until their last close.  Directory `src` of pfd is being removed: such
+ * entries in it move to pfd itself (the same file system), so that their
+ * readers and writers go on (a sparse frame's chunks are files of that
+ * entry) and the directory can go. */
+static void rehome_doomed(int pfd, const char *src) {
+  struct stat dst, ds;
+  b2fs_inode **ins;
+  if (fstatat(pfd, src, &dst, AT_SYMLINK_NOFOLLOW) < 0) return;
+  size_t n = b2fs_doomed_pin(&ins);
+  for (size_t i = 0; i < n; i++) {
+    b2fs_inode *in = ins[i];
+    void *held = NULL;
+    b2fs_nslock2(in, NULL);
+    if (in->doomed && fstat(in->doomed_dir, &ds) == 0 && ds.st_dev == dst.st_dev &&
+        ds.st_ino == dst.st_ino) {
+      int nfd = fcntl(pfd, F_DUPFD_CLOEXEC, 0);
+      held = nfd >= 0 ? b2fs_frame_hold(in, NULL, NULL) : NULL;
+      if (nfd >= 0 && renameat2(in->doomed_dir, in->doomed, pfd, in->doomed,
+                                RENAME_NOREPLACE) == 0) {
+        b2_ns_move_sidecar(in->doomed_dir, in->doomed, pfd, in->doomed);
+        b2fs_frame_moved(held, in, pfd, in->doomed);
+        close(in->doomed_dir);
+        in->doomed_dir = nfd;
+      } else {
+        b2fs_log("rmdir %s: cannot keep the removed open frame %s: %s", src, in->doomed,
+                 strerror(errno));
+        if (nfd >= 0) close(nfd);
+      }
+      b2fs_frame_unhold(held);
+    }
+    b2fs_nsunlock2(in, NULL);
+    b2fs_frame_hold_drop(held);
+    b2fs_inode_forget(in, 1);
+  }
+  free(ins);
+}
+
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   if (b2fs_inode_get(parent)->kind == B2_NS_STORE) {
     fuse_reply_err(req, -b2fs_store_rmdir(b2fs_inode_get(parent), name));
@@ -431,11 +470,18 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   int kind = resolve(pfd, name, src, &st);
   int rc = kind < 0 ? kind : 0;
   if (rc == 0 && (kind != B2_NS_PLAIN || !S_ISDIR(st.st_mode))) rc = -ENOTDIR;
-  if (rc == 0 && unlinkat(pfd, src, AT_REMOVEDIR) < 0) {
+  /* Shown empty but holding frames removed while open (those move out:
+   * rehome_doomed), engine leftovers (those go), or frames removed whose
+   * last close is under way (their inode deletes them: waited for, up to
+   * a second). */
+  for (int tries = 0; rc == 0 && unlinkat(pfd, src, AT_REMOVEDIR) < 0; tries++) {
     rc = -errno;
-    /* Shown empty but holding engine leftovers: those go too. */
-    if ((rc == -ENOTEMPTY || rc == -EEXIST) && b2_ns_clear_hidden(pfd, src) == 1)
-      rc = unlinkat(pfd, src, AT_REMOVEDIR) < 0 ? -errno : 0;
+    if ((rc != -ENOTEMPTY && rc != -EEXIST) || tries == 100) break;
+    rehome_doomed(pfd, src);
+    int left = b2_ns_clear_hidden(pfd, src);
+    if (left != 1 && left != 2) break;
+    if (left == 2) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    rc = 0;
   }
   fuse_reply_err(req, -rc);
 }

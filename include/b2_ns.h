@@ -427,7 +427,9 @@ int b2_ns_each_entry(int pfd, const char *name, b2_ns_entry_fn fn, void *arg);
 int b2_ns_remove_frame_dir(int dirfd, const char *name);
 /* Remove the hidden entries (engine leftovers) of directory `name` of
  * dirfd: 1 if it held only those (now gone), 0 if it holds more, or a
- * negative code. */
+ * negative code.  Frames this process set aside while open (and their
+ * temporaries and sidecars) are left to their owner, which deletes them
+ * at their last close: 2 if it held only those besides leftovers. */
 int b2_ns_clear_hidden(int dirfd, const char *name);
 /* A rename that moves the entry it replaces aside to the hidden name
  * `hidden` (a directory cannot be hard-linked) first leaves a marker

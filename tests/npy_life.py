@@ -15,6 +15,7 @@ import random
 import shutil
 import sys
 
+import life_lib
 import numpy as np
 from numpy.lib import format as fmt
 
@@ -52,14 +53,7 @@ def rows_shown(bm, bs):
 
 
 def both(fn):
-    out = []
-    for root in (mnt, shadow):
-        try:
-            fn(root)
-            out.append(None)
-        except OSError as e:
-            out.append(e.errno)
-    return out
+    return life_lib.both((mnt, shadow), fn)
 
 
 def size(n):
@@ -67,14 +61,6 @@ def size(n):
         return os.path.getsize(os.path.join(shadow, n))
     except OSError:
         return 0
-
-
-def pwrite(path, data, off, flags=os.O_WRONLY):
-    fd = os.open(path, flags)
-    try:
-        os.pwrite(fd, data, off)
-    finally:
-        os.close(fd)
 
 
 def memmap_edit(path):
@@ -101,11 +87,12 @@ for i in range(nops):
     elif op == "append":
         data = bytes([r.randint(0, 255)]) * r.randint(1, 300)
         what = len(data)
-        res = both(lambda root: pwrite(os.path.join(root, n), data, 0, os.O_WRONLY | os.O_APPEND))
+        res = both(lambda root: life_lib.pwrite(os.path.join(root, n), data, 0,
+                                                os.O_WRONLY | os.O_APPEND))
     elif op == "rows":
         what = 240
-        res = both(lambda root: pwrite(os.path.join(root, n), b"\x05" * 240, 0,
-                                       os.O_WRONLY | os.O_APPEND))
+        res = both(lambda root: life_lib.pwrite(os.path.join(root, n), b"\x05" * 240, 0,
+                                                os.O_WRONLY | os.O_APPEND))
     elif op == "trunc":
         what = r.randint(0, size(n) + 100)
         res = both(lambda root: os.truncate(os.path.join(root, n), what))
@@ -122,7 +109,7 @@ for i in range(nops):
     elif op == "pwrite":
         data = bytes([r.randint(0, 255)]) * r.randint(1, 50)
         what = (r.randint(0, size(n) + 10), len(data))
-        res = both(lambda root: pwrite(os.path.join(root, n), data, what[0]))
+        res = both(lambda root: life_lib.pwrite(os.path.join(root, n), data, what[0]))
     else:
         what = ""
         res = both(lambda root: memmap_edit(os.path.join(root, n)))

@@ -417,6 +417,46 @@ def links():
 
 
 @check
+def removed_open():
+    """A file open when its name goes: st_nlink 0, its directory removable
+    while it is open and right after its close, its data still there."""
+    d = fresh()
+    sub = os.path.join(d, "s")
+    bad_rmdir = []
+    for i in range(12):
+        os.mkdir(sub)
+        f = os.path.join(sub, "f")
+        fd = os.open(f, os.O_RDWR | os.O_CREAT, 0o644)
+        data = os.urandom(150000) if i % 2 else b"x" * 150000
+        os.write(fd, data)
+        os.unlink(f)
+        if i == 0:
+            st = os.fstat(fd)
+            want("removed_open_nlink", st.st_nlink == 0 and st.st_size == len(data),
+                 "fstat after unlink: st_nlink %d, size %d" % (st.st_nlink, st.st_size))
+        if i % 3 == 0:  # the directory goes while the file is open
+            e = err(os.rmdir, sub)
+            if e:
+                bad_rmdir.append("open %d: %s" % (i, ename(e)))
+            os.pwrite(fd, b"y" * 1000, 5)
+            got = os.pread(fd, len(data), 0)
+            os.close(fd)
+            if got != data[:5] + b"y" * 1000 + data[1005:]:
+                bad_rmdir.append("open %d: data read back differs" % i)
+            if e:
+                os.rmdir(sub)
+            continue
+        os.close(fd)
+        e = err(os.rmdir, sub)  # right after the close
+        if e:
+            bad_rmdir.append("closed %d: %s" % (i, ename(e)))
+            time.sleep(0.5)
+            os.rmdir(sub)
+    want("removed_open_rmdir", not bad_rmdir, "; ".join(bad_rmdir))
+    want("removed_open_nothing_left", os.listdir(d) == [], "left: %s" % os.listdir(d))
+
+
+@check
 def link_kinds():
     d = fresh()
     d2 = fresh()

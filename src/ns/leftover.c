@@ -82,30 +82,6 @@ int b2_ns_remove_frame_dir(int dirfd, const char *name) {
   return 0;
 }
 
-static int count_shown(int dfd, const char *name, unsigned char type, void *arg) {
-  (void)dfd, (void)type;
-  if (!b2_ns_name_hidden(name)) (*(int *)arg)++;
-  return 0;
-}
-
-static int unlink_hidden(int dfd, const char *name, unsigned char type, void *arg) {
-  (void)arg;
-  if (!b2_ns_name_hidden(name)) return 0;
-  if (type == DT_DIR) return b2_ns_remove_frame_dir(dfd, name);
-  if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
-    return b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno));
-  return 0;
-}
-
-int b2_ns_clear_hidden(int dirfd, const char *name) {
-  int shown = 0;
-  int rc = b2_ns_each_entry(dirfd, name, count_shown, &shown);
-  if (rc < 0) return rc;
-  if (shown) return 0;
-  rc = b2_ns_each_entry(dirfd, name, unlink_hidden, NULL);
-  return rc < 0 ? rc : 1;
-}
-
 #define TMP_SUFFIX B2_FRAME_TEMP_SUFFIX
 #define RESTORE_SUFFIX ".restore" TMP_SUFFIX
 
@@ -143,6 +119,39 @@ static pid_t gone_temp_pid(const char *name) {
     g[n -= k] = 0;
   }
   return gone_pid(g);
+}
+
+/* A frame of this process set aside while open, or a temporary of one:
+ * its inode deletes it at its last close. */
+static int own_gone(const char *name) {
+  pid_t me = getpid();
+  return gone_pid(name) == me || gone_temp_pid(name) == me ||
+         gone_pid_sfx(name, TMP_SUFFIX B2_FRAME_LOCK_SUFFIX) == me;
+}
+
+static int count_shown(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)dfd, (void)type;
+  if (!b2_ns_name_hidden(name)) ((int *)arg)[0]++;
+  else if (own_gone(name)) ((int *)arg)[1]++;
+  return 0;
+}
+
+static int unlink_hidden(int dfd, const char *name, unsigned char type, void *arg) {
+  (void)arg;
+  if (!b2_ns_name_hidden(name) || own_gone(name)) return 0;
+  if (type == DT_DIR) return b2_ns_remove_frame_dir(dfd, name);
+  if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+    return b2_fail(b2_from_errno(errno), "%s: %s", name, strerror(errno));
+  return 0;
+}
+
+int b2_ns_clear_hidden(int dirfd, const char *name) {
+  int n[2] = {0, 0}; /* shown, own frames set aside */
+  int rc = b2_ns_each_entry(dirfd, name, count_shown, n);
+  if (rc < 0) return rc;
+  if (n[0]) return 0;
+  rc = b2_ns_each_entry(dirfd, name, unlink_hidden, NULL);
+  return rc < 0 ? rc : n[1] ? 2 : 1;
 }
 
 /* ---- restore markers --------------------------------------------------------- */
