@@ -176,8 +176,10 @@ b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse) 
   b2fs_inode *in = table_find(st->st_dev, st->st_ino, kind);
   if (in) {
     in->nlookup++;
-    if (st->st_nlink > 1 && S_ISREG(st->st_mode) && name_gone(in->fd)) {
-      /* A hard link found under another name than the one removed:
+    if (st->st_nlink > 1 && (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) &&
+        name_gone(in->fd)) {
+      /* A hard link (of a file or symbolic link) found under another name
+       * than the one removed:
        * the inode's descriptor names the file by a live name again
        * (writers and messages find the file through it). */
       int *olds = realloc(in->old_fds, (size_t)(in->nold + 1) * sizeof *olds);

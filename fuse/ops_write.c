@@ -239,6 +239,21 @@ static int frame_mtime(b2fs_inode *in, const struct timespec *t) {
   return rw_done(in, h, own, rc);
 }
 
+/* The times of a hard-linked symbolic link whose name the inode's
+ * descriptor knows it by is gone (removed; it has others): set through a
+ * hidden link of its own made for the call at SOURCE's top. */
+static int link_times(b2fs_inode *in, const struct timespec ts[2]) {
+  char proc[64], hidden[B2_NS_HIDDEN_MAX];
+  b2_ns_hidden_name(hidden, sizeof hidden);
+  int top = b2fs_g.root.fd;
+  if (linkat(AT_FDCWD, b2fs_fd_path(in->fd, proc, sizeof proc), top, hidden,
+             AT_SYMLINK_FOLLOW) < 0)
+    return -errno;
+  int r = utimensat(top, hidden, ts, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+  (void)unlinkat(top, hidden, 0);
+  return r;
+}
+
 static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
   struct timespec ts[2];
   ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
@@ -267,8 +282,9 @@ static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
     b2fs_frame_follow(in);
   }
   int r;
-  if (S_ISLNK(st.st_mode)) {
+  if (S_ISLNK(st.st_mode)) { /* no call sets a link's times by descriptor */
     r = b2fs_real_path(in, path, sizeof path);
+    if (r == -ENOENT && st.st_nlink > 0) return link_times(in, ts);
     if (r < 0) return r;
     r = utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW);
   } else {

@@ -417,6 +417,25 @@ def links():
 
 
 @check
+def symlink_links():
+    """A hard link of a symbolic link: its times set through the other
+    name once the first one is gone."""
+    d = fresh()
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    os.symlink("nowhere", a)
+    e = err(os.link, a, b, follow_symlinks=False)
+    want("symlink_link", e == 0 and lst(b).st_nlink == 2, "link: %s" % ename(e))
+    if e:
+        return
+    os.unlink(a)
+    ns = (1234567890123456789, 1334567890123456789)
+    e = err(os.utime, b, ns=ns, follow_symlinks=False)
+    st = lst(b)
+    want("symlink_link_times", e == 0 and (st.st_atime_ns, st.st_mtime_ns) == ns,
+         "utime: %s, times %d %d" % (ename(e), st.st_atime_ns, st.st_mtime_ns))
+
+
+@check
 def removed_open():
     """A file open when its name goes: st_nlink 0, its directory removable
     while it is open and right after its close, its data still there."""

@@ -909,6 +909,8 @@ fi
 # ---- 3c2. locking=on: no sidecar without its frame --------------------------------
 # A .npy whose bytes are no array falls back to a plain frame at its last
 # close (NAME.b2nd renamed to NAME.npy.b2frame): its sidecar goes along.
+# A frame open for writing replaced by a rename takes its locked sidecar
+# aside with it.
 K=$TMP/ksrc
 mkdir -p "$K"
 if mount_bg locking_on "$K" "$M" "locking=on"; then
@@ -916,7 +918,19 @@ if mount_bg locking_on "$K" "$M" "locking=on"; then
   cp "$TMP/rand.bin" "$M/r.npy"
   CHECK_WHY="r.npy reads back differently"
   check npy_fallback_locking_reads cmp -s "$TMP/rand.bin" "$M/r.npy"
+  # A frame open for writing replaced by a rename: its writer's locked
+  # sidecar goes aside with it, so that a writer of the new file does not
+  # wait for that lock (it hung for good).
+  exec 9<>"$M/held"
+  echo "first" >&9
+  echo "other" >"$M/other"
+  mv "$M/other" "$M/held"
+  timeout -s KILL 20 sh -c "echo again >'$M/held'"; rc=$?
+  exec 9>&-
+  CHECK_WHY="writing the new file: status $rc (137: hung), content: $(head -c 40 "$M/held" 2>&1)"
+  check rename_over_writer_locking test "$rc" = 0 -a "$(cat "$M/held")" = again
   unmount_fg "$M" locking_on
+  rm -f "$K/held.b2frame" "$K/held.b2frame.b2lock"
   CHECK_WHY="SOURCE: $(ls -A "$K" | tr '\n' ' ')"
   check npy_fallback_sidecar_moved test "$(ls -A "$K" | tr '\n' ' ')" = "r.npy.b2frame r.npy.b2frame.b2lock "
 fi

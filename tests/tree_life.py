@@ -4,24 +4,30 @@ mount against a plain directory: the same random operations on both
 (files created, overwritten, written at offsets, appended to and
 truncated; renames of files and directories, over others and with
 RENAME_NOREPLACE / RENAME_EXCHANGE; hard links, symbolic links, unlink,
-mkdir, rmdir, chmod, utimensat; and descriptors held open across them:
-written, read, truncated, fsynced through after their names moved or
-went), with names that look like the frames SOURCE holds (NAME.b2frame,
-NAME.b2nd, NAME.b2frame.b2frame) among them.  After each operation the
+mkdir, rmdir, chmod, utimensat, user attributes; and descriptors held
+open across them: written, read, truncated, fsynced, given space and
+holes (fallocate), copied between (copy_file_range) and written through
+shared mappings, after their names moved or went), with names that
+look like the frames SOURCE holds (NAME.b2frame, NAME.b2nd,
+NAME.b2frame.b2frame, NAME.npy) among them.  After each operation the
 call must have had the same outcome on both, and the two trees must hold
 the same names with the same kind, permissions, size, link count, link
-target and bytes.  One difference is documented (README, POSIX
-behaviour): RENAME_EXCHANGE of a file and a directory or symbolic link
-is EINVAL on the mount (their source names are of two kinds); the shadow
-then does not exchange them either.  With "sparse" (a mount with layout=sparse, where
-a file is a directory in SOURCE), two more, also documented: files show
-no execute bits and cannot be hard-linked (EPERM: the shadow then
-removes the link it made), and a directory's link count counts its files as
-subdirectories (more than a plain directory gives: find(1)'s leaf
-optimisation stays safe); the shadow is compared without those.  Prints "ok" or what differs, with the last
-operations (replay with the same seed)."""
+target, bytes and user attributes.  Differences documented (README,
+POSIX behaviour) are allowed: RENAME_EXCHANGE of a file and a directory or symbolic link,
+or of a .npy name's array and another file, is EINVAL on the mount
+(their source names are of two kinds), and a new .npy file still open
+for writing renamed to another name is EXDEV (it is an array in SOURCE
+until its close decides); the shadow then does not rename either.
+With "sparse" (a mount with layout=sparse, where a file is a directory
+in SOURCE), two more, also documented: files show no execute bits and
+cannot be hard-linked (EPERM: the shadow then removes the link it
+made), and a directory's link count counts its files as subdirectories
+(more than a plain directory gives: find(1)'s leaf optimisation stays
+safe); the shadow is compared without those.  Prints "ok" or what
+differs, with the last operations (replay with the same seed)."""
 import ctypes
 import hashlib
+import mmap
 import os
 import random
 import stat
@@ -46,7 +52,17 @@ def renameat2(a, b, flags):
 
 
 def path():
-    return os.path.join(r.choice(DIRS), r.choice(NAMES)).lstrip("/")
+    """Half the time an entry the tree has, else a name in one of its
+    directories (maybe taken)."""
+    ents, dirs = [], [""]
+    for dp, dns, fns in os.walk(shadow):
+        rel = os.path.relpath(dp, shadow)
+        rel = "" if rel == "." else rel
+        ents += [os.path.join(rel, n) for n in dns + fns]
+        dirs += [os.path.join(rel, n) for n in dns]
+    if ents and r.random() < 0.5:
+        return r.choice(ents)
+    return os.path.join(r.choice(dirs + DIRS), r.choice(NAMES)).lstrip("/")
 
 
 def data(n):
@@ -55,7 +71,8 @@ def data(n):
         return r.randbytes(n)
     if k < 0.5:
         return bytes(n)
-    return (r.randbytes(r.randint(1, 64)) * (n // 8 + 1))[:n]
+    blk = r.randbytes(r.randint(1, 64))
+    return (blk * (n // len(blk) + 1))[:n]
 
 
 def size_of(p):
@@ -110,6 +127,28 @@ def tree(root):
     return out
 
 
+def copy_range(src, dst, n, off, to):
+    """copy_file_range of n bytes (fewer at the source's end): None or errno."""
+    try:
+        while n > 0:
+            k = os.copy_file_range(src, dst, n, off, to)
+            if k == 0:
+                break
+            n, off, to = n - k, off + k, to + k
+        return None
+    except OSError as e:
+        return e.errno
+
+
+KEEP_SIZE, PUNCH = 1, 3  # FALLOC_FL_KEEP_SIZE, | FALLOC_FL_PUNCH_HOLE
+
+
+def fallocate(fd, mode, off, n):
+    if libc.fallocate(fd, mode, ctypes.c_long(off), ctypes.c_long(n)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
 held = []  # [mount fd, shadow fd, path at open]
 log = []
 
@@ -123,8 +162,9 @@ def fail(why):
 
 
 OPS = ["create", "create", "pwrite", "append", "trunc", "rename", "rename", "noreplace",
-       "exchange", "link", "symlink", "unlink", "mkdir", "rmdir", "chmod", "utime", "open",
-       "fdwrite", "fdwrite", "fdread", "fdtrunc", "fdsync", "close"]
+       "exchange", "link", "symlink", "unlink", "mkdir", "rmdir", "chmod", "utime", "xattr",
+       "rmxattr", "open", "fdwrite", "fdwrite", "fdread", "fdtrunc", "fdsync", "fdpunch",
+       "fdalloc", "fdcopy", "fdmmap", "close"]
 for i in range(nops):
     op = r.choice(OPS)
     p, q = path(), path()
@@ -152,9 +192,20 @@ for i in range(nops):
             q = os.path.join(os.path.dirname(p), r.choice(NAMES)).lstrip("/")
         flags = {"rename": 0, "noreplace": NOREPLACE, "exchange": EXCHANGE}[op]
         what = f"{p} {q}"
-        mixed = op == "exchange" and len({is_file(p), is_file(q)} - {None}) == 2
-        res = both(lambda root: renameat2(os.path.join(root, p), os.path.join(root, q), flags))
-        if mixed and res[0] == 22 and res[1] is None:  # documented: undo the shadow's exchange
+        # documented: no exchange of entries of two kinds in SOURCE (a file
+        # and anything else; under a .npy name an array, NAME.b2nd, and a
+        # plain frame), no rename of a new .npy file open for writing (still
+        # an array in SOURCE until its close) to another name (EXDEV)
+        mixed = op == "exchange" and (len({is_file(p), is_file(q)} - {None}) == 2 or
+                                      p.endswith(".npy") or q.endswith(".npy"))
+        writing = op != "exchange" and p.endswith(".npy") and not q.endswith(".npy") and \
+            is_file(p) and any(os.fstat(h[1]).st_ino == os.lstat(os.path.join(shadow, p)).st_ino
+                               for h in held)
+        def ren(root):
+            renameat2(os.path.join(root, p), os.path.join(root, q), flags)
+        res = life_lib.both((mnt,), ren)
+        res += [18] if writing and res == [18] else life_lib.both((shadow,), ren)
+        if mixed and res == [22, None]:  # undo the shadow's exchange
             renameat2(os.path.join(shadow, p), os.path.join(shadow, q), EXCHANGE)
             res[1] = 22
     elif op == "link":
@@ -164,7 +215,7 @@ for i in range(nops):
             os.unlink(os.path.join(shadow, q))
             res[1] = 1
     elif op == "symlink":
-        t = r.choice(["a", "../b.txt", "/nowhere", "d/e", "x" * 100])
+        t = r.choice(["a", "b.txt", "nowhere/x", "d/e", "x" * 100])  # all inside the tree
         what = f"{t} {p}"
         res = both(lambda root: os.symlink(t, os.path.join(root, p)))
     elif op == "unlink":
@@ -186,12 +237,24 @@ for i in range(nops):
         if res == [None, None]:
             tm = os.lstat(os.path.join(mnt, p)).st_mtime_ns
             extra = None if tm == ns[1] else f"mtime {tm} on the mount, {ns[1]} set"
+    elif op in ("xattr", "rmxattr"):
+        k = "user.t" + r.choice("ab")
+        v = r.randbytes(r.choice([0, 5, 300]))
+        what = f"{p} {k}"
+        res = both(lambda root: os.setxattr(os.path.join(root, p), k, v, follow_symlinks=False)
+                   if op == "xattr" else os.removexattr(os.path.join(root, p), k,
+                                                        follow_symlinks=False))
     elif op == "open":
         flags = r.choice([os.O_RDWR, os.O_RDWR | os.O_APPEND, os.O_RDWR | os.O_CREAT])
         what = f"{p} {flags:o}"
         fds = []
         res = both(lambda root: fds.append(os.open(os.path.join(root, p), flags, 0o644)))
         if len(fds) == 2:
+            same = [[k for k, h in enumerate(held) if os.fstat(h[j]).st_ino == os.fstat(fds[j]).st_ino]
+                    for j in (0, 1)]
+            if same[0] != same[1]:
+                extra = (f"the file opened is that of held descriptors {same[0]} on the mount, "
+                         f"{same[1]} on a plain directory")
             held.append([fds[0], fds[1], p])
             if len(held) > 3:
                 fm, fs, _ = held.pop(0)
@@ -200,7 +263,7 @@ for i in range(nops):
         else:
             for fd in fds:
                 os.close(fd)
-    elif op in ("fdwrite", "fdread", "fdtrunc", "fdsync", "close"):
+    elif op.startswith("fd") or op == "close":
         if not held:
             continue
         h = r.choice(held)
@@ -230,6 +293,30 @@ for i in range(nops):
             res = [None, None]
             for fd in (fm, fs):
                 os.fsync(fd)
+        elif op in ("fdpunch", "fdalloc"):
+            off, n = r.randint(0, os.fstat(fs).st_size + 10000), r.randint(1, 200000)
+            mode = PUNCH if op == "fdpunch" else r.choice([0, KEEP_SIZE])
+            what = f"{hp} {off}+{n} mode {mode}"
+            res = life_lib.both((fm, fs), lambda fd: fallocate(fd, mode, off, n))
+        elif op == "fdcopy":  # copy_file_range from another held descriptor
+            o = r.choice(held)
+            off, n = r.randint(0, os.fstat(o[1]).st_size), r.randint(1, 150000)
+            to = r.randint(0, os.fstat(fs).st_size + 5000)
+            what = f"{o[2]} {off}+{n} to {hp} {to}"
+            res = [copy_range(src, dst, n, off, to) for src, dst in ((o[0], fm), (o[1], fs))]
+        elif op == "fdmmap":  # a shared mapping written and flushed
+            size = os.fstat(fs).st_size
+            if size == 0:
+                continue
+            off, n = r.randint(0, size - 1), r.randint(1, 20000)
+            n = min(n, size - off)
+            b = data(n)
+            what = f"{hp} {off}+{n}"
+            res = [None, None]
+            for fd in (fm, fs):
+                with mmap.mmap(fd, size) as m:
+                    m[off:off + n] = b
+                    m.flush()
         else:
             held.remove(h)
             res = [None, None]

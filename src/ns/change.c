@@ -214,6 +214,11 @@ int b2_ns_rename(b2_ns_move *m, int ebusy) {
   }
   if (m->marked) b2_ns_restore_unmark(m->qfd, m->hidden); /* the target name is taken */
   m->marked = 0;
+  /* A frame file replaced while in use takes its sidecar along: its
+   * writer's session holds it locked, and a session of the new file
+   * would wait for that lock for good. */
+  if (aside && ebusy && m->ekind != B2_NS_PLAIN && S_ISREG(m->est.st_mode))
+    b2_ns_move_sidecar(m->qfd, m->esrc, m->qfd, m->hidden);
   move_sidecar(m);
   if (!aside) return 0;
   char kept[B2_NS_HIDDEN_MAX];
