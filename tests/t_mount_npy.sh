@@ -638,6 +638,15 @@ for k in range(20):
     try: os.stat(q); os.unlink(q)
     except OSError: miss += 1
 if miss: bad.append(f"flip:{miss}")
+# text written over an array (truncated at the open) and into an empty
+# .npy file: plain frames of the bytes, as for a new file (they stayed
+# plain frames under the array's name, NAME.b2nd, before 30 November)
+np.save(f"{mnt}/overtext.npy", w)
+with open(f"{mnt}/overtext.npy", "wb") as g: g.write(b"over text " * 50)
+open(f"{mnt}/emptytext.npy", "wb").close()
+with open(f"{mnt}/emptytext.npy", "r+b") as g: g.write(b"text " * 50)
+if open(f"{mnt}/overtext.npy", "rb").read() != b"over text " * 50: bad.append("overtext")
+if open(f"{mnt}/emptytext.npy", "rb").read() != b"text " * 50: bad.append("emptytext")
 print(" ".join(bad) or "ok")
 PY
   then r=$(tail -1 "$TMP/append.out"); else r=$(tail -3 "$TMP/append.out"); fi
@@ -645,7 +654,7 @@ PY
   sums=$(cd "$MNT" && sha256sum -- *.npy)
   unmount_fg "$MNT" npy6
   kinds=$(cd "$S6" && ls | tr '\n' ' ')
-  [ "$kinds" = "again.b2nd againcp.b2nd againf.npy.b2frame againrow.b2nd againsave.b2nd app.b2nd back.b2nd cut.b2nd cutpath.npy.b2frame dtype.b2nd grown.b2nd part.npy.b2frame rowsmid.npy.b2frame short.npy.b2frame spelled.b2nd tail.npy.b2frame " ] &&
+  [ "$kinds" = "again.b2nd againcp.b2nd againf.npy.b2frame againrow.b2nd againsave.b2nd app.b2nd back.b2nd cut.b2nd cutpath.npy.b2frame dtype.b2nd emptytext.npy.b2frame grown.b2nd overtext.npy.b2frame part.npy.b2frame rowsmid.npy.b2frame short.npy.b2frame spelled.b2nd tail.npy.b2frame " ] &&
     ok npy_append_kinds || nok npy_append_kinds "SOURCE: $kinds"
   if mount_bg npy6b "$S6" "$MNT" "ro"; then
     [ "$(cd "$MNT" && sha256sum -- *.npy)" = "$sums" ] && cmp -s "$MNT/app.npy" "$TMP/app.want" &&

@@ -797,6 +797,7 @@ static int restart(b2_file *f) {
   }
   f->pending = 1;
   f->npy_plain = 0;
+  f->npy_new = 1; /* a plain frame's name at the close, if it ends as one */
   f->view = B2_VIEW_NPY;
   pthread_rwlock_unlock(&f->szlock);
   b2_file_touched(f);

@@ -136,7 +136,8 @@ struct b2_file {
   /* Array views opened for writing, and new .npy files (awrite.c; wmu). */
   int pending;                /* a new .npy file: bytes held until its
                                  header is complete */
-  int npy_new;                /* made by b2_file_create_npy, or an array
+  int npy_new;                /* made by b2_file_create_npy, written
+                                 anew while empty (restart), or an array
                                  kept as its bytes (b2_file_ashort): a
                                  plain frame's name at the close */
   int npy_plain;              /* a .npy view of a frame without a b2nd
