@@ -17,7 +17,8 @@ POSIX behaviour) are allowed: RENAME_EXCHANGE of a file and a directory or symbo
 or of a .npy name's array and another file, is EINVAL on the mount
 (their source names are of two kinds), and a new .npy file still open
 for writing renamed to another name is EXDEV (it is an array in SOURCE
-until its close decides); the shadow then does not rename either.
+until its close decides), as is a link of such a file or of an empty
+.npy to another name; the shadow then does not do it either.
 With "sparse" (a mount with layout=sparse, where a file is a directory
 in SOURCE), two more, also documented: files show no execute bits and
 cannot be hard-linked (EPERM: the shadow then removes the link it
@@ -88,6 +89,20 @@ def is_file(p):
         return stat.S_ISREG(os.lstat(os.path.join(shadow, p)).st_mode)
     except OSError:
         return None
+
+
+def npy_array(p, q):
+    """Is p, to be renamed or linked to q, a .npy file that is an array in
+    SOURCE (moved to a name that is no .npy name: EXDEV while so)?  Here,
+    where the bytes written make no array: "open" while a descriptor has
+    it open for writing (a new file, an array until its close decides),
+    "empty" for an empty one (an empty array frame)."""
+    if not p.endswith(".npy") or q.endswith(".npy") or not is_file(p):
+        return None
+    st = os.lstat(os.path.join(shadow, p))
+    if any(os.fstat(h[1]).st_ino == st.st_ino for h in held):
+        return "open"
+    return "empty" if st.st_size == 0 else None
 
 
 def both(fn):
@@ -198,9 +213,7 @@ for i in range(nops):
         # an array in SOURCE until its close) to another name (EXDEV)
         mixed = op == "exchange" and (len({is_file(p), is_file(q)} - {None}) == 2 or
                                       p.endswith(".npy") or q.endswith(".npy"))
-        writing = op != "exchange" and p.endswith(".npy") and not q.endswith(".npy") and \
-            is_file(p) and any(os.fstat(h[1]).st_ino == os.lstat(os.path.join(shadow, p)).st_ino
-                               for h in held)
+        writing = op != "exchange" and npy_array(p, q) == "open"
         def ren(root):
             renameat2(os.path.join(root, p), os.path.join(root, q), flags)
         res = life_lib.both((mnt,), ren)
@@ -210,7 +223,12 @@ for i in range(nops):
             res[1] = 22
     elif op == "link":
         what = f"{p} {q}"
-        res = both(lambda root: os.link(os.path.join(root, p), os.path.join(root, q)))
+        array = npy_array(p, q)  # documented: no link of an array to another name
+
+        def link(root):
+            os.link(os.path.join(root, p), os.path.join(root, q))
+        res = life_lib.both((mnt,), link)
+        res += [18] if array and res == [18] else life_lib.both((shadow,), link)
         if sparse and res == [1, None]:  # documented: undo the shadow's link
             os.unlink(os.path.join(shadow, q))
             res[1] = 1
