@@ -615,9 +615,8 @@ static int kind_changed(b2fs_inode *in, b2_ns_node *node, char *shown, size_t ca
   if (!plain && c <= 0) return 0;
   atomic_store(&in->stale, 1);
   b2_ns_node_dir(node, pdev, pino);
-  const char *name = b2_ns_node_name(node); /* NAME.b2nd or NAME.npy.b2frame */
-  size_t stem = strlen(name) - (c > 0 ? strlen(".b2nd") : strlen(B2_NS_NEW_SUFFIX));
-  snprintf(shown, cap, "%.*s%s", (int)stem, name, c > 0 ? ".npy" : "");
+  /* NAME.b2nd or NAME.npy.b2frame, both shown as NAME.npy */
+  (void)b2_ns_npy_names(b2_ns_node_name(node), NULL, NULL, shown, cap);
   return 1;
 }
 

@@ -132,6 +132,24 @@ int b2_ns_shown_npy(const char *shown) {
   return n > e && memcmp(shown + n - e, NPY_EXT, e) == 0;
 }
 
+int b2_ns_npy_names(const char *src, char *array, char *kept, char *shown, size_t cap) {
+  static const char tail[] = NPY_EXT B2_NS_NEW_SUFFIX;
+  size_t n = strlen(src), stem, t = sizeof tail - 1;
+  int kind = b2_ns_name_kind(src, &stem);
+  if (kind == B2_NS_LOGICAL && n > t && memcmp(src + n - t, tail, t) == 0 && stem_ok(src, n - t))
+    stem = n - t;
+  else if (kind != B2_NS_NPY)
+    return 0;
+  char a[B2_NS_NAME_MAX + 1], k[B2_NS_NAME_MAX + 1], w[B2_NS_NAME_MAX + 1];
+  if (join(a, src, stem, ".b2nd") < 0 || join(k, src, stem, tail) < 0 ||
+      join(w, src, stem, NPY_EXT) < 0)
+    return 0;
+  if ((array && copy_out(array, cap, a) < 0) || (kept && copy_out(kept, cap, k) < 0) ||
+      (shown && copy_out(shown, cap, w) < 0))
+    return 0;
+  return kind;
+}
+
 int b2_ns_name_to_source(const char *shown, b2_ns_probe_fn probe, void *ctx,
                         char *out, size_t cap) {
   if (strlen(shown) > B2_NS_NAME_MAX) return B2_E_NAMETOOLONG; /* as any file system */

@@ -227,12 +227,9 @@ static void sync_dir(int dfd) {
  * as the plain frame a plain NAME.npy is, NAME.npy.b2frame (when that name
  * is free; renamed in place, the same file). */
 static void to_plain_name(b2_ns_node *n) {
-  size_t stem;
   char plain[B2_NS_NAME_MAX + 1];
   int dfd = n->dir->fd;
-  if (b2_ns_name_kind(n->name, &stem) != B2_NS_NPY ||
-      (size_t)snprintf(plain, sizeof plain, "%.*s.npy" B2_NS_NEW_SUFFIX, (int)stem, n->name) >=
-          sizeof plain ||
+  if (b2_ns_npy_names(n->name, NULL, plain, NULL, sizeof plain) != B2_NS_NPY ||
       renameat2(dfd, n->name, dfd, plain, RENAME_NOREPLACE) != 0)
     return;
   b2_ns_move_sidecar(dfd, n->name, dfd, plain);
@@ -253,9 +250,7 @@ int b2_ns_node_close_file(b2_ns_node *n, int *entry) {
 }
 
 int b2_ns_node_kept_npy(const b2_ns_node *n) {
-  static const char tail[] = ".npy" B2_NS_NEW_SUFFIX;
-  size_t len = strlen(n->name), tl = sizeof tail - 1;
-  return n->kind != B2_NS_STORE && len > tl && strcmp(n->name + len - tl, tail) == 0;
+  return n->kind != B2_NS_STORE && b2_ns_npy_names(n->name, NULL, NULL, NULL, 0) == B2_NS_LOGICAL;
 }
 
 int b2_ns_node_rearray(b2_ns_node *n, b2_env *env, char *note, size_t cap) {
@@ -266,8 +261,7 @@ int b2_ns_node_rearray(b2_ns_node *n, b2_env *env, char *note, size_t cap) {
       !S_ISREG(st.st_mode) || st.st_nlink != 1)
     return 0;
   char tmp[B2_NS_HIDDEN_MAX], target[B2_NS_NAME_MAX + 1];
-  size_t stem = strlen(n->name) - strlen(".npy" B2_NS_NEW_SUFFIX);
-  snprintf(target, sizeof target, "%.*s.b2nd", (int)stem, n->name);
+  (void)b2_ns_npy_names(n->name, target, NULL, NULL, sizeof target);
   int rc = b2_ns_convert(env, dfd, n->name, B2_NS_LOGICAL, dfd, tmp, sizeof tmp);
   if (rc <= 0) return rc;
   /* Still the entry copied, and the array's name free: the array goes in
