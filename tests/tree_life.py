@@ -38,6 +38,8 @@ import life_lib
 
 mnt, shadow, seed, nops = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 sparse = sys.argv[5:] == ["sparse"]
+if os.stat(mnt).st_dev == os.stat(shadow).st_dev:
+    sys.exit(f"{mnt} is not mounted (it is on the file system of {shadow})")
 r = random.Random(seed)
 DIRS = ["", "d", "d/e", "f"]
 NAMES = ["a", "b.txt", "c.b2frame", "x.b2nd", "y.b2frame.b2frame", "h.npy", "d", "e"]
