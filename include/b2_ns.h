@@ -135,8 +135,8 @@ int b2_ns_shown_npy(const char *shown);
  * array's name into array, the plain frame's into kept and the name both
  * show, NAME.npy, into shown (each may be NULL; cap >= B2_NS_NAME_MAX + 1
  * each): B2_NS_NPY for an array's name, B2_NS_LOGICAL for a plain
- * frame's, 0 for any other name (outputs untouched) or when a name would
- * be too long. */
+ * frame's, 0 for any other name or when a name asked for would be too
+ * long (outputs untouched). */
 int b2_ns_npy_names(const char *src, char *array, char *kept, char *shown, size_t cap);
 
 /* Source entry shown as `shown`, written to out (cap >= B2_NS_NAME_MAX + 1).

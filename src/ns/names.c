@@ -140,13 +140,14 @@ int b2_ns_npy_names(const char *src, char *array, char *kept, char *shown, size_
     stem = n - t;
   else if (kind != B2_NS_NPY)
     return 0;
-  char a[B2_NS_NAME_MAX + 1], k[B2_NS_NAME_MAX + 1], w[B2_NS_NAME_MAX + 1];
-  if (join(a, src, stem, ".b2nd") < 0 || join(k, src, stem, tail) < 0 ||
-      join(w, src, stem, NPY_EXT) < 0)
-    return 0;
-  if ((array && copy_out(array, cap, a) < 0) || (kept && copy_out(kept, cap, k) < 0) ||
-      (shown && copy_out(shown, cap, w) < 0))
-    return 0;
+  /* (each name asked for, into a buffer of its own first: src may be one) */
+  const char *ends[3] = {".b2nd", tail, NPY_EXT};
+  char *outs[3] = {array, kept, shown}, names[3][B2_NS_NAME_MAX + 1];
+  for (int i = 0; i < 3; i++)
+    if (outs[i] && (join(names[i], src, stem, ends[i]) < 0 || cap < strlen(names[i]) + 1))
+      return 0;
+  for (int i = 0; i < 3; i++)
+    if (outs[i]) memcpy(outs[i], names[i], strlen(names[i]) + 1);
   return kind;
 }
 

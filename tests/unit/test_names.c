@@ -66,6 +66,8 @@ static void test_kind(void) {
   memset(longest, 'x', B2_NS_NAME_MAX - 5);
   strcpy(longest + B2_NS_NAME_MAX - 5, ".b2nd"); /* its plain frame's name is too long */
   CHECK_EQ(b2_ns_npy_names(longest, NULL, kept, NULL, sizeof kept), 0);
+  CHECK_EQ(b2_ns_npy_names(longest, NULL, NULL, shown, sizeof shown), B2_NS_NPY); /* that one fits */
+  CHECK_EQ(strlen(shown), (size_t)B2_NS_NAME_MAX - 1);
   size_t s;
   CHECK_EQ(b2_ns_name_kind("a.b2frame", &s), B2_NS_LOGICAL);
   CHECK_EQ(s, 1);
