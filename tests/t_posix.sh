@@ -207,7 +207,8 @@ fi
 # tests/tree_life.py: random creates, writes, truncates, renames (NOREPLACE,
 # EXCHANGE), links, symlinks, removals, mkdir/rmdir, chmod, utimensat and
 # descriptors held across them, on the mount and on a plain directory,
-# compared after every step; on a locking=on mount and on a sparse one
+# compared after every step, then three at once in directories of their
+# own; on a locking=on mount and on a sparse one
 # (with its documented differences), where the removed-open checks of
 # posix_check.py run too (a sparse frame removed while open is a hidden
 # directory inside the directory being removed).  Then nothing hidden is
@@ -225,6 +226,18 @@ for lay in contiguous sparse; do
       if [ "$out" != ok ]; then r=$out; break; fi
     done
     [ "$r" = ok ] && ok "tree_life_$lay" || nok "tree_life_$lay" "$r"
+    # three at once, each in a directory of its own (races in the daemon)
+    rm -rf "${SH4:?}"/* "$M4"/*
+    lifes=()
+    for k in 1 2 3; do
+      mkdir -p "$M4/s$k" "$SH4/s$k"
+      $T "$PY" tests/tree_life.py "$M4/s$k" "$SH4/s$k" "1$k" "${B2FS_TREE_LIFE_OPS:-250}" $arg \
+        >"$TMP/life-$lay-$k.out" 2>&1 &
+      lifes+=($!)
+    done
+    wait "${lifes[@]}" # (not the daemon)
+    r=$(for k in 1 2 3; do tail -1 "$TMP/life-$lay-$k.out"; done | grep -v '^ok$' | head -1)
+    [ -z "$r" ] && ok "tree_life_${lay}_concurrent" || nok "tree_life_${lay}_concurrent" "$r"
     if [ $lay = sparse ]; then
       mkdir -p "$M4/rm"
       out=$(cd "$TMP" && $T "$PY" "$OLDPWD/tests/posix_check.py" "$M4/rm" removed_open 2>&1)
