@@ -470,17 +470,17 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   int kind = resolve(pfd, name, src, &st);
   int rc = kind < 0 ? kind : 0;
   if (rc == 0 && (kind != B2_NS_PLAIN || !S_ISDIR(st.st_mode))) rc = -ENOTDIR;
-  /* Shown empty but holding frames removed while open (those move out:
-   * rehome_doomed), engine leftovers (those go), or frames removed whose
+  /* Shown empty but holding engine leftovers (those go), frames removed
+   * while open (those move out: rehome_doomed) or frames removed whose
    * last close is under way (their inode deletes them: waited for, up to
    * a second). */
   for (int tries = 0; rc == 0 && unlinkat(pfd, src, AT_REMOVEDIR) < 0; tries++) {
     rc = -errno;
     if ((rc != -ENOTEMPTY && rc != -EEXIST) || tries == 100) break;
-    rehome_doomed(pfd, src);
     int left = b2_ns_clear_hidden(pfd, src);
     if (left != 1 && left != 2) break;
-    if (left == 2) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if (left == 2) rehome_doomed(pfd, src);
+    if (left == 2 && tries) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     rc = 0;
   }
   fuse_reply_err(req, -rc);
