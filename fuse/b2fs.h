@@ -144,6 +144,7 @@ typedef struct b2fs_inode {
                                     table lock) */
   int kind;                      /* B2_NS_* (PLAIN: passed through) */
   _Atomic int sparse;            /* a frame directory shown as a file */
+  _Atomic int in_store;          /* a value of a .b2d, in a file of its own */
   uint64_t nlookup;              /* under the table lock */
   struct b2fs_inode *next;       /* hash chain */
   int *old_fds;                  /* descriptors replaced, closed with the
@@ -547,6 +548,17 @@ void b2fs_sweep_dir(b2fs_inode *dir);
  * directory) and its members that are not files of their own (groups,
  * zip members, embedded values: virtual, read-only, outside the table). */
 int b2fs_store_stat(b2fs_inode *in, struct stat *st);
+/* The directory in SOURCE of a .b2d or one of its groups, which holds its
+ * mode, owner, times and the user's own attributes (with `make`, made
+ * when missing: b2_ns_store_group_dir): an O_PATH descriptor to close, or
+ * -ENOENT (none), -EROFS (a value, a .b2z or .b2e, an object's group). */
+int b2fs_store_dir(b2fs_inode *in, int make);
+/* Mode, owner and times (to_set: FUSE_SET_ATTR_*; ts as utimensat takes
+ * them) given to a .b2d or one of its groups: its directory in SOURCE,
+ * made when missing (b2_ns_store_group_dir).  EROFS elsewhere (values not
+ * in files of their own, .b2z, .b2e), EISDIR for a size. */
+int b2fs_store_setattr(b2fs_inode *in, int to_set, const struct stat *attr,
+                       const struct timespec ts[2]);
 /* Entry `name` of store directory `dir` (counting one lookup); -errno. */
 int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param *e);
 /* Where a new value `name` of a .b2d's group goes (b2_ns_store_create;
@@ -565,6 +577,11 @@ int b2fs_store_mkdir(b2fs_inode *dir, const char *name, mode_t mode, fuse_req_t 
 /* Remove the empty group `name` of a .b2d's group dir (b2_ns_store_rmdir):
  * 0 or -errno (ENOTEMPTY, EROFS...). */
 int b2fs_store_rmdir(b2fs_inode *dir, const char *name);
+/* Move group `name` of a .b2d's group dir to `newname` in group ndir of
+ * the same store (b2_ns_store_move_group; the inodes below follow): 0, 1
+ * when `name` is a value (not moved: a value's rename), or -errno. */
+int b2fs_store_move_group(b2fs_inode *dir, const char *name, b2fs_inode *ndir,
+                          const char *newname, int noreplace);
 /* Remove (newname NULL) embedded value `name` of store group dir, or
  * rename it `newname` in group ndir of the same store
  * (b2_ns_store_rekey): 0 or -errno (EROFS when not an embedded value). */

@@ -95,6 +95,7 @@ static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mo
     return;
   }
   if (store) b2fs_store_changed(store);
+  if (store) b2_ns_node_in_store(f);
   rc = b2fs_entry(pfd, src, frame, &e);
   if (rc < 0) {
     b2_ns_node_close(f, NULL);
@@ -102,6 +103,7 @@ static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mo
     return;
   }
   b2fs_inode *in = b2fs_inode_get(e.ino);
+  if (store) atomic_store(&in->in_store, 1);
   b2fs_handle *h;
   b2fs_frame_kopen(in, 1);
   rc = b2fs_frame_install_rw(in, f, &h);
@@ -697,14 +699,24 @@ static int rename_shown(move *m, const char *name, const char *newname, int nore
  * file of its own moves as python-blosc2 would find it under its new key
  * (b2fs_store_create says where: NAME.npy an array, other names an
  * SChunk; its group's directory made when missing); an embedded value (of
- * a .b2d or a .b2e) gets its new key in the EmbedStore's index; across a
- * store's boundary, EXDEV (mv then copies and removes); anything else in a
- * store (groups, zip members, objects) EROFS. */
+ * a .b2d or a .b2e) gets its new key in the EmbedStore's index; a .b2d's
+ * group whose values all lie in files moves with its directory (one
+ * holding embedded entries: EXDEV); across a store's boundary, EXDEV (mv
+ * then copies and removes); anything else in a store (zip members,
+ * objects) EROFS. */
 static int rename_store(fuse_req_t req, b2fs_inode *p, const char *name, b2fs_inode *q,
                         const char *newname, int noreplace) {
   if (!b2fs_store_same(p, q)) return -EXDEV;
+  if (p == q && strcmp(name, newname) == 0) { /* onto itself: nothing to do */
+    struct fuse_entry_param e;
+    int rc = b2fs_store_lookup(p, name, &e);
+    if (rc == 0) b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+    return rc;
+  }
+  int rc = b2fs_store_move_group(p, name, q, newname, noreplace);
+  if (rc != 1) return rc;
   b2_ns_store_file sf, tf;
-  int rc = b2fs_store_file(p, name, &sf);
+  rc = b2fs_store_file(p, name, &sf);
   if (rc == -EROFS) return b2fs_store_rekey(p, name, q, newname, !noreplace); /* embedded */
   if (rc < 0) return rc;
   if (sf.kind == B2_NS_PLAIN) { /* an object kept in a file */
@@ -789,6 +801,11 @@ static int exchange_shown(b2fs_inode *p, const char *name, b2fs_inode *q, const 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags) {
   if (flags == RENAME_EXCHANGE) {
+    if (b2fs_inode_get(parent)->kind == B2_NS_STORE ||
+        b2fs_inode_get(newparent)->kind == B2_NS_STORE) {
+      fuse_reply_err(req, EINVAL); /* no swaps in a store */
+      return;
+    }
     if (!dir_of(req, parent) || !dir_of(req, newparent)) return;
     fuse_reply_err(req, -exchange_shown(b2fs_inode_get(parent), name,
                                         b2fs_inode_get(newparent), newname));

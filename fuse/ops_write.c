@@ -254,13 +254,18 @@ static int link_times(b2fs_inode *in, const struct timespec ts[2]) {
   return r;
 }
 
-static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
-  struct timespec ts[2];
+/* The times a setattr asks for, as utimensat(2) takes them. */
+static void times_of(const struct stat *attr, int to_set, struct timespec ts[2]) {
   ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
   if (to_set & FUSE_SET_ATTR_ATIME_NOW) ts[0].tv_nsec = UTIME_NOW;
   else if (to_set & FUSE_SET_ATTR_ATIME) ts[0] = attr->st_atim;
   if (to_set & FUSE_SET_ATTR_MTIME_NOW) ts[1].tv_nsec = UTIME_NOW;
   else if (to_set & FUSE_SET_ATTR_MTIME) ts[1] = attr->st_mtim;
+}
+
+static int set_times(b2fs_inode *in, const struct stat *attr, int to_set) {
+  struct timespec ts[2];
+  times_of(attr, to_set, ts);
   struct stat st;
   char path[PATH_MAX];
   if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
@@ -305,8 +310,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
   b2fs_inode *in = b2fs_inode_get(ino);
   if (b2fs_stale_reply(req, in, 1)) return;
   int rc = 0;
-  if (in->kind == B2_NS_STORE) { /* stores are read-only under the mount */
-    fuse_reply_err(req, EROFS);
+  if (in->kind == B2_NS_STORE) { /* a .b2d's directories only: the rest is read-only */
+    struct timespec ts[2];
+    times_of(attr, to_set, ts);
+    struct stat st;
+    rc = b2fs_store_setattr(in, to_set, attr, ts);
+    if (!rc) rc = b2fs_stat(in, &st);
+    if (rc < 0)
+      fuse_reply_err(req, -rc);
+    else
+      fuse_reply_attr(req, &st, b2fs_g.opts.timeout);
     return;
   }
   /* A frame's mode and owner under its namespace lock: a compaction at

@@ -86,6 +86,24 @@ static ssize_t add_own(b2fs_inode *in, char *buf, size_t size, ssize_t n) {
   return n;
 }
 
+/* An attribute call on the directory in SOURCE of a .b2d's group (the
+ * user's own attributes, b2_ns_own_xattr): op 'g' getxattr into buf, 's'
+ * setxattr of value, 'r' removexattr.  Bytes or 0, or -errno (ENODATA for
+ * a group without a directory; EROFS for a value, a .b2z or a .b2e). */
+static ssize_t store_own(b2fs_inode *in, char op, const char *name, char *buf,
+                         const char *value, size_t size, int flags) {
+  int fd = b2fs_store_dir(in, op == 's');
+  if (fd < 0) return fd == -ENOENT ? -ENODATA : fd;
+  char path[64];
+  b2fs_fd_path(fd, path, sizeof path);
+  ssize_t n = op == 'g'   ? getxattr(path, name, buf, size)
+              : op == 's' ? setxattr(path, name, value, size, flags)
+                          : removexattr(path, name);
+  n = n < 0 ? -errno : n;
+  close(fd);
+  return n;
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   b2fs_inode *in = b2fs_inode_get(ino);
   if (b2fs_stale_reply(req, in, 1)) return;
@@ -94,9 +112,20 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     fuse_reply_err(req, ENOMEM);
     return;
   }
-  if (in->kind == B2_NS_STORE) {
+  if (in->kind == B2_NS_STORE) { /* python's attributes, then the user's own */
     ssize_t n = b2fs_store_xattr(in, NULL, buf, size);
-    reply_sized(req, size, n == -ENODATA ? 0 : n, buf);
+    if (n == -ENODATA) n = 0;
+    int fd = n >= 0 ? b2fs_store_dir(in, 0) : -1;
+    if (fd >= 0) {
+      size_t m = 0;
+      char *names = b2fs_own_xattr_names(fd, &m);
+      if (size && (size_t)n + m > size) n = -ERANGE;
+      else if (size && m) memcpy(buf + n, names, m);
+      if (n >= 0) n += (ssize_t)m;
+      free(names);
+      close(fd);
+    }
+    reply_sized(req, size, n, buf);
     return;
   }
   if (in->kind == B2_NS_PLAIN) {
@@ -138,7 +167,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
   }
   if (in->kind == B2_NS_STORE) {
     reply_sized(req, size,
-                strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))
+                b2_ns_own_xattr(name) ? store_own(in, 'g', name, buf, NULL, size, 0)
+                : strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX))
                     ? -ENODATA
                     : b2fs_store_xattr(in, name, buf, size),
                 buf);
@@ -343,8 +373,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
   b2fs_inode *in = b2fs_inode_get(ino);
   if (b2fs_stale_reply(req, in, 1)) return;
   int rc;
-  if (in->kind == B2_NS_STORE) {
-    rc = -EROFS;
+  if (in->kind == B2_NS_STORE) { /* python's attributes are read-only */
+    rc = b2_ns_own_xattr(name) ? (int)store_own(in, 's', name, NULL, value, size, flags)
+         : strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX)) ? -ENOTSUP
+                                                                          : -EROFS;
   } else if (in->kind == B2_NS_PLAIN || b2_ns_own_xattr(name)) { /* the source entry's */
     char path[64];
     if (!plain_ok(in))
@@ -381,7 +413,9 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   if (b2fs_stale_reply(req, in, 1)) return;
   int rc;
   if (in->kind == B2_NS_STORE) {
-    rc = -EROFS;
+    rc = b2_ns_own_xattr(name) ? (int)store_own(in, 'r', name, NULL, NULL, 0, 0)
+         : strncmp(name, FRAME_XATTR_PREFIX, strlen(FRAME_XATTR_PREFIX)) ? -ENODATA
+                                                                          : -EROFS;
   } else if (in->kind == B2_NS_PLAIN || b2_ns_own_xattr(name)) { /* the source entry's */
     char path[64];
     if (!plain_ok(in))

@@ -25,8 +25,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "b2_store.h"
@@ -43,10 +45,40 @@ struct b2fs_snode {
   b2fs_snode *prev, *next;  /* all members (freed at unmount), linked by their
                                own state: an inode's sn is cleared before
                                its member leaves the list */
+  b2fs_snode *hprev, *hnext; /* in bucket `bucket` of `byname` */
+  size_t bucket;
 };
 
+/* Every member, and the same by store and key: a key looked up again is
+ * the inode it was (one inode per key while the kernel knows it, as a
+ * file system's: the kernel then keeps its dentries, and rename(2) sees
+ * a directory's ancestors). */
+#define BUCKETS 4096
 static pthread_mutex_t members_mu = PTHREAD_MUTEX_INITIALIZER;
 static b2fs_snode *members;
+static b2fs_snode *byname[BUCKETS];
+
+static size_t bucket_of(const b2fs_inode *root, const b2_ns_key *k) {
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)root ^ (uint64_t)b2_ns_key_is_group(k);
+  for (const unsigned char *p = (const unsigned char *)b2_ns_key_name(k); *p; p++)
+    h = (h ^ *p) * 1099511628211ull;
+  return (size_t)(h % BUCKETS);
+}
+
+static void bucket_del(b2fs_snode *sn) {
+  if (sn->hprev) sn->hprev->hnext = sn->hnext;
+  else byname[sn->bucket] = sn->hnext;
+  if (sn->hnext) sn->hnext->hprev = sn->hprev;
+  sn->hprev = sn->hnext = NULL;
+}
+
+static void bucket_add(b2fs_snode *sn) {
+  sn->bucket = bucket_of(sn->root, sn->key);
+  sn->hprev = NULL;
+  sn->hnext = byname[sn->bucket];
+  if (sn->hnext) sn->hnext->hprev = sn;
+  byname[sn->bucket] = sn;
+}
 
 static void members_add(b2fs_snode *sn) {
   pthread_mutex_lock(&members_mu);
@@ -54,6 +86,7 @@ static void members_add(b2fs_snode *sn) {
   sn->next = members;
   if (members) members->prev = sn;
   members = sn;
+  bucket_add(sn);
   pthread_mutex_unlock(&members_mu);
 }
 
@@ -63,7 +96,22 @@ static void members_del(b2fs_snode *sn) {
   else members = sn->next;
   if (sn->next) sn->next->prev = sn->prev;
   sn->prev = sn->next = NULL;
+  bucket_del(sn);
   pthread_mutex_unlock(&members_mu);
+}
+
+/* The member of store inode r for key k that the kernel still knows,
+ * with one more lookup; NULL when there is none. */
+static b2fs_inode *member_again(b2fs_inode *r, const b2_ns_key *k) {
+  b2fs_inode *in = NULL;
+  pthread_mutex_lock(&members_mu);
+  for (b2fs_snode *sn = byname[bucket_of(r, k)]; sn && !in; sn = sn->hnext) {
+    if (sn->root != r || !b2_ns_key_same(sn->key, k)) continue;
+    /* Forgotten meanwhile (nlookup 0): being freed, not found again. */
+    if (b2fs_inode_pin(sn->self)) in = sn->self;
+  }
+  pthread_mutex_unlock(&members_mu);
+  return in;
 }
 
 void b2fs_store_forget_all(void) {
@@ -151,6 +199,18 @@ void b2fs_store_free(b2fs_inode *in) {
 
 int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
   b2fs_inode *r = root_of(in);
+  if (is_group(in) && store_of(in)) { /* a .b2d's directory: its own attributes */
+    int fd = b2_ns_store_group_dir(store_of(in), key_of(in), 0);
+    int rc = fd < 0 ? -1 : fstatat(fd, "", st, AT_EMPTY_PATH);
+    if (fd >= 0) close(fd);
+    if (rc == 0) {
+      if (key_of(in)) st->st_ino = (ino_t)b2fs_inode_id(in);
+      st->st_nlink = 2;
+      st->st_size = 0;
+      st->st_blksize = B2FS_IO_MAX;
+      return 0;
+    }
+  }
   if (fstatat(r->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
   mode_t perm = st->st_mode & 0444;
   /* A member is an inode of its own (find and du tell them apart). */
@@ -175,6 +235,35 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st) {
   st->st_size = size;
   st->st_blocks = (raw + 511) / 512;
   return 0;
+}
+
+int b2fs_store_dir(b2fs_inode *in, int make) {
+  if (!is_group(in)) return -EROFS;
+  b2_ns_store *n = store_of(in);
+  if (!n) return -ENOMEM;
+  int fd = b2_ns_store_group_dir(n, key_of(in), make);
+  return fd < 0 ? -store_errno(fd) : fd;
+}
+
+int b2fs_store_setattr(b2fs_inode *in, int to_set, const struct stat *attr,
+                       const struct timespec ts[2]) {
+  if (is_group(in) && (to_set & FUSE_SET_ATTR_SIZE)) return -EISDIR;
+  int fd = b2fs_store_dir(in, 1);
+  if (fd < 0) return fd;
+  char path[64];
+  b2fs_fd_path(fd, path, sizeof path);
+  int rc = 0;
+  if ((to_set & FUSE_SET_ATTR_MODE) && chmod(path, attr->st_mode & 07777) < 0) rc = -errno;
+  if (!rc && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+    uid_t u = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+    gid_t g = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+    if (fchownat(fd, "", u, g, AT_EMPTY_PATH) < 0) rc = -errno;
+  }
+  if (!rc && (ts[0].tv_nsec != UTIME_OMIT || ts[1].tv_nsec != UTIME_OMIT) &&
+      utimensat(AT_FDCWD, path, ts, 0) < 0)
+    rc = -errno;
+  close(fd);
+  return rc;
 }
 
 /* ---- lookup ------------------------------------------------------------------ */
@@ -220,9 +309,12 @@ int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param
   if (rc == 1) { /* a file of a .b2d: an ordinary frame (or plain) */
     rc = b2fs_entry(file.dirfd, file.name, file.kind, ep);
     close(file.dirfd);
+    if (rc == 0) atomic_store(&b2fs_inode_get(ep->ino)->in_store, 1);
     return rc;
   }
-  b2fs_inode *in = member(root_of(dir), k);
+  b2fs_inode *in = member_again(root_of(dir), k);
+  if (in) b2_ns_key_free(k);
+  else in = member(root_of(dir), k);
   if (!in) return -ENOMEM;
   memset(ep, 0, sizeof *ep);
   rc = b2fs_store_stat(in, &ep->attr);
@@ -296,6 +388,32 @@ int b2fs_store_rekey(b2fs_inode *dir, const char *name, b2fs_inode *ndir, const 
   if (newname && !is_group(ndir)) return -ENOTDIR;
   int rc = b2_ns_store_rekey(n, key_of(dir), name, newname ? key_of(ndir) : NULL, newname, replace);
   return change_errno(rc, name, newname ? "rename it" : "remove it");
+}
+
+int b2fs_store_move_group(b2fs_inode *dir, const char *name, b2fs_inode *ndir,
+                          const char *newname, int noreplace) {
+  b2_ns_store *n = store_of(dir);
+  if (!n) return -ENOMEM;
+  if (!is_group(ndir)) return -ENOTDIR;
+  char key[B2_STORE_KEY_CAP], nkey[B2_STORE_KEY_CAP];
+  int rc = b2_ns_store_move_group(n, key_of(dir), name, key_of(ndir), newname, noreplace, key,
+                                  nkey);
+  if (rc < 0) return change_errno(rc, name, "rename it");
+  if (rc != 0) return rc == 2;
+  /* The inodes of the group and of those below it name their new keys
+   * (the kernel keeps them), those of a group replaced are gone. */
+  b2fs_inode *r = root_of(dir);
+  pthread_mutex_lock(&members_mu);
+  for (b2fs_snode *sn = members; sn; sn = sn->next) {
+    if (sn->root != r) continue;
+    (void)b2_ns_key_moved(sn->key, key, nkey);
+    if (bucket_of(r, sn->key) != sn->bucket) {
+      bucket_del(sn);
+      bucket_add(sn);
+    }
+  }
+  pthread_mutex_unlock(&members_mu);
+  return 0;
 }
 
 int b2fs_store_file(b2fs_inode *dir, const char *name, b2_ns_store_file *file) {

@@ -99,15 +99,18 @@ int b2fs_frame_open_own(b2fs_inode *in, int view, b2_file **f) {
  * descriptor's path says (moved behind the mount).  name gets the name. */
 static int open_node(b2fs_inode *in, char *name, size_t cap, b2_ns_node **out) {
   b2_ns_dir *dir = b2fs_home(in, name, cap, 1);
+  int rc;
   if (dir) {
-    int rc = b2_ns_node_new(dir, name, in->kind, out);
+    rc = b2_ns_node_new(dir, name, in->kind, out);
     b2_ns_dir_put(dir);
+    if (rc == 0 && atomic_load(&in->in_store)) b2_ns_node_in_store(*out);
     if (rc == 0 && (rc = b2_ns_node_open_file(*out, b2fs_g.env)) < 0) b2_ns_node_free(*out);
     return rc;
   }
   int dfd = home_at(in, name, cap);
-  int rc = dfd < 0 ? dfd : b2_ns_node_open(b2fs_g.env, dfd, name, in->kind, out);
+  rc = dfd < 0 ? dfd : b2_ns_node_open(b2fs_g.env, dfd, name, in->kind, out);
   if (dfd >= 0) close(dfd);
+  if (rc == 0 && atomic_load(&in->in_store)) b2_ns_node_in_store(*out);
   return rc;
 }
 

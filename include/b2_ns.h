@@ -510,9 +510,13 @@ int b2_ns_node_open_file(b2_ns_node *n, b2_env *env);
  * descriptor of what its name holds afterwards (-1 if none).  A new
  * NAME.npy made as NAME.b2nd whose header was no array
  * (b2_file_npy_fell_back) is renamed NAME.npy.b2frame, the plain frame a
- * plain NAME.npy is, when that name is free (the node follows).  The
+ * plain NAME.npy is (in a store, NAME.npy.b2f), when that name is free
+ * (the node follows).  The
  * close's code (0 when not open). */
 int b2_ns_node_close_file(b2_ns_node *n, int *entry);
+/* The node is a value of a .b2d store (b2_ns_node_close_file then names
+ * a new .npy kept as its bytes as python-blosc2 names an SChunk). */
+void b2_ns_node_in_store(b2_ns_node *n);
 /* Is the node a plain frame shown under a .npy name (NAME.npy.b2frame: a
  * .npy file kept as its bytes, also a new one b2_ns_node_close_file just
  * renamed so)? */
@@ -649,7 +653,7 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
  * NAME.b2f, in the group's directory of a .b2d, made here when missing and
  * given to uid and gid unless those are -1).  0 with *file filled (its
  * dirfd to close; the store checked again at its next use), or B2_E_ROFS,
- * B2_E_EXIST, B2_E_ISDIR, B2_E_INVAL, B2_E_NOTDIR.  With `replace` (a
+ * B2_E_EXIST, B2_E_ISDIR, B2_E_INVAL, B2_E_NOTDIR, B2_E_XDEV.  With `replace` (a
  * rename onto the name), 1 with *file when `name` is a value of that kind
  * in a file of its own: that file.  The caller creates (or renames) the
  * frame, then calls b2_ns_store_changed. */
@@ -666,6 +670,28 @@ int b2_ns_store_mkdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, mo
  * and its directory go.  0, or B2_E_NOENT, B2_E_NOTDIR, B2_E_NOTEMPTY (also
  * when its directory holds other files), B2_E_ROFS. */
 int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name);
+/* The directory of group dir (NULL: the root) of a .b2d, which holds the
+ * mode, owner and times the group shows (with `make`, made first when
+ * missing: a group of embedded values alone has none): an O_PATH
+ * descriptor to close, or B2_E_NOENT (none, and not `make`), B2_E_NOTDIR,
+ * B2_E_ROFS (.b2z, .b2e, an object's group), or the code of the
+ * snapshot's open. */
+int b2_ns_store_group_dir(b2_ns_store *n, const b2_ns_key *dir, int make);
+/* Move group `name` of group dir (NULL: the root) of a .b2d to `newname`
+ * in group ndir of the same store: its directory is renamed
+ * (b2_store_group_move says when it can be), so that python-blosc2 finds
+ * its values under their new keys; the group's old and new keys into key
+ * and nkey (B2_STORE_KEY_CAP bytes each), for b2_ns_key_moved.  0, 1 (the
+ * same group: nothing done), 2 (`name` is a value: not a group move), or
+ * B2_E_NOTDIR (the target is a value), B2_E_NOENT, B2_E_ROFS, B2_E_XDEV, B2_E_EXIST,
+ * B2_E_NOTEMPTY, B2_E_INVAL, or the system's code. */
+int b2_ns_store_move_group(b2_ns_store *n, const b2_ns_key *dir, const char *name,
+                           const b2_ns_key *ndir, const char *newname, int noreplace, char *key,
+                           char *nkey);
+/* Group `from` of key node k's store moved to `to`: a node at or below it
+ * names its new key from now on, one at or below `to` (replaced) is gone
+ * (B2_E_NOENT).  0, or B2_E_NOMEM (the node is then gone). */
+int b2_ns_key_moved(b2_ns_key *k, const char *from, const char *to);
 /* Remove (newname NULL) embedded value `name` of group dir of store n (a
  * .b2d or a .b2e), or rename it `newname` in group ndir of the same store
  * (`replace`: an embedded value of that name and kind goes), in its
@@ -686,6 +712,8 @@ int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l);
 void b2_ns_key_free(b2_ns_key *k);
 const char *b2_ns_key_name(const b2_ns_key *k);
 int b2_ns_key_is_group(const b2_ns_key *k);
+/* Do two key nodes name the same key of one store (a group or a value, neither gone)? */
+int b2_ns_key_same(const b2_ns_key *a, const b2_ns_key *b);
 /* A value's size as shown (its .npy or logical view, an object's raw
  * frame; 0 when it cannot be read; remembered while the snapshot lasts)
  * and its raw size in the store.  B2_E_ISDIR for a group. */

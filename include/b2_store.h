@@ -176,9 +176,14 @@ int64_t b2_store_child(const b2_store *s, int64_t dir, const char *shown);
  * B2_E_INVAL for names that are no key python-blosc2 makes (bookkeeping,
  * hidden names).  With `replace` (a rename onto it), 1 when the name shown
  * is a value of that kind in its own file at rel: that file is replaced;
- * B2_E_ROFS when it is an embedded value. */
+ * B2_E_ROFS when it is an embedded value, B2_E_XDEV when a value of the
+ * other kind (an SChunk under a NAME.npy name, kept as bytes). */
 int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, int replace,
                        char *rel, size_t cap, int *kind);
+/* The file name python-blosc2 gives a value of kind B2_STORE_NDARRAY or
+ * B2_STORE_SCHUNK whose key ends in `name` (an array NAME.b2nd, an SChunk
+ * NAME.b2f), into out: 0, or B2_E_NAMETOOLONG. */
+int b2_store_file_name(const char *name, int kind, char *out, size_t cap);
 /* Where a new group shown as `shown` in group `group` of a .b2d goes: its
  * directory, relative to the store's, into rel (an empty group is a
  * directory; python-blosc2 lists it once it holds a value).  B2_E_EXIST,
@@ -193,6 +198,29 @@ int b2_store_new_group(const b2_store *s, int64_t group, const char *shown, char
  * kept in the EmbedStore). */
 int b2_store_old_group(const b2_store *s, int64_t group, const char *shown, char *rel,
                        size_t cap, char *carrier, size_t ccap);
+/* The directory of group `group` (0: the root) of a .b2d, relative to the
+ * store's ("" for the root), into rel: where its mode, owner and times
+ * live (it may not exist: a group of embedded values alone).  B2_E_NOTDIR
+ * (a value), B2_E_ROFS (.b2z, .b2e, an object or a group inside one). */
+int b2_store_group_dir(const b2_store *s, int64_t group, char *rel, size_t cap);
+/* Whether the group shown as `shown` in group `group` of a .b2d can move
+ * to `nshown` in group `ngroup` of the same store (rename(2) of its
+ * directory: python-blosc2 then finds its values under their new keys):
+ * 0 with the directories' paths relative to the store's into rel and
+ * nrel, and the old and new keys into key and nkey; 1 when both name the
+ * same group (nothing to do); 2 when `shown` is a value.  B2_E_NOTDIR
+ * when the target is one, B2_E_NOENT, B2_E_ROFS (.b2z, .b2e, an object or a
+ * group inside one), B2_E_XDEV (it holds values or attributes in the
+ * EmbedStore, whose keys a move of files cannot change: mv copies and
+ * removes), B2_E_EXIST (noreplace, or a value has the new key),
+ * B2_E_NOTEMPTY (the target group holds entries; also, as rename(2)
+ * says, for a value or group whose group lies at or below the target), B2_E_INVAL (into
+ * itself, or no key python-blosc2 would make).  Each buffer holds
+ * B2_STORE_KEY_CAP bytes. */
+#define B2_STORE_KEY_CAP 4098 /* a key's bytes, its NUL and one to spare */
+int b2_store_group_move(const b2_store *s, int64_t group, const char *shown, int64_t ngroup,
+                        const char *nshown, int noreplace, char *rel, char *nrel, char *key,
+                        char *nkey);
 /* The entry of the value shown as `shown` in group `group` when it is one
  * of the EmbedStore's (a .b2d's or a .b2e's), which
  * b2_store_embed_rekey can remove or rename: 0 and *entry, B2_E_NOENT,

@@ -381,7 +381,7 @@ fails(errno.EXDEV, os.rename, f"{m}/t/g/c2.npy", f"{m}/t/g/c3")   # an array's n
 fails(errno.EXDEV, os.rename, f"{m}/t/g/c2.npy", f"{m}/d/c2.npy") # another store
 fails(errno.EEXIST, os.rename, f"{m}/t/g/c2.npy", f"{m}/t/g/h/fresh2.npy")  # a value in a file
 os.rename(f"{m}/t/g/c2.npy", f"{m}/t/a/b.npy")                    # and back
-fails(errno.EROFS, os.rename, f"{m}/t/g", f"{m}/t/g9")            # a group keeps its name
+fails(errno.EXDEV, os.rename, f"{m}/t/g", f"{m}/t/g9")            # holds embedded values: copy
 fails(errno.EROFS, os.rename, f"{m}/t.b2z/a/b.npy", f"{m}/t.b2z/a/c.npy")  # a zip's
 fails(errno.EROFS, os.remove, f"{m}/t.b2z/a/b.npy")
 os.remove(f"{m}/x/d")              # an EmbedStore's (.b2e) value
@@ -402,6 +402,32 @@ fails(errno.EROFS, os.mkdir, f"{m}/o/tbl/sub")
 os.mkdir(f"{m}/t/emptyg")
 os.rmdir(f"{m}/t/emptyg")
 assert not os.path.exists(f"{src}/t.b2d/emptyg") and "emptyg" not in os.listdir(f"{m}/t")
+# A group whose values all lie in files moves with its directory; the
+# directory inode the kernel holds follows it (a working directory too).
+os.makedirs(f"{m}/t/mvg/in")
+np.save(f"{m}/t/mvg/in/w.npy", np.arange(5, dtype="<i2"))
+here = os.getcwd()
+os.chdir(f"{m}/t/mvg/in")
+os.rename(f"{m}/t/mvg", f"{m}/t/mvg2")
+assert (np.load("w.npy") == np.arange(5)).all() and os.listdir(".") == ["w.npy"]
+os.chdir(here)
+assert os.path.isfile(f"{src}/t.b2d/mvg2/in/w.b2nd") and not os.path.exists(f"{src}/t.b2d/mvg")
+os.mkdir(f"{m}/t/mvg3")
+os.rename(f"{m}/t/mvg2", f"{m}/t/mvg3")                           # over an empty group
+fails(errno.ENOTEMPTY, os.rename, f"{m}/t/newg", f"{m}/t/mvg3")  # over one that holds values
+fails(errno.EINVAL, os.rename, f"{m}/t/mvg3", f"{m}/t/mvg3/in/x") # into itself
+fails(errno.ENOTEMPTY, os.rename, f"{m}/t/mvg3/in/w.npy", f"{m}/t/mvg3")  # onto a group above
+fails(errno.ENOTDIR, os.rename, f"{m}/t/mvg3", f"{m}/t/g/h/fresh2.npy")  # onto a value
+fails(errno.EINVAL, os.rename, f"{m}/t/mvg3", f"{m}/t/.mvg")
+fails(errno.EXDEV, os.rename, f"{m}/t/mvg3", f"{m}/d/mvg3")      # another store
+os.rename(f"{m}/t/g/h/fresh2.npy", f"{m}/t/g/h/fresh2.npy")      # onto itself
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def exchange(a, b):
+    if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+fails(errno.EINVAL, exchange, f"{m}/t/g/h/fresh2.npy", f"{m}/t/raw2")  # no swaps in a store
 PY
 if [ $? -eq 0 ]; then ok "renames, new groups and removed groups in a .b2d; refusals"; else notok "renames, new groups and removed groups in a .b2d; refusals" "$(tail -c 600 "$tmp/err" | tr "\n" " ")"; fi
 echo "move me" >"$msrc/mvme.txt"
@@ -418,6 +444,8 @@ src = sys.argv[1]
 ts = blosc2.TreeStore(f"{src}/t.b2d", mode="r")
 ks = set(ts.keys())
 assert {"/g/h/mv3" not in ks, "/mv1" not in ks, "/mv2" not in ks} == {True}, sorted(ks)
+assert "/mvg3/in/w" in ks and not any(k.startswith("/mvg2") for k in ks), sorted(ks)
+assert (ts["/mvg3/in/w"][:] == np.arange(5)).all()
 assert {"/raw2", "/newg/sub/v", "/g/h/fresh2"} <= ks and "/emptyg" not in ks, sorted(ks)
 assert (ts["/newg/sub/v"][:] == np.arange(4)).all() and (ts["/g/h/fresh2"][:] == 0).all()
 assert b"".join(ts["/raw2"].decompress_chunk(i) for i in range(ts["/raw2"].nchunks)) == b"0123456789abcdef"
@@ -526,6 +554,47 @@ with blosc2.TreeStore(sys.argv[1], mode="w", threshold=10**6) as ts:
 else
   skip "members forgotten at once" "needs root (drop_caches)"
 fi
+
+# A .b2d's groups are its directories: their mode, owner, times and the
+# user's own attributes are those of the directories in SOURCE, so tar x
+# and cp -a of a tree into a store keep them (and exit 0); a CTable's
+# group, a .b2z's and a .b2e's stay read-only.
+mkdir -p "$tmp/tree/top/sub" && echo "leaf" >"$tmp/tree/top/sub/leaf.txt"
+chmod 750 "$tmp/tree/top/sub" && touch -d 2001-02-03T04:05:06 "$tmp/tree/top/sub" "$tmp/tree/top"
+setfattr -n user.note -v hi "$tmp/tree/top" 2>/dev/null
+tar -C "$tmp/tree" -cf "$tmp/tree.tar" top
+check "tar x into a .b2d exits 0" tar --xattrs -C "$mnt/t" -xf "$tmp/tree.tar"
+check "cp -a into a .b2d exits 0" cp -a "$tmp/tree/top" "$mnt/t/top2"
+for d in top top2; do
+  check "$d: groups keep mode and times (mount and SOURCE)" test     "$(stat -c '%a %Y' "$mnt/t/$d/sub" "$msrc/t.b2d/$d/sub" | sort -u)" =     "$(stat -c '%a %Y' "$tmp/tree/top/sub")"
+done
+check "cp -a into a .b2d: a group's own attribute"   test "$(getfattr --only-values -n user.note "$mnt/t/top2" 2>/dev/null)" = hi
+touch -d 2011-01-01 "$mnt/t/g/h"  # a group of embedded values: its directory is made
+check "utime of a group without a directory" test "$(stat -c %Y "$mnt/t/g/h")" =   "$(date -d 2011-01-01 +%s)" -a -d "$msrc/t.b2d/g/h"
+check "a group's own attribute removed" setfattr -x user.note "$mnt/t/top2"
+erofs "EROFS: chmod of a .b2z's group" chmod 700 "$mnt/t.b2z/a"
+erofs "EROFS: chmod of a CTable's group" chmod 700 "$mnt/o/tbl"
+erofs "EROFS: python's group attribute set by hand" setfattr -n user.b2.vlmeta.x -v 1 "$mnt/t/a"
+"$PYB2" - "$msrc/t.b2d" 2>"$tmp/err" <<'PY'
+import sys, blosc2
+ks = set(blosc2.TreeStore(sys.argv[1], mode="r").keys())
+assert {"/top/sub/leaf.txt", "/top2/sub/leaf.txt"} <= ks, sorted(ks)
+PY
+check "python-blosc2 finds the values tar and cp made" [ $? -eq 0 ]
+
+# Random namespace calls inside a DictStore's groups (tests/tree_life.py,
+# its "store" mode: no links; no swaps; an array is NAME.npy, an SChunk
+# another name) against a plain directory, then python-blosc2 finds each
+# file of the plain directory as a value holding its bytes, and no other.
+"$PYB2" -c 'import sys, numpy as np, blosc2
+with blosc2.DictStore(sys.argv[1], mode="w") as d:
+    d["/seed"] = np.arange(4)' "$msrc/life.b2d"
+for seed in 1 2 3; do
+  mkdir -p "$mnt/life/g$seed" "$tmp/shadow$seed"
+  r=$("$PYB2" "$here/tree_life.py" "$mnt/life/g$seed" "$tmp/shadow$seed" "$seed"         "${B2FS_TREE_LIFE_OPS:-250}" store 2>&1 | tail -1)
+  [ "$r" = ok ] && r=$("$PYB2" -W ignore "$here/store_life_check.py" "$msrc/life.b2d" "g$seed"                          "$tmp/shadow$seed" 2>&1 | tail -1)
+  [ "$r" = ok ] && ok "tree_life in a store, seed $seed" || notok "tree_life in a store, seed $seed" "$r"
+done
 
 # A damaged store: EIO inside it, one log line naming it, the rest works.
 ls "$mnt/bad" >/dev/null 2>"$tmp/err"

@@ -38,6 +38,7 @@ import life_lib
 
 mnt, shadow, seed, nops = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 sparse = sys.argv[5:] == ["sparse"]
+store = sys.argv[5:] == ["store"]
 if os.stat(mnt).st_dev == os.stat(shadow).st_dev:
     sys.exit(f"{mnt} is not mounted (it is on the file system of {shadow})")
 r = random.Random(seed)
@@ -137,7 +138,7 @@ def tree(root):
             mode, links = stat.S_IMODE(st.st_mode), st.st_nlink
             if sparse and stat.S_ISREG(st.st_mode):
                 mode &= ~0o111
-            if sparse and stat.S_ISDIR(st.st_mode):
+            if (sparse or store) and stat.S_ISDIR(st.st_mode):
                 links = 0
             out[rel] = (stat.S_IFMT(st.st_mode), mode,
                         st.st_size if not stat.S_ISDIR(st.st_mode) else 0, links, what)
@@ -182,6 +183,8 @@ OPS = ["create", "create", "pwrite", "append", "trunc", "rename", "rename", "nor
        "exchange", "link", "symlink", "unlink", "mkdir", "rmdir", "chmod", "utime", "xattr",
        "rmxattr", "open", "fdwrite", "fdwrite", "fdread", "fdtrunc", "fdsync", "fdpunch",
        "fdalloc", "fdcopy", "fdmmap", "close"]
+if store:  # no links in a store
+    OPS = [o for o in OPS if o not in ("link", "symlink")]
 for i in range(nops):
     op = r.choice(OPS)
     p, q = path(), path()
@@ -214,8 +217,11 @@ for i in range(nops):
         # plain frame), no rename of a new .npy file open for writing (still
         # an array in SOURCE until its close) to another name (EXDEV)
         mixed = op == "exchange" and (len({is_file(p), is_file(q)} - {None}) == 2 or
-                                      p.endswith(".npy") or q.endswith(".npy"))
+                                      p.endswith(".npy") or q.endswith(".npy") or store)
         writing = op != "exchange" and npy_array(p, q) == "open"
+        # in a store, an array is NAME.npy, an SChunk any other name (EXDEV)
+        writing = writing or (store and op != "exchange" and is_file(p) and
+                              p.endswith(".npy") != q.endswith(".npy"))
         def ren(root):
             renameat2(os.path.join(root, p), os.path.join(root, q), flags)
         res = life_lib.both((mnt,), ren)

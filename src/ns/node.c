@@ -35,6 +35,7 @@ struct b2_ns_node {
   int kind;
   b2_ns_dir *dir; /* the directory it was found, opened or created in, or moved to */
   char name[B2_NS_NAME_MAX + 1];
+  int store;      /* a value of a .b2d (b2_ns_node_in_store) */
 };
 
 /* ---- directories ---------------------------------------------------------- */
@@ -223,13 +224,17 @@ static void sync_dir(int dfd) {
   }
 }
 
+void b2_ns_node_in_store(b2_ns_node *n) { n->store = 1; }
+
 /* A new NAME.npy stored as NAME.b2nd whose header was no array: it ends
- * as the plain frame a plain NAME.npy is, NAME.npy.b2frame (when that name
- * is free; renamed in place, the same file). */
+ * as the plain frame a plain NAME.npy is, NAME.npy.b2frame (in a store,
+ * the SChunk NAME.npy.b2f, key NAME.npy) when that name is free; renamed
+ * in place, the same file. */
 static void to_plain_name(b2_ns_node *n) {
-  char plain[B2_NS_NAME_MAX + 1];
+  char plain[B2_NS_NAME_MAX + 1], shown[B2_NS_NAME_MAX + 1];
   int dfd = n->dir->fd;
-  if (b2_ns_npy_names(n->name, NULL, plain, NULL, sizeof plain) != B2_NS_NPY ||
+  if (b2_ns_npy_names(n->name, NULL, plain, shown, sizeof plain) != B2_NS_NPY ||
+      (n->store && b2_store_file_name(shown, B2_STORE_SCHUNK, plain, sizeof plain) < 0) ||
       renameat2(dfd, n->name, dfd, plain, RENAME_NOREPLACE) != 0)
     return;
   b2_ns_move_sidecar(dfd, n->name, dfd, plain);

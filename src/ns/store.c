@@ -46,7 +46,12 @@ struct b2_ns_store {
 /* A key of a store: a group or a value, as a child node. */
 struct b2_ns_key {
   b2_ns_store *store;
-  char *key;
+  char *_Atomic key;       /* changes when a group above moves (b2_ns_key_moved);
+                              the strings it held are kept until the node is
+                              freed, for readers that loaded them */
+  char **old;
+  int nold;
+  atomic_int gone;         /* another group moved over it */
   int group;
   pthread_mutex_t mu;      /* guards the size remembered */
   int64_t size;            /* size shown, for size_snap */
@@ -206,9 +211,11 @@ static int snap_get(b2_ns_store *n, b2_ns_snap **p) {
  * the store no longer has it. */
 static int64_t entry_of(const b2_ns_key *k, b2_ns_snap *p) {
   if (!k) return 0;
-  int64_t i = k->group ? b2_store_find_group(b2_ns_snap_store(p), k->key)
-                       : b2_store_find(b2_ns_snap_store(p), k->key);
-  return i < 0 ? b2_fail(B2_E_NOENT, "%s: no longer in the store", k->key) : i;
+  const char *key = b2_ns_key_name(k);
+  int64_t i = atomic_load(&k->gone)    ? -1
+              : k->group ? b2_store_find_group(b2_ns_snap_store(p), key)
+                         : b2_store_find(b2_ns_snap_store(p), key);
+  return i < 0 ? b2_fail(B2_E_NOENT, "%s: no longer in the store", key) : i;
 }
 
 /* Snapshot and entry of key k of store n. */
@@ -225,7 +232,7 @@ static int resolve(b2_ns_store *n, const b2_ns_key *k, b2_ns_snap **p, int64_t *
 
 /* The same for a group (NULL: the root); B2_E_NOTDIR for a value. */
 static int resolve_group(b2_ns_store *n, const b2_ns_key *dir, b2_ns_snap **p, int64_t *g) {
-  if (dir && !dir->group) return b2_fail(B2_E_NOTDIR, "%s: not a group", dir->key);
+  if (dir && !dir->group) return b2_fail(B2_E_NOTDIR, "%s: not a group", b2_ns_key_name(dir));
   return resolve(n, dir, p, g);
 }
 
@@ -234,18 +241,57 @@ static void tell2(const b2_ns_key *k, const char *what, const char *detail) {
   b2_ns_store *n = k->store;
   if (!n->note) return;
   char line[1024];
-  snprintf(line, sizeof line, "%s: %s%s%s", k->key, what ? what : "", what ? ": " : "", detail);
+  snprintf(line, sizeof line, "%s: %s%s%s", b2_ns_key_name(k), what ? what : "", what ? ": " : "",
+           detail);
   n->note(n->arg, line);
 }
 
 static void tell(const b2_ns_key *k, const char *detail) { tell2(k, NULL, detail); }
 
-const char *b2_ns_key_name(const b2_ns_key *k) { return k->key; }
+const char *b2_ns_key_name(const b2_ns_key *k) { return atomic_load(&((b2_ns_key *)k)->key); }
 int b2_ns_key_is_group(const b2_ns_key *k) { return k->group; }
+
+int b2_ns_key_same(const b2_ns_key *a, const b2_ns_key *b) {
+  return a->store == b->store && a->group == b->group && !atomic_load(&a->gone) &&
+         !atomic_load(&b->gone) && strcmp(b2_ns_key_name(a), b2_ns_key_name(b)) == 0;
+}
+
+/* Is key at or below group key g? */
+static int below(const char *key, const char *g) {
+  size_t n = strlen(g);
+  return strncmp(key, g, n) == 0 && (key[n] == 0 || key[n] == '/');
+}
+
+int b2_ns_key_moved(b2_ns_key *k, const char *from, const char *to) {
+  pthread_mutex_lock(&k->mu);
+  const char *cur = b2_ns_key_name(k);
+  int rc = 0;
+  if (below(cur, from)) {
+    size_t tl = strlen(to), rest = strlen(cur + strlen(from));
+    char *nk = malloc(tl + rest + 1);
+    char **old = realloc(k->old, (size_t)(k->nold + 1) * sizeof *old);
+    if (old) k->old = old;
+    if (!nk || !old) {
+      free(nk);
+      atomic_store(&k->gone, 1); /* cannot follow: gone for its users */
+      rc = b2_fail(B2_E_NOMEM, "out of memory");
+    } else {
+      memcpy(nk, to, tl);
+      memcpy(nk + tl, cur + strlen(from), rest + 1);
+      k->old[k->nold++] = atomic_exchange(&k->key, nk);
+    }
+  } else if (below(cur, to)) {
+    atomic_store(&k->gone, 1);
+  }
+  pthread_mutex_unlock(&k->mu);
+  return rc;
+}
 
 void b2_ns_key_free(b2_ns_key *k) {
   if (!k) return;
-  free(k->key);
+  free(atomic_load(&k->key));
+  for (int j = 0; j < k->nold; j++) free(k->old[j]);
+  free(k->old);
   b2_ns_snap_put(k->size_snap);
   pthread_mutex_destroy(&k->mu);
   free(k);
@@ -286,8 +332,11 @@ static int open_dir_beneath(int fd, const char *rel, size_t len, int make, uid_t
   return cur < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", buf, strerror(errno)) : cur;
 }
 
-int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_ns_key **out,
-                       b2_ns_store_file *file) {
+/* b2_ns_store_lookup in the current snapshot; with `again`, B2_E_STALE
+ * when the snapshot's file for the name is gone (the store changed
+ * through a writer's close, or behind the mount: look again). */
+static int lookup_in(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_ns_key **out,
+                     b2_ns_store_file *file, int again) {
   b2_ns_snap *p;
   int64_t g;
   int rc = resolve_group(n, dir, &p, &g);
@@ -309,10 +358,16 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
                                               : B2_NS_PLAIN;
     rc = strlen(base) > B2_NS_NAME_MAX ? b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", base)
                                        : open_dir_beneath(n->fd, e->relpath, dlen, 0, (uid_t)-1, (gid_t)-1);
-    if (rc >= 0) {
+    struct stat st;
+    if (rc >= 0 && again && fstatat(rc, base, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
+      close(rc);
+      rc = B2_E_STALE;
+    } else if (rc >= 0) {
       file->dirfd = rc;
       snprintf(file->name, sizeof file->name, "%s", base);
       rc = 1;
+    } else if (rc == B2_E_NOENT && again) {
+      rc = B2_E_STALE;
     }
     b2_ns_snap_put(p);
     return rc;
@@ -332,6 +387,14 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
   pthread_mutex_init(&k->mu, NULL);
   *out = k;
   return 0;
+}
+
+int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_ns_key **out,
+                       b2_ns_store_file *file) {
+  int rc = lookup_in(n, dir, name, out, file, 1);
+  if (rc != B2_E_STALE) return rc;
+  b2_ns_store_recheck(n);
+  return lookup_in(n, dir, name, out, file, 0);
 }
 
 int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, int replace,
@@ -387,6 +450,17 @@ int b2_ns_store_mkdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, mo
   return rc;
 }
 
+int b2_ns_store_group_dir(b2_ns_store *n, const b2_ns_key *dir, int make) {
+  b2_ns_snap *p;
+  int64_t g;
+  int rc = resolve_group(n, dir, &p, &g);
+  if (rc < 0) return rc;
+  char rel[PATH_MAX];
+  rc = b2_store_group_dir(b2_ns_snap_store(p), g, rel, sizeof rel);
+  b2_ns_snap_put(p);
+  return rc < 0 ? rc : open_dir_beneath(n->fd, rel, strlen(rel), make, (uid_t)-1, (gid_t)-1);
+}
+
 int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name) {
   b2_ns_snap *p;
   int64_t g;
@@ -418,6 +492,41 @@ int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name) {
   } else {
     rc = pfd;
   }
+  b2_ns_store_changed(n);
+  return rc;
+}
+
+int b2_ns_store_move_group(b2_ns_store *n, const b2_ns_key *dir, const char *name,
+                           const b2_ns_key *ndir, const char *newname, int noreplace, char *key,
+                           char *nkey) {
+  b2_ns_snap *p;
+  int64_t g, ng;
+  int rc = resolve_group(n, dir, &p, &g);
+  if (rc < 0) return rc;
+  if (ndir && !ndir->group) {
+    b2_ns_snap_put(p);
+    return b2_fail(B2_E_NOTDIR, "%s: not a group", b2_ns_key_name(ndir));
+  }
+  char rel[B2_STORE_KEY_CAP], nrel[B2_STORE_KEY_CAP];
+  ng = entry_of(ndir, p);
+  rc = ng < 0 ? (int)ng
+              : b2_store_group_move(b2_ns_snap_store(p), g, name, ng, newname, noreplace, rel,
+                                    nrel, key, nkey);
+  b2_ns_snap_put(p);
+  if (rc != 0) return rc;
+  const char *s1 = strrchr(rel, '/'), *s2 = strrchr(nrel, '/');
+  int pfd = open_dir_beneath(n->fd, rel, s1 ? (size_t)(s1 - rel) : 0, 0, (uid_t)-1, (gid_t)-1);
+  int qfd = pfd < 0 ? pfd
+                    : open_dir_beneath(n->fd, nrel, s2 ? (size_t)(s2 - nrel) : 0, 1, (uid_t)-1,
+                                       (gid_t)-1);
+  if (pfd < 0 || qfd < 0) {
+    if (pfd >= 0) close(pfd);
+    return pfd < 0 ? pfd : qfd;
+  }
+  rc = renameat2(pfd, s1 ? s1 + 1 : rel, qfd, s2 ? s2 + 1 : nrel, noreplace ? RENAME_NOREPLACE : 0);
+  rc = rc == 0 ? 0 : b2_fail(b2_from_errno(errno), "%s: %s", rel, strerror(errno));
+  close(pfd);
+  close(qfd);
   b2_ns_store_changed(n);
   return rc;
 }
@@ -503,7 +612,7 @@ static int64_t value_size(b2_ns_snap *p, int64_t i) {
 }
 
 int b2_ns_key_size(b2_ns_key *k, int64_t *size, int64_t *raw) {
-  if (k->group) return b2_fail(B2_E_ISDIR, "%s: a group", k->key);
+  if (k->group) return b2_fail(B2_E_ISDIR, "%s: a group", b2_ns_key_name(k));
   b2_ns_snap *p;
   int64_t i;
   int held = -1;
@@ -533,7 +642,7 @@ int b2_ns_key_size(b2_ns_key *k, int64_t *size, int64_t *raw) {
     b2_ns_store_recheck(k->store);
     if (tries == STALE_TRIES) {
       b2_store_release(held);
-      return b2_fail(B2_E_IO, "%s: the store keeps changing", k->key);
+      return b2_fail(B2_E_IO, "%s: the store keeps changing", b2_ns_key_name(k));
     }
   }
   b2_store_release(held);
@@ -543,7 +652,7 @@ int b2_ns_key_size(b2_ns_key *k, int64_t *size, int64_t *raw) {
 }
 
 int b2_ns_key_open(b2_ns_key *k, b2_ns_value **out) {
-  if (k->group) return b2_fail(B2_E_ISDIR, "%s: a group", k->key);
+  if (k->group) return b2_fail(B2_E_ISDIR, "%s: a group", b2_ns_key_name(k));
   b2_ns_value *v = calloc(1, sizeof *v);
   if (!v) return b2_fail(B2_E_NOMEM, "out of memory");
   int held = -1;

@@ -321,6 +321,12 @@ static int probe(b2_store *s, b2_store_src *src, int trusted) {
   if (rc == B2_E_NOMEM || rc == B2_E_STALE) return rc; /* STALE: read it again */
   if (rc == 0) {
     classify(f, src);
+    /* An empty .b2nd frame is an array yet to be written (an empty .npy
+     * made through the mount): shown by its name, as outside stores. */
+    const b2_frame_info *fi = b2_frame_get_info(f);
+    if (src->kind == B2_STORE_SCHUNK && !strcmp(src->suffix, ".b2nd") && fi->nchunks == 0 &&
+        fi->nmeta == 0)
+      kind_of_suffix(src->suffix, src);
     b2_frame_close(f);
     return 0;
   }
@@ -759,6 +765,12 @@ static int new_key(const b2_store *s, int64_t group, const char *shown, size_t l
   return 0;
 }
 
+int b2_store_file_name(const char *name, int kind, char *out, size_t cap) {
+  if (snprintf(out, cap, "%s%s", name, kind == B2_STORE_NDARRAY ? ".b2nd" : ".b2f") >= (int)cap)
+    return b2_fail(B2_E_NAMETOOLONG, "%s: name too long", name);
+  return 0;
+}
+
 int b2_store_new_group(const b2_store *s, int64_t group, const char *shown, char *rel,
                        size_t cap) {
   char key[B2_STORE_MAX_KEY + 2];
@@ -789,6 +801,69 @@ int b2_store_old_group(const b2_store *s, int64_t group, const char *shown, char
   if (snprintf(rel, cap, "%s", e->key + 1) >= (int)cap ||
       snprintf(carrier, ccap, "%s", c ? c->relpath : "") >= (int)ccap)
     return b2_fail(B2_E_NAMETOOLONG, "%s: path too long", e->key);
+  return 0;
+}
+
+int b2_store_group_dir(const b2_store *s, int64_t group, char *rel, size_t cap) {
+  const b2_store_entry *e = b2_store_entry_at(s, group);
+  if (!e || e->kind != B2_STORE_GROUP) return b2_fail(B2_E_NOTDIR, "not a group");
+  if (s->form != B2_STORE_DIR) return b2_fail(B2_E_ROFS, "only a .b2d store has directories");
+  if (e->object_root || (group > 0 && b2_store_inside_object(s, group)))
+    return b2_fail(B2_E_ROFS, "%s: part of an object (a CTable)", e->key);
+  if (snprintf(rel, cap, "%s", e->key + 1) >= (int)cap)
+    return b2_fail(B2_E_NAMETOOLONG, "%s: path too long", e->key);
+  return 0;
+}
+
+/* Does key lie at or below group key g? */
+static int below(const char *key, const char *g) {
+  size_t n = strlen(g);
+  return strncmp(key, g, n) == 0 && (key[n] == 0 || key[n] == '/');
+}
+
+/* Does the subtree of group entry i hold anything not in a file of the
+ * .b2d (values or a group's attributes in the EmbedStore, references)? */
+static int holds_embedded(const b2_store *s, int64_t i) {
+  const char *g = s->e[i].key;
+  for (int64_t k = 1; k < s->n; k++) {
+    if (!below(s->e[k].key, g) || s->src[k] < 0) continue;
+    if (s->srcs[s->src[k]].loc != B2_STORE_IN_FILE) return 1;
+  }
+  return 0;
+}
+
+_Static_assert(B2_STORE_KEY_CAP == B2_STORE_MAX_KEY + 2, "key buffers");
+
+int b2_store_group_move(const b2_store *s, int64_t group, const char *shown, int64_t ngroup,
+                        const char *nshown, int noreplace, char *rel, char *nrel, char *key,
+                        char *nkey) {
+  int64_t i = b2_store_child(s, group, shown);
+  const b2_store_entry *e = i >= 0 ? b2_store_entry_at(s, i) : NULL;
+  if (!e) return b2_fail(B2_E_NOENT, "%s: not in the store", shown);
+  int rc = new_key(s, ngroup, nshown, strlen(nshown), 0, nkey);
+  if (rc == 0 && below(s->e[group].key, nkey)) /* as rename(2): onto a directory above */
+    return b2_fail(B2_E_NOTEMPTY, "%s: holds %s", nkey, e->key);
+  if (e->kind != B2_STORE_GROUP) return 2;
+  if (s->form != B2_STORE_DIR) return b2_fail(B2_E_ROFS, "only a .b2d store moves groups");
+  if (e->object_root || b2_store_inside_object(s, i))
+    return b2_fail(B2_E_ROFS, "%s: part of an object (a CTable)", e->key);
+  if (rc < 0) return rc;
+  int64_t t = b2_store_child(s, ngroup, nshown);
+  if (t == i) return 1;
+  if (below(nkey, e->key)) return b2_fail(B2_E_INVAL, "%s: into itself", nkey);
+  if (holds_embedded(s, i))
+    return b2_fail(B2_E_XDEV, "%s: holds entries of the EmbedStore", e->key);
+  const b2_store_entry *te = t >= 0 ? b2_store_entry_at(s, t) : NULL;
+  if (te && te->kind != B2_STORE_GROUP) return b2_fail(B2_E_NOTDIR, "%s: a value", te->key);
+  if (te && noreplace) return b2_fail(B2_E_EXIST, "%s: already in the store", te->key);
+  if (te && te->nchildren > 0) return b2_fail(B2_E_NOTEMPTY, "%s: holds values", te->key);
+  if (te && holds_embedded(s, t))
+    return b2_fail(B2_E_ROFS, "%s: its attributes are embedded", te->key);
+  if (!te && (b2_store_find(s, nkey) >= 0 || b2_store_find_group(s, nkey) >= 0))
+    return b2_fail(B2_E_EXIST, "%s: already in the store", nkey);
+  snprintf(key, B2_STORE_MAX_KEY + 2, "%s", e->key);
+  snprintf(rel, B2_STORE_MAX_KEY + 2, "%s", e->key + 1);
+  snprintf(nrel, B2_STORE_MAX_KEY + 2, "%s", nkey + 1);
   return 0;
 }
 
@@ -837,9 +912,9 @@ int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, int 
   char key[B2_STORE_MAX_KEY + 2];
   int rc = new_key(s, group, shown, npy ? len - 4 : len, 0, key);
   if (rc < 0) return rc;
-  if (snprintf(rel, cap, "%s%s", key + 1, npy ? ".b2nd" : ".b2f") >= (int)cap)
-    return b2_fail(B2_E_NAMETOOLONG, "%s: path too long", key);
   *kind = npy ? B2_STORE_NDARRAY : B2_STORE_SCHUNK;
+  if (b2_store_file_name(key + 1, *kind, rel, cap) < 0)
+    return b2_fail(B2_E_NAMETOOLONG, "%s: path too long", key);
   int64_t old = b2_store_child(s, group, shown);
   const b2_store_entry *oe = old >= 0 ? b2_store_entry_at(s, old) : NULL;
   if (replace && oe && oe->loc == B2_STORE_IN_FILE && oe->kind == *kind &&
@@ -847,6 +922,8 @@ int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, int 
     return 1; /* that very file */
   if (replace && oe && oe->kind != B2_STORE_GROUP && oe->loc != B2_STORE_IN_FILE)
     return b2_fail(B2_E_ROFS, "%s: an embedded value is not replaced", key);
+  if (replace && oe && oe->kind != B2_STORE_GROUP && oe->kind != *kind)
+    return b2_fail(B2_E_XDEV, "%s: an array is NAME.npy, an SChunk NAME", key);
   if (oe || b2_store_find(s, key) >= 0 || b2_store_find_group(s, key) >= 0)
     return b2_fail(oe && oe->kind == B2_STORE_GROUP ? B2_E_ISDIR : B2_E_EXIST,
                    "%s: already in the store", key);
