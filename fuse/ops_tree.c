@@ -63,10 +63,14 @@ static int choose_new(int pfd, const char *name, mode_t type, int frames,
 
 /* Create the frame src (a new .npy file for kind B2_NS_NPY) in pfd
  * with the mount's parameters and the mode asked for, at the directory and
- * name (any depth); *n gets it open for writing. */
-static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t mode,
+ * name (any depth); *n gets it open for writing.  A store's value is a
+ * contiguous frame whatever the layout (python-blosc2 finds files only). */
+static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t mode, int store,
                      b2_ns_node **n) {
-  int brc = b2_ns_node_create(b2fs_g.env, pfd, src, kind, NULL, n);
+  b2_frame_params p;
+  b2_file_env_params(b2fs_g.env, &p);
+  if (store) p.layout = B2_LAYOUT_CONTIGUOUS;
+  int brc = b2_ns_node_create(b2fs_g.env, pfd, src, kind, &p, n);
   if (brc < 0) {
     b2fs_log("%s: cannot create: %s", src,
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
@@ -89,7 +93,7 @@ static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mo
                          struct fuse_file_info *fi, b2fs_inode *store) {
   struct fuse_entry_param e;
   b2_ns_node *f;
-  int rc = new_frame(req, pfd, src, frame, mode, &f);
+  int rc = new_frame(req, pfd, src, frame, mode, store != NULL, &f);
   if (rc < 0) {
     fuse_reply_err(req, -rc);
     return;
@@ -186,7 +190,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
   }
   if (frame) {
     b2_ns_node *f;
-    rc = new_frame(req, pfd, src, frame, mode, &f);
+    rc = new_frame(req, pfd, src, frame, mode, 0, &f);
     if (rc == 0) {
       int brc = b2_ns_node_close(f, NULL);
       if (brc < 0) rc = -b2fs_werrno(brc);

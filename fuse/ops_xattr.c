@@ -401,7 +401,15 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
      * copy's data gives this frame its own) change nothing. */
     rc = 0;
   } else if (is_param(name + strlen(FRAME_XATTR_PREFIX))) {
-    rc = set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size);
+    /* A store's values are files (python-blosc2 finds no other): an
+     * empty one stays contiguous (EINVAL); once written, a frame keeps
+     * its parameters whatever a copy sets (as set_param's). */
+    struct stat st;
+    int sparse = atomic_load(&in->in_store) && !strcmp(name, FRAME_XATTR_PREFIX "layout") &&
+                 !(size == 10 && !memcmp(value, "contiguous", 10));
+    rc = !sparse                                 ? set_param(in, name + strlen(FRAME_XATTR_PREFIX), value, size)
+         : b2fs_stat(in, &st) == 0 && st.st_size ? 0
+                                                 : -EINVAL;
   } else {
     rc = -EPERM; /* computed or fixed attributes */
   }

@@ -181,6 +181,9 @@ const b2_b2nd *b2_file_array(const b2_file *f);
  * defaults) and open it for writing.  B2_E_EXIST if path exists. */
 int b2_file_create(b2_env *env, const char *path, const b2_frame_params *p,
                    b2_file **out);
+/* The parameters new frames get from env (p NULL above; the defaults
+ * without an env). */
+void b2_file_env_params(const b2_env *env, b2_frame_params *p);
 /* The same at entry `name` of directory dirfd (see b2_file_open_at). */
 int b2_file_create_at(b2_env *env, int dirfd, const char *name, const b2_frame_params *p,
                       b2_file **out);

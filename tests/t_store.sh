@@ -596,6 +596,28 @@ for seed in 1 2 3; do
   [ "$r" = ok ] && ok "tree_life in a store, seed $seed" || notok "tree_life in a store, seed $seed" "$r"
 done
 
+# With -o layout=sparse, a store's new values are still files (python-blosc2
+# finds no other), and an empty one cannot be made sparse.
+mnt2=$tmp/mnt2
+mkdir -p "$mnt2"
+if mount_bg store_sparse "$msrc" "$mnt2" timeout=0,layout=sparse; then
+  echo "sparse mount" >"$mnt2/life/sv"
+  touch "$mnt2/life/sv0"
+  check "layout=sparse: a store's new value is a file" test -f "$msrc/life.b2d/sv.b2f"
+  check "layout=sparse: an empty value is not made sparse" \
+    bash -c '! setfattr -n user.b2.layout -v sparse "$1" 2>/dev/null && test -f "$2"' _ \
+    "$mnt2/life/sv0" "$msrc/life.b2d/sv0.b2f"
+  mkdir -p "$mnt2/life/s9" "$tmp/shadow9"
+  r=$("$PYB2" "$here/tree_life.py" "$mnt2/life/s9" "$tmp/shadow9" 9 \
+        "${B2FS_TREE_LIFE_OPS:-250}" store 2>&1 | tail -1)
+  [ "$r" = ok ] && r=$("$PYB2" -W ignore "$here/store_life_check.py" "$msrc/life.b2d" s9 \
+                         "$tmp/shadow9" 2>&1 | tail -1)
+  [ "$r" = ok ] && ok "tree_life in a store, layout=sparse" || notok "tree_life in a store, layout=sparse" "$r"
+  unmount_fg "$mnt2" store_sparse_unmount
+else
+  notok "layout=sparse mount" "the daemon did not start: $(tail -3 "$tmp/store_sparse.log")"
+fi
+
 # A damaged store: EIO inside it, one log line naming it, the rest works.
 ls "$mnt/bad" >/dev/null 2>"$tmp/err"
 check "damaged store: EIO" grep -q "Input/output error" "$tmp/err"

@@ -219,9 +219,6 @@ void b2_file_params_of(const b2_frame *fr, b2_frame_params *p);
  * committed (wmu held). */
 int b2_file_recreate(b2_file *f, const b2_frame_params *p, int64_t nbytes);
 
-/* Parameters of new frames from the env (defaults without one). */
-void b2_file_env_params(const b2_env *env, b2_frame_params *p);
-
 /* awrite.c: writes, size changes and parameters of array views and new
  * .npy files (wmu held); the held bytes of a new .npy file read back. */
 ssize_t b2_file_awrite(b2_file *f, const void *buf, size_t n, int64_t off);
