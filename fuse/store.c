@@ -307,6 +307,9 @@ int b2fs_store_lookup(b2fs_inode *dir, const char *name, struct fuse_entry_param
   int rc = b2_ns_store_lookup(n, key_of(dir), name, &k, &file);
   if (rc < 0) return -store_errno(rc);
   if (rc == 1) { /* a file of a .b2d: an ordinary frame (or plain) */
+    /* A frame we rewrote under this name: its inode follows first (as
+     * b2fs_entry_in's), else the new file would get an inode of its own. */
+    if (file.kind != B2_NS_PLAIN) (void)b2fs_frame_settle_at(file.dirfd, file.name);
     rc = b2fs_entry(file.dirfd, file.name, file.kind, ep);
     close(file.dirfd);
     if (rc == 0) atomic_store(&b2fs_inode_get(ep->ino)->in_store, 1);

@@ -619,7 +619,7 @@ static int kind_changed(b2fs_inode *in, b2_ns_node *node, char *shown, size_t ca
   atomic_store(&in->stale, 1);
   b2_ns_node_dir(node, pdev, pino);
   /* NAME.b2nd or NAME.npy.b2frame, both shown as NAME.npy */
-  (void)b2_ns_npy_names(b2_ns_node_name(node), NULL, NULL, shown, cap);
+  (void)b2_ns_npy_names(b2_ns_node_name(node), atomic_load(&in->in_store), NULL, NULL, shown, cap);
   return 1;
 }
 

@@ -131,13 +131,15 @@ int b2_ns_name_to_shown(const char *src, int is_frame, b2_ns_probe_fn probe,
 int b2_ns_shown_npy(const char *shown);
 
 /* The two source names of a .npy file: its array, NAME.b2nd, and the
- * plain frame of its bytes, NAME.npy.b2frame.  Given either in src, the
- * array's name into array, the plain frame's into kept and the name both
- * show, NAME.npy, into shown (each may be NULL; cap >= B2_NS_NAME_MAX + 1
- * each): B2_NS_NPY for an array's name, B2_NS_LOGICAL for a plain
- * frame's, 0 for any other name or when a name asked for would be too
- * long (outputs untouched). */
-int b2_ns_npy_names(const char *src, char *array, char *kept, char *shown, size_t cap);
+ * plain frame of its bytes, NAME.npy.b2frame (with `store`, in a .b2d
+ * store: python-blosc2's SChunk NAME.npy.b2f, b2_store_file_name).  Given
+ * either in src, the array's name into array, the plain frame's into kept
+ * and the name both show, NAME.npy, into shown (each may be NULL; cap >=
+ * B2_NS_NAME_MAX + 1 each): B2_NS_NPY for an array's name, B2_NS_LOGICAL
+ * for a plain frame's, 0 for any other name or when a name asked for
+ * would be too long (outputs untouched). */
+int b2_ns_npy_names(const char *src, int store, char *array, char *kept, char *shown,
+                    size_t cap);
 
 /* Source entry shown as `shown`, written to out (cap >= B2_NS_NAME_MAX + 1).
  * Returns B2_NS_* kind of that entry's view (PLAIN when it is not a frame),

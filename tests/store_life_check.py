@@ -3,8 +3,8 @@ the group GROUP of a DictStore through the mount (its "store" mode), what
 python-blosc2 finds under /GROUP must be the shadow's files: each file
 REL a value of key /GROUP/REL holding its bytes (an SChunk: a new file
 that is no .npy, or a .npy whose bytes make no array, kept as they are),
-an empty REL.npy the empty frame of key /GROUP/REL (an array yet to be
-written), and no other value.  Prints "ok" or what differs."""
+an empty NAME.npy the empty frame of key /GROUP/NAME (an array yet to be
+written) or, once kept as bytes, of /GROUP/NAME.npy, and no other value.  Prints "ok" or what differs."""
 import os
 import sys
 
@@ -25,14 +25,14 @@ for dp, _, fns in os.walk(shadow):
         rel = os.path.relpath(full, shadow)
         with open(full, "rb") as f:
             data = f.read()
-        key = f"/{group}/{rel}"
-        if rel.endswith(".npy") and not data:
-            key = key[:-4]
-        want[key] = data
+        want[f"/{group}/{rel}"] = data
 
 bad = []
 with blosc2.DictStore(store, mode="r") as d:
     have = {k for k in d.keys() if k.startswith(f"/{group}/")}
+    for k in [k for k in want if k.endswith(".npy") and not want[k]]:
+        if k[:-4] in have and k not in have:  # an empty array's frame
+            want[k[:-4]] = want.pop(k)
     for k in sorted(have - set(want)):
         bad.append(f"{k}: in the store, not in the shadow")
     for k in sorted(set(want) - have):

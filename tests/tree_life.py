@@ -43,7 +43,7 @@ if os.stat(mnt).st_dev == os.stat(shadow).st_dev:
     sys.exit(f"{mnt} is not mounted (it is on the file system of {shadow})")
 r = random.Random(seed)
 DIRS = ["", "d", "d/e", "f"]
-NAMES = ["a", "b.txt", "c.b2frame", "x.b2nd", "y.b2frame.b2frame", "h.npy", "d", "e"]
+NAMES = ["a", "b.txt", "c.b2frame", "x.b2nd", "y.b2frame.b2frame", "h.npy", "d", "e", ".t"]
 libc = ctypes.CDLL(None, use_errno=True)
 NOREPLACE, EXCHANGE = 1, 2
 AT_FDCWD = -100

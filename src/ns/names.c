@@ -132,16 +132,34 @@ int b2_ns_shown_npy(const char *shown) {
   return n > e && memcmp(shown + n - e, NPY_EXT, e) == 0;
 }
 
-int b2_ns_npy_names(const char *src, char *array, char *kept, char *shown, size_t cap) {
-  static const char tail[] = NPY_EXT B2_NS_NEW_SUFFIX;
-  size_t n = strlen(src), stem, t = sizeof tail - 1;
-  int kind = b2_ns_name_kind(src, &stem);
-  if (kind == B2_NS_LOGICAL && n > t && memcmp(src + n - t, tail, t) == 0 && stem_ok(src, n - t))
-    stem = n - t;
-  else if (kind != B2_NS_NPY)
+/* Does s (n bytes) end in e, after a stem of its own? */
+static int ends_in(const char *s, size_t n, const char *e) {
+  size_t k = strlen(e);
+  return n > k && memcmp(s + n - k, e, k) == 0 && stem_ok(s, n - k);
+}
+
+int b2_ns_npy_names(const char *src, int store, char *array, char *kept, char *shown,
+                    size_t cap) {
+  /* The array's suffix and the kept bytes' (NAME.npy + the plain frame's
+   * suffix: outside stores B2_NS_NEW_SUFFIX, in one python-blosc2's
+   * SChunk's). */
+  char atail[16] = ".b2nd", tail[16] = NPY_EXT B2_NS_NEW_SUFFIX;
+  if (store && (b2_store_file_name("", B2_STORE_NDARRAY, atail, sizeof atail) < 0 ||
+                b2_store_file_name(NPY_EXT, B2_STORE_SCHUNK, tail, sizeof tail) < 0))
     return 0;
+  size_t n = strlen(src), stem;
+  int kind = store ? B2_NS_PLAIN : b2_ns_name_kind(src, &stem);
+  if ((store || kind == B2_NS_LOGICAL) && ends_in(src, n, tail)) {
+    kind = B2_NS_LOGICAL;
+    stem = n - strlen(tail);
+  } else if (store && ends_in(src, n, atail)) {
+    kind = B2_NS_NPY;
+    stem = n - strlen(atail);
+  } else if (kind != B2_NS_NPY) {
+    return 0;
+  }
   /* (each name asked for, into a buffer of its own first: src may be one) */
-  const char *ends[3] = {".b2nd", tail, NPY_EXT};
+  const char *ends[3] = {atail, tail, NPY_EXT};
   char *outs[3] = {array, kept, shown}, names[3][B2_NS_NAME_MAX + 1];
   for (int i = 0; i < 3; i++)
     if (outs[i] && (join(names[i], src, stem, ends[i]) < 0 || cap < strlen(names[i]) + 1))

@@ -231,10 +231,9 @@ void b2_ns_node_in_store(b2_ns_node *n) { n->store = 1; }
  * the SChunk NAME.npy.b2f, key NAME.npy) when that name is free; renamed
  * in place, the same file. */
 static void to_plain_name(b2_ns_node *n) {
-  char plain[B2_NS_NAME_MAX + 1], shown[B2_NS_NAME_MAX + 1];
+  char plain[B2_NS_NAME_MAX + 1];
   int dfd = n->dir->fd;
-  if (b2_ns_npy_names(n->name, NULL, plain, shown, sizeof plain) != B2_NS_NPY ||
-      (n->store && b2_store_file_name(shown, B2_STORE_SCHUNK, plain, sizeof plain) < 0) ||
+  if (b2_ns_npy_names(n->name, n->store, NULL, plain, NULL, sizeof plain) != B2_NS_NPY ||
       renameat2(dfd, n->name, dfd, plain, RENAME_NOREPLACE) != 0)
     return;
   b2_ns_move_sidecar(dfd, n->name, dfd, plain);
@@ -255,7 +254,8 @@ int b2_ns_node_close_file(b2_ns_node *n, int *entry) {
 }
 
 int b2_ns_node_kept_npy(const b2_ns_node *n) {
-  return n->kind != B2_NS_STORE && b2_ns_npy_names(n->name, NULL, NULL, NULL, 0) == B2_NS_LOGICAL;
+  return n->kind != B2_NS_STORE &&
+         b2_ns_npy_names(n->name, n->store, NULL, NULL, NULL, 0) == B2_NS_LOGICAL;
 }
 
 int b2_ns_node_rearray(b2_ns_node *n, b2_env *env, char *note, size_t cap) {
@@ -266,7 +266,7 @@ int b2_ns_node_rearray(b2_ns_node *n, b2_env *env, char *note, size_t cap) {
       !S_ISREG(st.st_mode) || st.st_nlink != 1)
     return 0;
   char tmp[B2_NS_HIDDEN_MAX], target[B2_NS_NAME_MAX + 1];
-  (void)b2_ns_npy_names(n->name, target, NULL, NULL, sizeof target);
+  (void)b2_ns_npy_names(n->name, n->store, target, NULL, NULL, sizeof target);
   int rc = b2_ns_convert(env, dfd, n->name, B2_NS_LOGICAL, dfd, tmp, sizeof tmp);
   if (rc <= 0) return rc;
   /* Still the entry copied, and the array's name free: the array goes in

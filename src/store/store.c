@@ -115,6 +115,11 @@ static const char *suffix_of(const char *rel) {
 }
 
 /* Bookkeeping files that are never leaves. */
+/* Names the daemon keeps for itself in a directory (removed files still
+ * open, crash leftovers: B2_NS_GONE_PREFIX and its kin start so), never
+ * keys. */
+static int own_name(const char *base) { return strncmp(base, ".b2fs", 5) == 0; }
+
 static int hidden_file(const char *rel) {
   const char *b = strrchr(rel, '/');
   b = b ? b + 1 : rel;
@@ -321,11 +326,12 @@ static int probe(b2_store *s, b2_store_src *src, int trusted) {
   if (rc == B2_E_NOMEM || rc == B2_E_STALE) return rc; /* STALE: read it again */
   if (rc == 0) {
     classify(f, src);
-    /* An empty .b2nd frame is an array yet to be written (an empty .npy
-     * made through the mount): shown by its name, as outside stores. */
-    const b2_frame_info *fi = b2_frame_get_info(f);
-    if (src->kind == B2_STORE_SCHUNK && !strcmp(src->suffix, ".b2nd") && fi->nchunks == 0 &&
-        fi->nmeta == 0)
+    /* A .b2nd frame with no metalayer is shown by its name, as outside
+     * stores (NAME.npy, its bytes as they are): an empty .npy made through
+     * the mount, or a new one still being written, whose header is not
+     * settled yet (python-blosc2 finds an SChunk under the same key). */
+    if (src->kind == B2_STORE_SCHUNK && !strcmp(src->suffix, ".b2nd") &&
+        b2_frame_get_info(f)->nmeta == 0)
       kind_of_suffix(src->suffix, src);
     b2_frame_close(f);
     return 0;
@@ -381,8 +387,7 @@ static int add_external(b2_store *s, const char *rel, int loc, int64_t off,
 /* A directory of a .b2d: a group, even with no value in it yet (python-blosc2
  * lists no such group; it is where new values go). */
 static int add_dir(b2_store *s, const char *rel) {
-  const char *base = strrchr(rel, '/');
-  if (hidden_file(rel) || (base ? base + 1 : rel)[0] == '.') return 0;
+  if (hidden_file(rel)) return 0;
   size_t len = strlen(rel);
   char *key = malloc(len + 2);
   if (!key) return b2_fail(B2_E_NOMEM, "out of memory");
@@ -428,7 +433,8 @@ static int walk(b2_store *s, int dirfd, const char *rel, int depth) {
       continue;
     }
     struct stat st;
-    if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (own_name(de->d_name) || fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+      continue;
     if (S_ISDIR(st.st_mode)) {
       int sub = openat(dirfd, de->d_name,
                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -760,7 +766,7 @@ static int new_key(const b2_store *s, int64_t group, const char *shown, size_t l
   int klen = snprintf(key, B2_STORE_MAX_KEY + 2, "%s/%.*s", strcmp(ge->key, "/") ? ge->key : "",
                       (int)len, shown);
   if (klen < 0 || klen >= B2_STORE_MAX_KEY + 2 || !b2_store_key_ok(key) ||
-      b2_store_is_carrier(key, NULL) || shown[0] == '.' || hidden_file(key + 1))
+      b2_store_is_carrier(key, NULL) || own_name(shown) || hidden_file(key + 1))
     return b2_fail(B2_E_INVAL, "%s: not a key python-blosc2 would make", shown);
   return 0;
 }

@@ -53,21 +53,30 @@ static void test_kind(void) {
         !b2_ns_shown_npy(""));
   /* the two source names of a .npy file, from either */
   char arr[B2_NS_NAME_MAX + 1] = "", kept[B2_NS_NAME_MAX + 1] = "", shown[B2_NS_NAME_MAX + 1] = "";
-  CHECK_EQ(b2_ns_npy_names("x.y.b2nd", arr, kept, shown, sizeof arr), B2_NS_NPY);
+  CHECK_EQ(b2_ns_npy_names("x.y.b2nd", 0, arr, kept, shown, sizeof arr), B2_NS_NPY);
   CHECK(!strcmp(arr, "x.y.b2nd") && !strcmp(kept, "x.y.npy.b2frame") && !strcmp(shown, "x.y.npy"));
-  CHECK_EQ(b2_ns_npy_names("a.npy.b2frame", arr, kept, shown, sizeof arr), B2_NS_LOGICAL);
+  CHECK_EQ(b2_ns_npy_names("a.npy.b2frame", 0, arr, kept, shown, sizeof arr), B2_NS_LOGICAL);
   CHECK(!strcmp(arr, "a.b2nd") && !strcmp(kept, "a.npy.b2frame") && !strcmp(shown, "a.npy"));
-  CHECK_EQ(b2_ns_npy_names("a.b2frame", arr, NULL, NULL, sizeof arr), 0);
-  CHECK_EQ(b2_ns_npy_names(".npy.b2frame", arr, NULL, NULL, sizeof arr), 0);
-  CHECK_EQ(b2_ns_npy_names("a.npy", arr, NULL, NULL, sizeof arr), 0);
-  CHECK_EQ(b2_ns_npy_names("a.b2nd", NULL, NULL, NULL, 0), B2_NS_NPY);
-  CHECK_EQ(b2_ns_npy_names("a.b2nd", arr, NULL, NULL, 4), 0); /* no room */
+  CHECK_EQ(b2_ns_npy_names("a.b2frame", 0, arr, NULL, NULL, sizeof arr), 0);
+  CHECK_EQ(b2_ns_npy_names(".npy.b2frame", 0, arr, NULL, NULL, sizeof arr), 0);
+  CHECK_EQ(b2_ns_npy_names("a.npy", 0, arr, NULL, NULL, sizeof arr), 0);
+  CHECK_EQ(b2_ns_npy_names("a.b2nd", 0, NULL, NULL, NULL, 0), B2_NS_NPY);
+  CHECK_EQ(b2_ns_npy_names("a.b2nd", 0, arr, NULL, NULL, 4), 0); /* no room */
   char longest[B2_NS_NAME_MAX + 1];
   memset(longest, 'x', B2_NS_NAME_MAX - 5);
   strcpy(longest + B2_NS_NAME_MAX - 5, ".b2nd"); /* its plain frame's name is too long */
-  CHECK_EQ(b2_ns_npy_names(longest, NULL, kept, NULL, sizeof kept), 0);
-  CHECK_EQ(b2_ns_npy_names(longest, NULL, NULL, shown, sizeof shown), B2_NS_NPY); /* that one fits */
+  CHECK_EQ(b2_ns_npy_names(longest, 0, NULL, kept, NULL, sizeof kept), 0);
+  CHECK_EQ(b2_ns_npy_names(longest, 0, NULL, NULL, shown, sizeof shown), B2_NS_NPY); /* that one fits */
   CHECK_EQ(strlen(shown), (size_t)B2_NS_NAME_MAX - 1);
+  /* in a .b2d store, the bytes kept are python-blosc2's SChunk NAME.npy.b2f */
+  CHECK_EQ(b2_ns_npy_names("h.b2nd", 1, arr, kept, shown, sizeof arr), B2_NS_NPY);
+  CHECK(!strcmp(arr, "h.b2nd") && !strcmp(kept, "h.npy.b2f") && !strcmp(shown, "h.npy"));
+  CHECK_EQ(b2_ns_npy_names("h.npy.b2f", 1, arr, kept, shown, sizeof arr), B2_NS_LOGICAL);
+  CHECK(!strcmp(arr, "h.b2nd") && !strcmp(kept, "h.npy.b2f") && !strcmp(shown, "h.npy"));
+  CHECK_EQ(b2_ns_npy_names("h.npy.b2frame", 1, arr, NULL, NULL, sizeof arr), 0);
+  CHECK_EQ(b2_ns_npy_names("h.b2f", 1, arr, NULL, NULL, sizeof arr), 0);
+  CHECK_EQ(b2_ns_npy_names(".npy.b2f", 1, arr, NULL, NULL, sizeof arr), 0);
+  CHECK_EQ(b2_ns_npy_names("h.npy.b2f", 0, arr, NULL, NULL, sizeof arr), 0);
   size_t s;
   CHECK_EQ(b2_ns_name_kind("a.b2frame", &s), B2_NS_LOGICAL);
   CHECK_EQ(s, 1);
