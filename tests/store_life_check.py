@@ -4,7 +4,10 @@ python-blosc2 finds under /GROUP must be the shadow's files: each file
 REL a value of key /GROUP/REL holding its bytes (an SChunk: a new file
 that is no .npy, or a .npy whose bytes make no array, kept as they are),
 an empty NAME.npy the empty frame of key /GROUP/NAME (an array yet to be
-written) or, once kept as bytes, of /GROUP/NAME.npy, and no other value.  Prints "ok" or what differs."""
+written) or, once kept as bytes, of /GROUP/NAME.npy, and no other value;
+and each file of the group's directory carries the suffix python-blosc2
+gives its kind (NAME.b2nd, NAME.b2f: no warning when it opens the store).
+Prints "ok" or what differs."""
 import os
 import sys
 
@@ -28,6 +31,11 @@ for dp, _, fns in os.walk(shadow):
         want[f"/{group}/{rel}"] = data
 
 bad = []
+for dp, _, fns in os.walk(os.path.join(store, group)):
+    for n in fns:
+        if not n.endswith((".b2nd", ".b2f")):
+            bad.append(f"{os.path.join(dp, n)}: no suffix python-blosc2 gives")
+
 with blosc2.DictStore(store, mode="r") as d:
     have = {k for k in d.keys() if k.startswith(f"/{group}/")}
     for k in [k for k in want if k.endswith(".npy") and not want[k]]:
