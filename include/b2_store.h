@@ -180,6 +180,10 @@ int64_t b2_store_child(const b2_store *s, int64_t dir, const char *shown);
  * other kind (an SChunk under a NAME.npy name, kept as bytes). */
 int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, int replace,
                        char *rel, size_t cap, int *kind);
+/* The suffixes python-blosc2 gives the files of a .b2d's values: an
+ * array's, an SChunk's. */
+#define B2_STORE_NDARRAY_SUFFIX ".b2nd"
+#define B2_STORE_SCHUNK_SUFFIX ".b2f"
 /* The file name python-blosc2 gives a value of kind B2_STORE_NDARRAY or
  * B2_STORE_SCHUNK whose key ends in `name` (an array NAME.b2nd, an SChunk
  * NAME.b2f), into out: 0, or B2_E_NAMETOOLONG. */

@@ -142,11 +142,9 @@ int b2_ns_npy_names(const char *src, int store, char *array, char *kept, char *s
                     size_t cap) {
   /* The array's suffix and the kept bytes' (NAME.npy + the plain frame's
    * suffix: outside stores B2_NS_NEW_SUFFIX, in one python-blosc2's
-   * SChunk's). */
-  char atail[16] = ".b2nd", tail[16] = NPY_EXT B2_NS_NEW_SUFFIX;
-  if (store && (b2_store_file_name("", B2_STORE_NDARRAY, atail, sizeof atail) < 0 ||
-                b2_store_file_name(NPY_EXT, B2_STORE_SCHUNK, tail, sizeof tail) < 0))
-    return 0;
+   * SChunk's; header constants only: this file links alone). */
+  const char *atail = store ? B2_STORE_NDARRAY_SUFFIX : ".b2nd";
+  const char *tail = store ? NPY_EXT B2_STORE_SCHUNK_SUFFIX : NPY_EXT B2_NS_NEW_SUFFIX;
   size_t n = strlen(src), stem;
   int kind = store ? B2_NS_PLAIN : b2_ns_name_kind(src, &stem);
   if ((store || kind == B2_NS_LOGICAL) && ends_in(src, n, tail)) {

@@ -772,7 +772,9 @@ static int new_key(const b2_store *s, int64_t group, const char *shown, size_t l
 }
 
 int b2_store_file_name(const char *name, int kind, char *out, size_t cap) {
-  if (snprintf(out, cap, "%s%s", name, kind == B2_STORE_NDARRAY ? ".b2nd" : ".b2f") >= (int)cap)
+  if (snprintf(out, cap, "%s%s", name,
+               kind == B2_STORE_NDARRAY ? B2_STORE_NDARRAY_SUFFIX : B2_STORE_SCHUNK_SUFFIX) >=
+      (int)cap)
     return b2_fail(B2_E_NAMETOOLONG, "%s: name too long", name);
   return 0;
 }

@@ -78,6 +78,22 @@ static void check_new_file(dir_t *d, const char *ask) {
   d->n--;
 }
 
+/* The two source names of a .npy file, outside stores and in one: from
+ * either name, the same pair and the same name shown. */
+static void check_npy_names(const char *src) {
+  for (int store = 0; store < 2; store++) {
+    char a[B2_NS_NAME_MAX + 1], kp[B2_NS_NAME_MAX + 1], sh[B2_NS_NAME_MAX + 1];
+    char a2[B2_NS_NAME_MAX + 1], kp2[B2_NS_NAME_MAX + 1], sh2[B2_NS_NAME_MAX + 1];
+    int k = b2_ns_npy_names(src, store, a, kp, sh, sizeof a);
+    if (k == 0) continue;
+    if (strcmp(k == B2_NS_NPY ? a : kp, src) || !b2_ns_shown_npy(sh)) abort();
+    if (b2_ns_npy_names(k == B2_NS_NPY ? kp : a, store, a2, kp2, sh2, sizeof a2) !=
+            (k == B2_NS_NPY ? B2_NS_LOGICAL : B2_NS_NPY) ||
+        strcmp(a, a2) || strcmp(kp, kp2) || strcmp(sh, sh2))
+      abort();
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static dir_t d;
   static char ask[MAXASK][B2_NS_NAME_MAX + 1];
@@ -101,6 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     memcpy(d.name[d.n], data + start, len);
     d.name[d.n][len] = 0;
+    check_npy_names(d.name[d.n]);
     if (probe(&d, d.name[d.n]) != B2_NS_ABSENT) continue; /* names are unique */
     size_t stem;
     d.frame[d.n] = (flag & 1) && b2_ns_name_kind(d.name[d.n], &stem) != B2_NS_PLAIN;
