@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tree_life.py MNT SHADOW SEED NOPS [sparse] - a tree of plain files through the
+"""tree_life.py MNT SHADOW SEED NOPS [sparse|store] - a tree of plain files through the
 mount against a plain directory: the same random operations on both
 (files created, overwritten, written at offsets, appended to and
 truncated; renames of files and directories, over others and with
@@ -24,8 +24,14 @@ in SOURCE), two more, also documented: files show no execute bits and
 cannot be hard-linked (EPERM: the shadow then removes the link it
 made), and a directory's link count counts its files as subdirectories
 (more than a plain directory gives: find(1)'s leaf optimisation stays
-safe); the shadow is compared without those.  Prints "ok" or what
-differs, with the last operations (replay with the same seed)."""
+safe); the shadow is compared without those.  With "store" (MNT a group
+of a .b2d store on the mount, where each file is a value), the store's
+documented limits: no hard or symbolic links (not made), no
+RENAME_EXCHANGE (EINVAL), a rename between a .npy name and another is
+EXDEV (an array's name is NAME.npy, an SChunk's any other), and group
+link counts are not compared; tests/store_life_check.py then asks
+python-blosc2.  Prints "ok" or what differs, with the last operations
+(replay with the same seed)."""
 import ctypes
 import hashlib
 import mmap
