@@ -574,9 +574,11 @@ int b2fs_store_file(b2fs_inode *dir, const char *name, b2_ns_store_file *file);
  * the caller of req), looked up into *e: 0 or -errno. */
 int b2fs_store_mkdir(b2fs_inode *dir, const char *name, mode_t mode, fuse_req_t req,
                      struct fuse_entry_param *e);
-/* Remove the empty group `name` of a .b2d's group dir (b2_ns_store_rmdir):
- * 0 or -errno (ENOTEMPTY, EROFS...). */
-int b2fs_store_rmdir(b2fs_inode *dir, const char *name);
+/* Begin removing the empty group `name` of a .b2d's group dir
+ * (b2_ns_store_rmdir): the descriptor of the directory holding its
+ * directory, named `base` there (the caller removes it, then calls
+ * b2fs_store_changed), or -errno (ENOTEMPTY, EROFS...). */
+int b2fs_store_rmdir(b2fs_inode *dir, const char *name, char *base, size_t cap);
 /* Move group `name` of a .b2d's group dir to `newname` in group ndir of
  * the same store (b2_ns_store_move_group; the inodes below follow): 0, 1
  * when `name` is a value (not moved: a value's rename), or -errno. */
@@ -590,10 +592,10 @@ int b2fs_store_rekey(b2fs_inode *dir, const char *name, b2fs_inode *ndir, const 
 /* 1 when a and b are inodes of the same store (its directory, groups,
  * values), else 0. */
 int b2fs_store_same(b2fs_inode *a, b2fs_inode *b);
-/* A value file of the store of `dir` was made, renamed or removed through
- * the mount: python-blosc2 handles sharing it under locking are told
- * (b2_ns_store_changed), and it is checked at its next use. */
-void b2fs_store_changed(b2fs_inode *dir);
+/* A value file of the store of `dir` was made (`added`), renamed or
+ * removed through the mount: python-blosc2 handles sharing it under
+ * locking are told, and it is opened again (b2_ns_store_changed). */
+void b2fs_store_changed(b2fs_inode *dir, int added);
 int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh);
 /* A page of the listing from its key off into buf, key k at offset k + 3
  * (after "." and "..", ops_dir.c); plus: entries without attributes (the

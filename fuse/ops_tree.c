@@ -98,7 +98,7 @@ static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mo
     fuse_reply_err(req, -rc);
     return;
   }
-  if (store) b2fs_store_changed(store);
+  if (store) b2fs_store_changed(store, 1);
   if (store) b2_ns_node_in_store(f);
   rc = b2fs_entry(pfd, src, frame, &e);
   if (rc < 0) {
@@ -132,7 +132,7 @@ static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mo
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
                       mode_t mode, struct fuse_file_info *fi) {
   if (b2fs_inode_get(parent)->kind == B2_NS_STORE) { /* a new value of a .b2d */
-    b2_ns_store_file file;
+    b2_ns_store_file file = {.kind = 0}; /* the kind its name gives */
     int rc = b2fs_store_create(b2fs_inode_get(parent), name, 0, req, &file);
     if (rc < 0) {
       fuse_reply_err(req, -rc);
@@ -377,7 +377,7 @@ static void unlink_entry(fuse_req_t req, int pfd, dev_t pdev, ino_t pino, const 
   b2fs_nsunlock2(in, NULL);
   b2fs_frame_hold_drop(held);
   if (in) b2fs_inode_forget(in, 1);
-  if (store && rc == 0) b2fs_store_changed(store);
+  if (store && rc == 0) b2fs_store_changed(store, 0);
   fuse_reply_err(req, -rc);
 }
 
@@ -463,24 +463,13 @@ static void rehome_doomed(int pfd, const char *src) {
   free(ins);
 }
 
-static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
-  if (b2fs_inode_get(parent)->kind == B2_NS_STORE) {
-    fuse_reply_err(req, -b2fs_store_rmdir(b2fs_inode_get(parent), name));
-    return;
-  }
-  b2fs_inode *p = dir_of(req, parent);
-  if (!p) return;
-  char src[B2_NS_NAME_MAX + 1];
-  struct stat st;
-  int pfd = p->fd;
-  int kind = resolve(pfd, name, src, &st);
-  int rc = kind < 0 ? kind : 0;
-  if (rc == 0 && (kind != B2_NS_PLAIN || !S_ISDIR(st.st_mode))) rc = -ENOTDIR;
-  /* Shown empty but holding engine leftovers (those go), frames removed
-   * while open (those move out: rehome_doomed) or frames removed whose
-   * last close is under way (their inode deletes them: waited for, up to
-   * a second). */
-  for (int tries = 0; rc == 0 && unlinkat(pfd, src, AT_REMOVEDIR) < 0; tries++) {
+/* Remove directory src of pfd, shown empty but maybe holding engine
+ * leftovers (those go), frames removed while open (those move out:
+ * rehome_doomed) or frames removed whose last close is under way (their
+ * inode deletes them: waited for, up to a second).  0 or -errno. */
+static int rmdir_at(int pfd, const char *src) {
+  int rc = 0;
+  for (int tries = 0; unlinkat(pfd, src, AT_REMOVEDIR) < 0; tries++) {
     rc = -errno;
     if ((rc != -ENOTEMPTY && rc != -EEXIST) || tries == 100) break;
     int left = b2_ns_clear_hidden(pfd, src);
@@ -489,6 +478,30 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
     if (left == 2 && tries) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     rc = 0;
   }
+  return rc;
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  char src[B2_NS_NAME_MAX + 1];
+  int rc;
+  if (b2fs_inode_get(parent)->kind == B2_NS_STORE) { /* a group's directory */
+    int pfd = b2fs_store_rmdir(b2fs_inode_get(parent), name, src, sizeof src);
+    rc = pfd < 0 ? pfd : rmdir_at(pfd, src);
+    if (pfd >= 0) {
+      close(pfd);
+      b2fs_store_changed(b2fs_inode_get(parent), 0);
+    }
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  b2fs_inode *p = dir_of(req, parent);
+  if (!p) return;
+  struct stat st;
+  int pfd = p->fd;
+  int kind = resolve(pfd, name, src, &st);
+  rc = kind < 0 ? kind : 0;
+  if (rc == 0 && (kind != B2_NS_PLAIN || !S_ISDIR(st.st_mode))) rc = -ENOTDIR;
+  if (rc == 0) rc = rmdir_at(pfd, src);
   fuse_reply_err(req, -rc);
 }
 
@@ -727,6 +740,11 @@ static int rename_store(fuse_req_t req, b2fs_inode *p, const char *name, b2fs_in
     close(sf.dirfd);
     return -EROFS;
   }
+  if (sf.kind == B2_NS_NPY && !b2_ns_shown_npy(newname)) { /* an array is NAME.npy */
+    close(sf.dirfd);
+    return -EXDEV;
+  }
+  tf.kind = sf.kind; /* an SChunk keeps its kind under a NAME.npy name */
   rc = b2fs_store_create(q, newname, !noreplace, req, &tf);
   if (rc < 0) {
     close(sf.dirfd);
@@ -749,7 +767,7 @@ static int rename_store(fuse_req_t req, b2fs_inode *p, const char *name, b2fs_in
   free(m);
   close(sf.dirfd);
   close(tf.dirfd);
-  b2fs_store_changed(p); /* also when it failed: a group's directory may be new */
+  b2fs_store_changed(p, 0); /* also when it failed: a group's directory may be new */
   return rc;
 }
 

@@ -379,9 +379,11 @@ int b2fs_store_mkdir(b2fs_inode *dir, const char *name, mode_t mode, fuse_req_t 
   return rc < 0 ? change_errno(rc, name, "make it") : b2fs_store_lookup(dir, name, e);
 }
 
-int b2fs_store_rmdir(b2fs_inode *dir, const char *name) {
+int b2fs_store_rmdir(b2fs_inode *dir, const char *name, char *base, size_t cap) {
   b2_ns_store *n = store_of(dir);
-  return !n ? -ENOMEM : change_errno(b2_ns_store_rmdir(n, key_of(dir), name), name, "remove it");
+  if (!n) return -ENOMEM;
+  int rc = b2_ns_store_rmdir(n, key_of(dir), name, base, cap);
+  return rc < 0 ? change_errno(rc, name, "remove it") : rc;
 }
 
 int b2fs_store_rekey(b2fs_inode *dir, const char *name, b2fs_inode *ndir, const char *newname,
@@ -435,9 +437,9 @@ int b2fs_store_same(b2fs_inode *a, b2fs_inode *b) {
   return a->kind == B2_NS_STORE && b->kind == B2_NS_STORE && root_of(a) == root_of(b);
 }
 
-void b2fs_store_changed(b2fs_inode *dir) {
+void b2fs_store_changed(b2fs_inode *dir, int added) {
   b2_ns_store *n = store_of(dir);
-  if (n) b2_ns_store_changed(n);
+  if (n) b2_ns_store_changed(n, added);
 }
 
 /* ---- listing ------------------------------------------------------------------ */

@@ -653,12 +653,15 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
 /* Where a new value `name` of group dir (NULL: the root) goes
  * (b2_store_new_value: NAME.npy an array NAME.b2nd, other names an SChunk
  * NAME.b2f, in the group's directory of a .b2d, made here when missing and
- * given to uid and gid unless those are -1).  0 with *file filled (its
+ * given to uid and gid unless those are -1; file->kind B2_NS_LOGICAL on
+ * entry keeps an SChunk under a NAME.npy name, NAME.npy.b2f: a rename of
+ * one; set it to 0 otherwise).  0 with *file filled (its
  * dirfd to close; the store checked again at its next use), or B2_E_ROFS,
  * B2_E_EXIST, B2_E_ISDIR, B2_E_INVAL, B2_E_NOTDIR, B2_E_XDEV.  With `replace` (a
  * rename onto the name), 1 with *file when `name` is a value of that kind
- * in a file of its own: that file.  The caller creates (or renames) the
- * frame, then calls b2_ns_store_changed. */
+ * in a file of its own: that file (also one made since the snapshot).
+ * The caller creates (or renames) the frame, then calls
+ * b2_ns_store_changed. */
 int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, int replace,
                        uid_t uid, gid_t gid, b2_ns_store_file *file);
 /* Make group `name` of group dir (NULL: the root) of a .b2d: its directory
@@ -667,11 +670,14 @@ int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, i
  * B2_E_INVAL, B2_E_NOTDIR, or the system's code. */
 int b2_ns_store_mkdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, mode_t mode,
                       uid_t uid, gid_t gid);
-/* Remove group `name` of group dir (NULL: the root) of a .b2d, which must
- * hold no value or group (b2_store_old_group): the file of its attributes
- * and its directory go.  0, or B2_E_NOENT, B2_E_NOTDIR, B2_E_NOTEMPTY (also
- * when its directory holds other files), B2_E_ROFS. */
-int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name);
+/* Begin removing group `name` of group dir (NULL: the root) of a .b2d,
+ * which must hold no value or group (b2_store_old_group): the file of its
+ * attributes goes; the caller removes its directory, named `base` (cap
+ * bytes) in the descriptor returned (O_PATH; to close), then calls
+ * b2_ns_store_changed.  B2_E_NOENT, B2_E_NOTDIR, B2_E_NOTEMPTY, B2_E_ROFS,
+ * or the system's code. */
+int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, char *base,
+                      size_t cap);
 /* The directory of group dir (NULL: the root) of a .b2d, which holds the
  * mode, owner and times the group shows (with `make`, made first when
  * missing: a group of embedded values alone has none): an O_PATH
@@ -702,11 +708,14 @@ int b2_ns_key_moved(b2_ns_key *k, const char *from, const char *to);
  * value), B2_E_EXIST, B2_E_ISDIR, B2_E_XDEV, B2_E_INVAL, B2_E_BUSY... */
 int b2_ns_store_rekey(b2_ns_store *n, const b2_ns_key *dir, const char *name,
                       const b2_ns_key *ndir, const char *newname, int replace);
-/* A value file of the .b2d store n was made, renamed or removed: other
- * processes sharing it under python-blosc2's locking are told
- * (b2_store_files_changed; a failure goes to the note callback) and the
- * store is checked again at its next use. */
-void b2_ns_store_changed(b2_ns_store *n);
+/* A value file of the .b2d store n was made (`added`), renamed or
+ * removed: other processes sharing it under python-blosc2's locking are
+ * told (b2_store_files_changed; a failure goes to the note callback) and
+ * the store is opened again at its next use (after a value made, at its
+ * next listing only: lookups find values made since the snapshot in their
+ * files, so a copy of many files into a store does not walk it for each;
+ * the snapshot is checked for other changes every `recheck` seconds). */
+void b2_ns_store_changed(b2_ns_store *n, int added);
 /* The names shown in group dir (NULL: the root; type DT_DIR or DT_REG,
  * kind B2_NS_STORE, ino the position + 3, as in a listing after "." and
  * ".."); free with b2_ns_list_free. */

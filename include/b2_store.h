@@ -170,7 +170,9 @@ int64_t b2_store_child(const b2_store *s, int64_t dir, const char *shown);
  * (python-blosc2 finds a .b2d's values in files by walking it: the key's
  * groups are its directories, an array is NAME.b2nd, an SChunk NAME.b2f):
  * its path relative to the store's directory into rel, and *kind
- * B2_STORE_NDARRAY for NAME.npy, B2_STORE_SCHUNK for any other name.
+ * B2_STORE_NDARRAY for NAME.npy, B2_STORE_SCHUNK for any other name (or
+ * when *kind is B2_STORE_SCHUNK on entry: an SChunk renamed to a NAME.npy
+ * name keeps its kind, NAME.npy.b2f).
  * B2_E_ROFS for a .b2z or .b2e or a group holding an object, B2_E_EXIST
  * when the key (or the name shown) is there (B2_E_ISDIR: as a group),
  * B2_E_INVAL for names that are no key python-blosc2 makes (bookkeeping,
@@ -212,7 +214,8 @@ int b2_store_group_dir(const b2_store *s, int64_t group, char *rel, size_t cap);
  * directory: python-blosc2 then finds its values under their new keys):
  * 0 with the directories' paths relative to the store's into rel and
  * nrel, and the old and new keys into key and nkey; 1 when both name the
- * same group (nothing to do); 2 when `shown` is a value.  B2_E_NOTDIR
+ * same group (nothing to do); 2 when `shown` is a value (or none the
+ * snapshot knows: a value made since?).  B2_E_NOTDIR
  * when the target is one, B2_E_NOENT, B2_E_ROFS (.b2z, .b2e, an object or a
  * group inside one), B2_E_XDEV (it holds values or attributes in the
  * EmbedStore, whose keys a move of files cannot change: mv copies and

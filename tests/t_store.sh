@@ -371,7 +371,12 @@ np.save(f"{m}/t/mv4.npy", np.zeros(3))
 os.rename(f"{m}/t/mv4.npy", f"{m}/t/g/h/fresh2.npy")       # over a value in a file
 assert (np.load(f"{m}/t/g/h/fresh2.npy") == np.zeros(3)).all()
 os.rename(f"{m}/t/rawnew", f"{m}/t/raw2")                  # an SChunk keeps its kind
-fails(errno.EXDEV, os.rename, f"{m}/t/raw2", f"{m}/t/raw3.npy")   # another kind: copy
+os.rename(f"{m}/t/raw2", f"{m}/t/raw3.npy")                # still an SChunk, key /raw3.npy
+assert os.path.isfile(f"{src}/t.b2d/raw3.npy.b2f") and open(f"{m}/t/raw3.npy", "rb").read() == b"0123456789abcdef"
+os.rename(f"{m}/t/raw3.npy", f"{m}/t/raw2")
+np.save(f"{m}/t/arr.npy", np.arange(3))
+fails(errno.EXDEV, os.rename, f"{m}/t/arr.npy", f"{m}/t/arr2")   # an array's name is NAME.npy: copy
+os.remove(f"{m}/t/arr.npy")
 fails(errno.EROFS, os.rename, f"{m}/t/g/h/mv3.npy", f"{m}/t/a/b.npy")  # over an embedded one
 # Embedded values get their new key in the EmbedStore's index.
 os.rename(f"{m}/t/a/b.npy", f"{m}/t/a/c.npy")
@@ -424,6 +429,14 @@ fails(errno.ENOTDIR, os.rename, f"{m}/t/mvg3", f"{m}/t/g/h/fresh2.npy")  # onto 
 fails(errno.EINVAL, os.rename, f"{m}/t/mvg3", f"{m}/t/.b2fs-mvg")
 fails(errno.EXDEV, os.rename, f"{m}/t/mvg3", f"{m}/d/mvg3")      # another store
 os.rename(f"{m}/t/g/h/fresh2.npy", f"{m}/t/g/h/fresh2.npy")      # onto itself
+os.makedirs(f"{m}/t/held/in")                                    # a group whose value is
+open(f"{m}/t/held/in/v", "wb").write(b"kept open")                # removed while open goes
+fd = os.open(f"{m}/t/held/in/v", os.O_RDWR)
+os.remove(f"{m}/t/held/in/v")
+os.rmdir(f"{m}/t/held/in")
+os.rmdir(f"{m}/t/held")
+assert os.pread(fd, 100, 0) == b"kept open" and not os.path.exists(f"{src}/t.b2d/held")
+os.close(fd)
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 def exchange(a, b):

@@ -33,6 +33,11 @@ struct b2_ns_store {
   b2_ns_snap *snap;        /* current snapshot, NULL: none (yet) */
   struct timespec checked; /* when it was last found current */
   int due;                 /* checked again at the next use (recheck) */
+  int dirty;               /* opened again at the next use (changed here) */
+  int added;               /* values made here since the snapshot: lookups
+                              find their files, the next listing opens it
+                              again (not each new value: a copy of many
+                              files into a store would walk it each time) */
   int err;                 /* code of the last failed open (0: none) */
   char *reported;          /* detail of the last failure reported */
   /* where it is and who hears of it (b2_ns_store_bind) */
@@ -118,6 +123,7 @@ static double since(const b2_ns_store *n) {
 /* n found current now (mutex held). */
 static void checked_now(b2_ns_store *n) {
   n->due = 0;
+  n->dirty = 0;
   clock_gettime(CLOCK_MONOTONIC, &n->checked);
 }
 
@@ -137,7 +143,7 @@ int b2_ns_store_get(b2_ns_store *n, b2_env *env, int fd, double recheck, b2_ns_s
   *report = 0;
   pthread_mutex_lock(&n->mu);
   b2_ns_snap *p = n->snap;
-  if (p && (since(n) < recheck || !b2_store_stale(p->s))) {
+  if (p && !n->dirty && (since(n) < recheck || !b2_store_stale(p->s))) {
     if (since(n) >= recheck) checked_now(n);
     *out = b2_ns_snap_ref(p);
     pthread_mutex_unlock(&n->mu);
@@ -169,6 +175,7 @@ int b2_ns_store_get(b2_ns_store *n, b2_env *env, int fd, double recheck, b2_ns_s
     return rc;
   }
   *report = 1; /* a new snapshot: its notes are new */
+  n->added = 0;
   free(n->reported);
   n->reported = NULL;
   n->err = 0;
@@ -184,6 +191,14 @@ int b2_ns_store_get(b2_ns_store *n, b2_env *env, int fd, double recheck, b2_ns_s
 void b2_ns_store_recheck(b2_ns_store *n) {
   pthread_mutex_lock(&n->mu);
   n->due = 1;
+  pthread_mutex_unlock(&n->mu);
+}
+
+/* Open the store again at its next use: changed here (a directory's
+ * times may not tell two changes within one clock tick apart). */
+static void refresh(b2_ns_store *n) {
+  pthread_mutex_lock(&n->mu);
+  n->dirty = 1;
   pthread_mutex_unlock(&n->mu);
 }
 
@@ -332,9 +347,45 @@ static int open_dir_beneath(int fd, const char *rel, size_t len, int make, uid_t
   return cur < 0 ? b2_fail(b2_from_errno(errno), "%s: %s", buf, strerror(errno)) : cur;
 }
 
+/* Has group g of a .b2d's snapshot p, in its directory, a file or
+ * directory for shown name `name` that the snapshot lacks (made since,
+ * here or behind the mount)?  0: none; 1: a value's file, into *file (an
+ * SChunk's NAME.b2f, or for NAME.npy the array's NAME.b2nd or the bytes
+ * kept, NAME.npy.b2f); 2: a directory (a group the snapshot lacks). */
+static int newer_entry(b2_ns_store *n, b2_ns_snap *p, int64_t g, const char *name,
+                       b2_ns_store_file *file) {
+  char rel[B2_STORE_KEY_CAP], f[3][B2_NS_NAME_MAX + 1];
+  if (b2_store_group_dir(b2_ns_snap_store(p), g, rel, sizeof rel) < 0) return 0;
+  size_t len = strlen(name);
+  int nf = snprintf(f[0], sizeof f[0], "%s", name) < (int)sizeof f[0] &&
+           b2_store_file_name(name, B2_STORE_SCHUNK, f[1], sizeof f[1]) == 0 ? 2 : 0;
+  if (nf == 2 && b2_ns_shown_npy(name)) {
+    char stem[B2_NS_NAME_MAX + 1];
+    snprintf(stem, sizeof stem, "%.*s", (int)(len - 4), name);
+    if (b2_store_file_name(stem, B2_STORE_NDARRAY, f[2], sizeof f[2]) == 0) nf = 3;
+  }
+  int fd = nf ? open_dir_beneath(n->fd, rel, strlen(rel), 0, (uid_t)-1, (gid_t)-1) : -1;
+  int found = 0;
+  struct stat st;
+  for (int k = 0; fd >= 0 && k < nf && !found; k++) {
+    if (fstatat(fd, f[k], &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (k == 0 && S_ISDIR(st.st_mode) && !b2_ns_name_hidden(name)) {
+      found = 2;
+    } else if (k > 0 && S_ISREG(st.st_mode) && strlen(f[k]) <= B2_NS_NAME_MAX) {
+      found = 1;
+      file->dirfd = fd;
+      memcpy(file->name, f[k], strlen(f[k]) + 1); /* fits: checked above */
+      file->kind = k == 2 ? B2_NS_NPY : B2_NS_LOGICAL;
+    }
+  }
+  if (fd >= 0 && found != 1) close(fd);
+  return found;
+}
+
 /* b2_ns_store_lookup in the current snapshot; with `again`, B2_E_STALE
- * when the snapshot's file for the name is gone (the store changed
- * through a writer's close, or behind the mount: look again). */
+ * when the snapshot's file for the name is gone, or a file the snapshot
+ * lacks is there (the store changed through a writer's close, or behind
+ * the mount: look again). */
 static int lookup_in(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_ns_key **out,
                      b2_ns_store_file *file, int again) {
   b2_ns_snap *p;
@@ -344,8 +395,10 @@ static int lookup_in(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_
   b2_store *s = b2_ns_snap_store(p);
   int64_t i = b2_store_child(s, g, name);
   if (i < 0) {
+    int newer = newer_entry(n, p, g, name, file);
     b2_ns_snap_put(p);
-    return b2_fail(B2_E_NOENT, "%s: not in the store", name);
+    if (newer == 1) return 1; /* a value's file made since: found where it is */
+    return newer && again ? B2_E_STALE : b2_fail(B2_E_NOENT, "%s: not in the store", name);
   }
   const b2_store_entry *e = b2_store_entry_at(s, i);
   if (e->loc == B2_STORE_IN_FILE) {
@@ -393,7 +446,7 @@ int b2_ns_store_lookup(b2_ns_store *n, const b2_ns_key *dir, const char *name, b
                        b2_ns_store_file *file) {
   int rc = lookup_in(n, dir, name, out, file, 1);
   if (rc != B2_E_STALE) return rc;
-  b2_ns_store_recheck(n);
+  refresh(n);
   return lookup_in(n, dir, name, out, file, 0);
 }
 
@@ -404,7 +457,7 @@ int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, i
   int rc = resolve_group(n, dir, &p, &g);
   if (rc < 0) return rc;
   char rel[PATH_MAX];
-  int kind;
+  int kind = file->kind == B2_NS_LOGICAL ? B2_STORE_SCHUNK : 0;
   int there = b2_store_new_value(b2_ns_snap_store(p), g, name, replace, rel, sizeof rel, &kind);
   b2_ns_snap_put(p);
   if (there < 0) return there;
@@ -415,13 +468,16 @@ int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, i
   if (rc < 0) return rc;
   struct stat st;
   if (!there && fstatat(rc, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    close(rc);
-    return b2_fail(B2_E_EXIST, "%s: a file %s is there", name, rel);
+    /* A value made since the snapshot: its very file when replaced. */
+    if (!replace || !S_ISREG(st.st_mode)) {
+      close(rc);
+      return b2_fail(B2_E_EXIST, "%s: a file %s is there", name, rel);
+    }
+    there = 1;
   }
   file->dirfd = rc;
   memcpy(file->name, base, strlen(base) + 1); /* fits: checked above */
   file->kind = kind == B2_STORE_NDARRAY ? B2_NS_NPY : B2_NS_LOGICAL;
-  b2_ns_store_recheck(n); /* listings show it from now on */
   return there;
 }
 
@@ -446,7 +502,7 @@ int b2_ns_store_mkdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, mo
       fchownat(pfd, base, uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
     rc = b2_fail(b2_from_errno(errno), "%s: cannot give it its owner: %s", rel, strerror(errno));
   close(pfd);
-  b2_ns_store_recheck(n);
+  refresh(n);
   return rc;
 }
 
@@ -461,7 +517,8 @@ int b2_ns_store_group_dir(b2_ns_store *n, const b2_ns_key *dir, int make) {
   return rc < 0 ? rc : open_dir_beneath(n->fd, rel, strlen(rel), make, (uid_t)-1, (gid_t)-1);
 }
 
-int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name) {
+int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, char *base,
+                      size_t cap) {
   b2_ns_snap *p;
   int64_t g;
   int rc = resolve_group(n, dir, &p, &g);
@@ -482,18 +539,11 @@ int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name) {
   if (carrier[0] && unlinkat(gfd, carrier + rlen + 1, 0) != 0 && errno != ENOENT)
     rc = b2_fail(b2_from_errno(errno), "%s: %s", carrier, strerror(errno));
   close(gfd);
-  int pfd = rc < 0 ? rc
-                   : open_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0, 0,
-                                      (uid_t)-1, (gid_t)-1);
-  if (pfd >= 0) {
-    if (unlinkat(pfd, slash ? slash + 1 : rel, AT_REMOVEDIR) != 0)
-      rc = b2_fail(b2_from_errno(errno), "%s: %s", rel, strerror(errno));
-    close(pfd);
-  } else {
-    rc = pfd;
-  }
-  b2_ns_store_changed(n);
-  return rc;
+  if (rc == 0 && snprintf(base, cap, "%s", slash ? slash + 1 : rel) >= (int)cap)
+    rc = b2_fail(B2_E_NAMETOOLONG, "%s: name too long", rel);
+  return rc < 0 ? rc
+                : open_dir_beneath(n->fd, rel, slash ? (size_t)(slash - rel) : 0, 0, (uid_t)-1,
+                                   (gid_t)-1);
 }
 
 int b2_ns_store_move_group(b2_ns_store *n, const b2_ns_key *dir, const char *name,
@@ -527,7 +577,7 @@ int b2_ns_store_move_group(b2_ns_store *n, const b2_ns_key *dir, const char *nam
   rc = rc == 0 ? 0 : b2_fail(b2_from_errno(errno), "%s: %s", rel, strerror(errno));
   close(pfd);
   close(qfd);
-  b2_ns_store_changed(n);
+  b2_ns_store_changed(n, 0);
   return rc;
 }
 
@@ -548,11 +598,11 @@ int b2_ns_store_rekey(b2_ns_store *n, const b2_ns_key *dir, const char *name,
   }
   if (rc == 0) rc = b2_store_embed_rekey(s, b2_store_entry_at(s, i)->key, newname ? newkey : NULL);
   b2_ns_snap_put(p);
-  b2_ns_store_recheck(n);
+  refresh(n);
   return rc;
 }
 
-void b2_ns_store_changed(b2_ns_store *n) {
+void b2_ns_store_changed(b2_ns_store *n, int added) {
   int rc = b2_store_files_changed(n->fd);
   if (rc < 0 && n->note) {
     char line[1024];
@@ -560,12 +610,20 @@ void b2_ns_store_changed(b2_ns_store *n) {
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(rc));
     n->note(n->arg, line);
   }
-  b2_ns_store_recheck(n);
+  pthread_mutex_lock(&n->mu);
+  if (added)
+    n->added = 1;
+  else
+    n->dirty = 1;
+  pthread_mutex_unlock(&n->mu);
 }
 
 int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l) {
   b2_ns_snap *p;
   int64_t g;
+  pthread_mutex_lock(&n->mu);
+  if (n->added) n->dirty = 1; /* values made here since: listed from now on */
+  pthread_mutex_unlock(&n->mu);
   int rc = resolve_group(n, dir, &p, &g);
   if (rc < 0) return rc;
   b2_store *s = b2_ns_snap_store(p);

@@ -847,7 +847,7 @@ int b2_store_group_move(const b2_store *s, int64_t group, const char *shown, int
                         char *nkey) {
   int64_t i = b2_store_child(s, group, shown);
   const b2_store_entry *e = i >= 0 ? b2_store_entry_at(s, i) : NULL;
-  if (!e) return b2_fail(B2_E_NOENT, "%s: not in the store", shown);
+  if (!e) return 2; /* maybe a value made since the snapshot: the caller looks */
   int rc = new_key(s, ngroup, nshown, strlen(nshown), 0, nkey);
   if (rc == 0 && below(s->e[group].key, nkey)) /* as rename(2): onto a directory above */
     return b2_fail(B2_E_NOTEMPTY, "%s: holds %s", nkey, e->key);
@@ -916,7 +916,7 @@ int b2_store_embedded_target(const b2_store *s, int64_t from, int64_t group, con
 int b2_store_new_value(const b2_store *s, int64_t group, const char *shown, int replace,
                        char *rel, size_t cap, int *kind) {
   size_t len = strlen(shown);
-  int npy = len > 4 && strcmp(shown + len - 4, ".npy") == 0;
+  int npy = *kind != B2_STORE_SCHUNK && len > 4 && strcmp(shown + len - 4, ".npy") == 0;
   char key[B2_STORE_MAX_KEY + 2];
   int rc = new_key(s, group, shown, npy ? len - 4 : len, 0, key);
   if (rc < 0) return rc;
