@@ -592,10 +592,10 @@ int b2fs_store_rekey(b2fs_inode *dir, const char *name, b2fs_inode *ndir, const 
 /* 1 when a and b are inodes of the same store (its directory, groups,
  * values), else 0. */
 int b2fs_store_same(b2fs_inode *a, b2fs_inode *b);
-/* A value file of the store of `dir` was made (`added`), renamed or
- * removed through the mount: python-blosc2 handles sharing it under
+/* The store of `dir` was changed through the mount (`files`: value files
+ * made, renamed or removed only): python-blosc2 handles sharing it under
  * locking are told, and it is opened again (b2_ns_store_changed). */
-void b2fs_store_changed(b2fs_inode *dir, int added);
+void b2fs_store_changed(b2fs_inode *dir, int files);
 int b2fs_store_opendir(b2fs_inode *in, uint64_t *fh);
 /* A page of the listing from its key off into buf, key k at offset k + 3
  * (after "." and "..", ops_dir.c); plus: entries without attributes (the

@@ -377,7 +377,7 @@ static void unlink_entry(fuse_req_t req, int pfd, dev_t pdev, ino_t pino, const 
   b2fs_nsunlock2(in, NULL);
   b2fs_frame_hold_drop(held);
   if (in) b2fs_inode_forget(in, 1);
-  if (store && rc == 0) b2fs_store_changed(store, 0);
+  if (store && rc == 0) b2fs_store_changed(store, 1);
   fuse_reply_err(req, -rc);
 }
 
@@ -767,7 +767,7 @@ static int rename_store(fuse_req_t req, b2fs_inode *p, const char *name, b2fs_in
   free(m);
   close(sf.dirfd);
   close(tf.dirfd);
-  b2fs_store_changed(p, 0); /* also when it failed: a group's directory may be new */
+  b2fs_store_changed(p, 1); /* also when it failed: a group's directory may be new */
   return rc;
 }
 

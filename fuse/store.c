@@ -437,9 +437,9 @@ int b2fs_store_same(b2fs_inode *a, b2fs_inode *b) {
   return a->kind == B2_NS_STORE && b->kind == B2_NS_STORE && root_of(a) == root_of(b);
 }
 
-void b2fs_store_changed(b2fs_inode *dir, int added) {
+void b2fs_store_changed(b2fs_inode *dir, int files) {
   b2_ns_store *n = store_of(dir);
-  if (n) b2_ns_store_changed(n, added);
+  if (n) b2_ns_store_changed(n, files);
 }
 
 /* ---- listing ------------------------------------------------------------------ */

@@ -708,14 +708,15 @@ int b2_ns_key_moved(b2_ns_key *k, const char *from, const char *to);
  * value), B2_E_EXIST, B2_E_ISDIR, B2_E_XDEV, B2_E_INVAL, B2_E_BUSY... */
 int b2_ns_store_rekey(b2_ns_store *n, const b2_ns_key *dir, const char *name,
                       const b2_ns_key *ndir, const char *newname, int replace);
-/* A value file of the .b2d store n was made (`added`), renamed or
- * removed: other processes sharing it under python-blosc2's locking are
- * told (b2_store_files_changed; a failure goes to the note callback) and
- * the store is opened again at its next use (after a value made, at its
- * next listing only: lookups find values made since the snapshot in their
- * files, so a copy of many files into a store does not walk it for each;
- * the snapshot is checked for other changes every `recheck` seconds). */
-void b2_ns_store_changed(b2_ns_store *n, int added);
+/* The .b2d store n was changed here: other processes sharing it under
+ * python-blosc2's locking are told (b2_store_files_changed; a failure goes
+ * to the note callback) and the store is opened again: at its next use,
+ * or, when only value files were made, renamed or removed (`files`), at
+ * its next listing or change of groups (lookups look for values where
+ * their files lie, so that a copy of many files into a store, or rm -r,
+ * does not walk it for each; the snapshot is still checked for other
+ * changes every `recheck` seconds). */
+void b2_ns_store_changed(b2_ns_store *n, int files);
 /* The names shown in group dir (NULL: the root; type DT_DIR or DT_REG,
  * kind B2_NS_STORE, ino the position + 3, as in a listing after "." and
  * ".."); free with b2_ns_list_free. */

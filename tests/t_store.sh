@@ -634,6 +634,31 @@ assert (blosc2.TreeStore(f"{src}/t.b2d", mode="r")["/kept"][:] == np.arange(6)).
 PY
 check "a .npy value kept as bytes: SChunk NAME.npy.b2f, one inode while written, an array again" [ $? -eq 0 ]
 
+# Many values made, renamed and removed in a row (the store is not walked
+# again for each): listings right after show each change, a key taken by
+# a value of the other kind or a group is refused, rm -r empties a group.
+mkdir -p "$tmp/many" && for i in $(seq 300); do echo "v$i" >"$tmp/many/f$i"; done
+cp -r "$tmp/many" "$mnt/t/many" && mv "$mnt/t/many/f1" "$mnt/t/many/g1"
+check "300 values copied in, one renamed: listed at once" \
+  test "$(ls "$mnt/t/many" | wc -l)" = 300 -a "$(cat "$mnt/t/many/g1")" = v1 -a ! -e "$mnt/t/many/f1"
+"$PYB2" - "$mnt/t/many" 2>"$tmp/err" <<'PY'
+import errno, os, sys, numpy as np
+m = sys.argv[1]
+open(f"{m}/zz", "w").write("made just now, not listed yet")
+for p, e in ((f"{m}/zz.npy", errno.EEXIST), (f"{m}/f2.npy", errno.EEXIST),
+             (f"{m}/sub.npy", errno.EEXIST)):
+    if p.endswith("sub.npy"):
+        os.mkdir(f"{m}/sub")
+    try:
+        np.save(p, np.arange(3))
+        sys.exit(p + ": saved")
+    except OSError as x:
+        assert x.errno == e, (p, errno.errorcode.get(x.errno))
+PY
+check "a key taken by a value of the other kind or a group: refused" [ $? -eq 0 ]
+rm -r "$mnt/t/many"
+check "rm -r of a group of 300 values" test ! -e "$mnt/t/many" -a ! -e "$msrc/t.b2d/many"
+
 # Random namespace calls inside a DictStore's groups (tests/tree_life.py,
 # its "store" mode: no links; no swaps; an array is NAME.npy, an SChunk
 # another name) against a plain directory, then python-blosc2 finds each

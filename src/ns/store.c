@@ -34,10 +34,12 @@ struct b2_ns_store {
   struct timespec checked; /* when it was last found current */
   int due;                 /* checked again at the next use (recheck) */
   int dirty;               /* opened again at the next use (changed here) */
-  int added;               /* values made here since the snapshot: lookups
-                              find their files, the next listing opens it
-                              again (not each new value: a copy of many
-                              files into a store would walk it each time) */
+  int pending;             /* value files made, renamed or removed here
+                              since the snapshot: lookups look where they
+                              lie, the next listing or change of groups
+                              opens it again (not each value: a copy of
+                              many files into a store, or rm -r, would walk
+                              it each time) */
   int err;                 /* code of the last failed open (0: none) */
   char *reported;          /* detail of the last failure reported */
   /* where it is and who hears of it (b2_ns_store_bind) */
@@ -175,7 +177,7 @@ int b2_ns_store_get(b2_ns_store *n, b2_env *env, int fd, double recheck, b2_ns_s
     return rc;
   }
   *report = 1; /* a new snapshot: its notes are new */
-  n->added = 0;
+  n->pending = 0;
   free(n->reported);
   n->reported = NULL;
   n->err = 0;
@@ -199,6 +201,14 @@ void b2_ns_store_recheck(b2_ns_store *n) {
 static void refresh(b2_ns_store *n) {
   pthread_mutex_lock(&n->mu);
   n->dirty = 1;
+  pthread_mutex_unlock(&n->mu);
+}
+
+/* Before a listing, or a decision on groups: the value files changed here
+ * since the snapshot in it. */
+static void settle(b2_ns_store *n) {
+  pthread_mutex_lock(&n->mu);
+  if (n->pending) n->dirty = 1;
   pthread_mutex_unlock(&n->mu);
 }
 
@@ -412,15 +422,19 @@ static int lookup_in(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_
     rc = strlen(base) > B2_NS_NAME_MAX ? b2_fail(B2_E_NAMETOOLONG, "%.64s...: name too long", base)
                                        : open_dir_beneath(n->fd, e->relpath, dlen, 0, (uid_t)-1, (gid_t)-1);
     struct stat st;
-    if (rc >= 0 && again && fstatat(rc, base, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
-      close(rc);
-      rc = B2_E_STALE;
+    int gone = rc == B2_E_NOENT ||
+               (rc >= 0 && fstatat(rc, base, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT);
+    if (gone) { /* renamed or removed: here (pending), or behind the mount */
+      if (rc >= 0) close(rc);
+      rc = newer_entry(n, p, g, name, file);
+      pthread_mutex_lock(&n->mu);
+      int here = n->pending;
+      pthread_mutex_unlock(&n->mu);
+      rc = rc == 1 ? 1 : again && !here ? B2_E_STALE : b2_fail(B2_E_NOENT, "%s: gone", name);
     } else if (rc >= 0) {
       file->dirfd = rc;
       snprintf(file->name, sizeof file->name, "%s", base);
       rc = 1;
-    } else if (rc == B2_E_NOENT && again) {
-      rc = B2_E_STALE;
     }
     b2_ns_snap_put(p);
     return rc;
@@ -475,6 +489,23 @@ int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, i
     }
     there = 1;
   }
+  /* Its key taken since the snapshot by a value of the other kind, or a
+   * group (their files lie beside it: KEY.b2nd, KEY.b2f, KEY/). */
+  char stem[B2_NS_NAME_MAX + 1], other[B2_NS_NAME_MAX + 8];
+  size_t slen = strlen(base) - strlen(kind == B2_STORE_NDARRAY ? B2_STORE_NDARRAY_SUFFIX
+                                                               : B2_STORE_SCHUNK_SUFFIX);
+  snprintf(stem, sizeof stem, "%.*s", (int)slen, base);
+  int taken = fstatat(rc, stem, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) ? B2_E_ISDIR : 0;
+  if (!taken &&
+      b2_store_file_name(stem, kind == B2_STORE_NDARRAY ? B2_STORE_SCHUNK : B2_STORE_NDARRAY,
+                         other, sizeof other) == 0 &&
+      fstatat(rc, other, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    taken = B2_E_EXIST;
+  if (taken) {
+    close(rc);
+    return b2_fail(taken, "%s: its key is taken (by %s)", name,
+                   taken == B2_E_ISDIR ? "a group" : "a value of the other kind");
+  }
   file->dirfd = rc;
   memcpy(file->name, base, strlen(base) + 1); /* fits: checked above */
   file->kind = kind == B2_STORE_NDARRAY ? B2_NS_NPY : B2_NS_LOGICAL;
@@ -483,6 +514,7 @@ int b2_ns_store_create(b2_ns_store *n, const b2_ns_key *dir, const char *name, i
 
 int b2_ns_store_mkdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, mode_t mode,
                       uid_t uid, gid_t gid) {
+  settle(n);
   b2_ns_snap *p;
   int64_t g;
   int rc = resolve_group(n, dir, &p, &g);
@@ -519,6 +551,7 @@ int b2_ns_store_group_dir(b2_ns_store *n, const b2_ns_key *dir, int make) {
 
 int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, char *base,
                       size_t cap) {
+  settle(n);
   b2_ns_snap *p;
   int64_t g;
   int rc = resolve_group(n, dir, &p, &g);
@@ -549,6 +582,7 @@ int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, ch
 int b2_ns_store_move_group(b2_ns_store *n, const b2_ns_key *dir, const char *name,
                            const b2_ns_key *ndir, const char *newname, int noreplace, char *key,
                            char *nkey) {
+  settle(n);
   b2_ns_snap *p;
   int64_t g, ng;
   int rc = resolve_group(n, dir, &p, &g);
@@ -583,6 +617,7 @@ int b2_ns_store_move_group(b2_ns_store *n, const b2_ns_key *dir, const char *nam
 
 int b2_ns_store_rekey(b2_ns_store *n, const b2_ns_key *dir, const char *name,
                       const b2_ns_key *ndir, const char *newname, int replace) {
+  settle(n);
   b2_ns_snap *p;
   int64_t g, ng = 0, i;
   int rc = resolve_group(n, dir, &p, &g);
@@ -602,7 +637,7 @@ int b2_ns_store_rekey(b2_ns_store *n, const b2_ns_key *dir, const char *name,
   return rc;
 }
 
-void b2_ns_store_changed(b2_ns_store *n, int added) {
+void b2_ns_store_changed(b2_ns_store *n, int files) {
   int rc = b2_store_files_changed(n->fd);
   if (rc < 0 && n->note) {
     char line[1024];
@@ -611,19 +646,18 @@ void b2_ns_store_changed(b2_ns_store *n, int added) {
     n->note(n->arg, line);
   }
   pthread_mutex_lock(&n->mu);
-  if (added)
-    n->added = 1;
+  if (files)
+    n->pending = 1;
   else
     n->dirty = 1;
   pthread_mutex_unlock(&n->mu);
 }
 
+
 int b2_ns_store_list(b2_ns_store *n, const b2_ns_key *dir, b2_ns_list *l) {
   b2_ns_snap *p;
   int64_t g;
-  pthread_mutex_lock(&n->mu);
-  if (n->added) n->dirty = 1; /* values made here since: listed from now on */
-  pthread_mutex_unlock(&n->mu);
+  settle(n);
   int rc = resolve_group(n, dir, &p, &g);
   if (rc < 0) return rc;
   b2_store *s = b2_ns_snap_store(p);
