@@ -677,7 +677,7 @@ done
 # finds no other), and an empty one cannot be made sparse.
 mnt2=$tmp/mnt2
 mkdir -p "$mnt2"
-if mount_bg store_sparse "$msrc" "$mnt2" timeout=0,layout=sparse; then
+if mount_bg store_sparse "$msrc" "$mnt2" layout=sparse; then  # attribute timeout 1 s: snapshots kept
   echo "sparse mount" >"$mnt2/life/sv"
   touch "$mnt2/life/sv0"
   check "layout=sparse: a store's new value is a file" test -f "$msrc/life.b2d/sv.b2f"
