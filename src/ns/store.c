@@ -205,11 +205,21 @@ static void refresh(b2_ns_store *n) {
 }
 
 /* Before a listing, or a decision on groups: the value files changed here
- * since the snapshot in it. */
-static void settle(b2_ns_store *n) {
+ * since the snapshot in it.  1 when there were such changes. */
+static int settle(b2_ns_store *n) {
   pthread_mutex_lock(&n->mu);
-  if (n->pending) n->dirty = 1;
+  int pending = n->pending;
+  if (pending) n->dirty = 1;
   pthread_mutex_unlock(&n->mu);
+  return pending;
+}
+
+/* Were value files changed here since the snapshot? */
+static int pending(b2_ns_store *n) {
+  pthread_mutex_lock(&n->mu);
+  int yes = n->pending;
+  pthread_mutex_unlock(&n->mu);
+  return yes;
 }
 
 /* ---- keys: the store's groups and values as child nodes ------------------ */
@@ -427,10 +437,7 @@ static int lookup_in(b2_ns_store *n, const b2_ns_key *dir, const char *name, b2_
     if (gone) { /* renamed or removed: here (pending), or behind the mount */
       if (rc >= 0) close(rc);
       rc = newer_entry(n, p, g, name, file);
-      pthread_mutex_lock(&n->mu);
-      int here = n->pending;
-      pthread_mutex_unlock(&n->mu);
-      rc = rc == 1 ? 1 : again && !here ? B2_E_STALE : b2_fail(B2_E_NOENT, "%s: gone", name);
+      rc = rc == 1 ? 1 : again && !pending(n) ? B2_E_STALE : b2_fail(B2_E_NOENT, "%s: gone", name);
     } else if (rc >= 0) {
       file->dirfd = rc;
       snprintf(file->name, sizeof file->name, "%s", base);
@@ -582,21 +589,23 @@ int b2_ns_store_rmdir(b2_ns_store *n, const b2_ns_key *dir, const char *name, ch
 int b2_ns_store_move_group(b2_ns_store *n, const b2_ns_key *dir, const char *name,
                            const b2_ns_key *ndir, const char *newname, int noreplace, char *key,
                            char *nkey) {
-  settle(n);
-  b2_ns_snap *p;
-  int64_t g, ng;
-  int rc = resolve_group(n, dir, &p, &g);
-  if (rc < 0) return rc;
-  if (ndir && !ndir->group) {
-    b2_ns_snap_put(p);
-    return b2_fail(B2_E_NOTDIR, "%s: not a group", b2_ns_key_name(ndir));
-  }
+  if (ndir && !ndir->group) return b2_fail(B2_E_NOTDIR, "%s: not a group", b2_ns_key_name(ndir));
   char rel[B2_STORE_KEY_CAP], nrel[B2_STORE_KEY_CAP];
-  ng = entry_of(ndir, p);
-  rc = ng < 0 ? (int)ng
-              : b2_store_group_move(b2_ns_snap_store(p), g, name, ng, newname, noreplace, rel,
-                                    nrel, key, nkey);
-  b2_ns_snap_put(p);
+  int rc;
+  /* A value's rename (2) needs no fresh snapshot; a group's decision
+   * does: again after the value files changed here, when there were. */
+  for (int pass = 0;; pass++) {
+    b2_ns_snap *p;
+    int64_t g, ng;
+    rc = resolve_group(n, dir, &p, &g);
+    if (rc < 0) return rc;
+    ng = entry_of(ndir, p);
+    rc = ng < 0 ? (int)ng
+                : b2_store_group_move(b2_ns_snap_store(p), g, name, ng, newname, noreplace, rel,
+                                      nrel, key, nkey);
+    b2_ns_snap_put(p);
+    if (rc == 2 || pass || !settle(n)) break;
+  }
   if (rc != 0) return rc;
   const char *s1 = strrchr(rel, '/'), *s2 = strrchr(nrel, '/');
   int pfd = open_dir_beneath(n->fd, rel, s1 ? (size_t)(s1 - rel) : 0, 0, (uid_t)-1, (gid_t)-1);
