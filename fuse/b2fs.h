@@ -290,6 +290,10 @@ void b2fs_note_place(b2fs_inode *in, const struct stat *dst, const char *name);
  * node moves there unless open for writing).  NULL when unknown or stale
  * (then use the real path). */
 b2_ns_dir *b2fs_home(b2fs_inode *in, char *name, size_t cap, int verify);
+/* The namespace directory of directory inode `dir`, shared by the nodes
+ * of its frames (one more reference: b2_ns_dir_put it), made at its first
+ * use; NULL if that fails. */
+b2_ns_dir *b2fs_dir_ns(b2fs_inode *dir);
 /* The known directory inode with these numbers, SOURCE's root included,
  * pinned (give it back with b2fs_home_put); NULL when the kernel knows none. */
 b2fs_inode *b2fs_dir_find(dev_t dev, ino_t ino);

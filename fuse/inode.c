@@ -355,7 +355,7 @@ const char *b2fs_fd_path(int fd, char *buf, size_t cap) {
 
 /* The namespace directory of directory inode `dir` (one more reference),
  * made at its first use from the inode's descriptor; NULL if that fails. */
-static b2_ns_dir *dir_ns(b2fs_inode *dir) {
+b2_ns_dir *b2fs_dir_ns(b2fs_inode *dir) {
   b2_ns_dir *d = atomic_load(&dir->nsdir), *nd = NULL;
   if (!d) {
     struct stat dst;
@@ -381,7 +381,7 @@ int b2fs_set_home(b2fs_inode *in, const struct stat *dst, const char *name) {
   pthread_mutex_unlock(&in->lock);
   if (keep) return 0;
   b2fs_inode *dir = b2fs_dir_find(dst->st_dev, dst->st_ino);
-  b2_ns_dir *d = dir ? dir_ns(dir) : NULL;
+  b2_ns_dir *d = dir ? b2fs_dir_ns(dir) : NULL;
   b2fs_home_put(dir);
   if (!d) return 0; /* not known: opens go by the real path */
   b2_ns_node *n = NULL;
@@ -454,7 +454,7 @@ static b2_ns_dir *other_place(b2fs_inode *in, char *name, size_t cap) {
   b2_ns_dir *found = NULL;
   for (int i = copy ? n - 1 : -1; i >= 0 && !found; i--) {
     b2fs_inode *dir = b2fs_dir_find(copy[i].dev, copy[i].ino);
-    b2_ns_dir *d = dir ? dir_ns(dir) : NULL;
+    b2_ns_dir *d = dir ? b2fs_dir_ns(dir) : NULL;
     b2fs_home_put(dir);
     if (d && strlen(copy[i].name) < cap && holds(in, d, copy[i].name)) {
       snprintf(name, cap, "%s", copy[i].name);

@@ -63,14 +63,20 @@ static int choose_new(int pfd, const char *name, mode_t type, int frames,
 
 /* Create the frame src (a new .npy file for kind B2_NS_NPY) in pfd
  * with the mount's parameters and the mode asked for, at the directory and
- * name (any depth); *n gets it open for writing.  A store's value is a
- * contiguous frame whatever the layout (python-blosc2 finds files only). */
-static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t mode, int store,
-                     b2_ns_node **n) {
+ * name (any depth); *n gets it open for writing, in directory inode
+ * pdir's shared namespace directory when given (the node stays with its
+ * inode: a directory of its own would hold a descriptor per file).  A
+ * store's value is a contiguous frame whatever the layout (python-blosc2
+ * finds files only). */
+static int new_frame(fuse_req_t req, int pfd, b2fs_inode *pdir, const char *src, int kind,
+                     mode_t mode, int store, b2_ns_node **n) {
   b2_frame_params p;
   b2_file_env_params(b2fs_g.env, &p);
   if (store) p.layout = B2_LAYOUT_CONTIGUOUS;
-  int brc = b2_ns_node_create(b2fs_g.env, pfd, src, kind, &p, n);
+  b2_ns_dir *d = pdir ? b2fs_dir_ns(pdir) : NULL;
+  int brc = d ? b2_ns_node_create_in(b2fs_g.env, d, src, kind, &p, n)
+              : b2_ns_node_create(b2fs_g.env, pfd, src, kind, &p, n);
+  b2_ns_dir_put(d);
   if (brc < 0) {
     b2fs_log("%s: cannot create: %s", src,
              b2_last_detail()[0] ? b2_last_detail() : b2_strerror(brc));
@@ -87,13 +93,14 @@ static int new_frame(fuse_req_t req, int pfd, const char *src, int kind, mode_t 
   return 0;
 }
 
-/* Create the frame src of kind `frame` in pfd, open, and reply (a new
- * value of the store of inode `store`, when not NULL). */
-static void create_frame(fuse_req_t req, int pfd, const char *src, int frame, mode_t mode,
-                         struct fuse_file_info *fi, b2fs_inode *store) {
+/* Create the frame src of kind `frame` in pfd (the directory of inode
+ * pdir, when not NULL), open, and reply (a new value of the store of
+ * inode `store`, when not NULL). */
+static void create_frame(fuse_req_t req, int pfd, b2fs_inode *pdir, const char *src, int frame,
+                         mode_t mode, struct fuse_file_info *fi, b2fs_inode *store) {
   struct fuse_entry_param e;
   b2_ns_node *f;
-  int rc = new_frame(req, pfd, src, frame, mode, store != NULL, &f);
+  int rc = new_frame(req, pfd, pdir, src, frame, mode, store != NULL, &f);
   if (rc < 0) {
     fuse_reply_err(req, -rc);
     return;
@@ -138,7 +145,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
       fuse_reply_err(req, -rc);
       return;
     }
-    create_frame(req, file.dirfd, file.name, file.kind, mode, fi, b2fs_inode_get(parent));
+    create_frame(req, file.dirfd, NULL, file.name, file.kind, mode, fi, b2fs_inode_get(parent));
     close(file.dirfd);
     return;
   }
@@ -174,7 +181,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
     }
     return;
   }
-  create_frame(req, pfd, src, frame, mode, fi, NULL);
+  create_frame(req, pfd, p, src, frame, mode, fi, NULL);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -190,7 +197,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
   }
   if (frame) {
     b2_ns_node *f;
-    rc = new_frame(req, pfd, src, frame, mode, 0, &f);
+    rc = new_frame(req, pfd, NULL, src, frame, mode, 0, &f);
     if (rc == 0) {
       int brc = b2_ns_node_close(f, NULL);
       if (brc < 0) rc = -b2fs_werrno(brc);

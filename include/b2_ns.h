@@ -547,6 +547,10 @@ int b2_ns_node_open(b2_env *env, int dirfd, const char *name, int kind, b2_ns_no
  * parameters) and open it as a node.  B2_E_EXIST when the name exists. */
 int b2_ns_node_create(b2_env *env, int dirfd, const char *name, int kind,
                       const b2_frame_params *p, b2_ns_node **out);
+/* The same in directory dir, shared (a reference taken: no descriptor of
+ * its own, as a node kept with its inode would hold). */
+int b2_ns_node_create_in(b2_env *env, b2_ns_dir *dir, const char *name, int kind,
+                         const b2_frame_params *p, b2_ns_node **out);
 /* b2_ns_node_close_file, then b2_ns_node_free. */
 int b2_ns_node_close(b2_ns_node *n, int *entry);
 

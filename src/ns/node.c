@@ -122,8 +122,18 @@ int b2_ns_node_open(b2_env *env, int dirfd, const char *name, int kind, b2_ns_no
 
 int b2_ns_node_create(b2_env *env, int dirfd, const char *name, int kind,
                       const b2_frame_params *p, b2_ns_node **out) {
+  b2_ns_dir *d;
+  int rc = b2_ns_dir_open(dirfd, NULL, &d);
+  if (rc < 0) return rc;
+  rc = b2_ns_node_create_in(env, d, name, kind, p, out);
+  b2_ns_dir_put(d);
+  return rc;
+}
+
+int b2_ns_node_create_in(b2_env *env, b2_ns_dir *dir, const char *name, int kind,
+                         const b2_frame_params *p, b2_ns_node **out) {
   b2_ns_node *n;
-  int rc = node_at(dirfd, name, kind, &n);
+  int rc = b2_ns_node_new(dir, name, kind, &n);
   if (rc < 0) return rc;
   rc = kind == B2_NS_NPY ? b2_file_create_npy_at(env, n->dir->fd, name, p, &n->file)
                          : b2_file_create_at(env, n->dir->fd, name, p, &n->file);
