@@ -73,17 +73,22 @@ static const char *raw_kind(b2fs_inode *in) {
   return k >= 0 && k != B2_KIND_NONE && !b2_frame_kind_is_data(k) ? b2_frame_kind_name(k) : NULL;
 }
 
-/* Append the names of the user's own attributes of frame inode `in`
- * (b2_ns_own_xattr, on its source entry) to the n bytes of names in buf
- * (size 0: only count): the new length, or -ERANGE. */
-static ssize_t add_own(b2fs_inode *in, char *buf, size_t size, ssize_t n) {
+/* Append the names of the user's own attributes (b2_ns_own_xattr) of the
+ * source entry at descriptor fd to the n bytes of names in buf (size 0:
+ * only count): the new length, or -ERANGE. */
+static ssize_t add_own_at(int fd, char *buf, size_t size, ssize_t n) {
   size_t m = 0;
-  char *names = plain_ok(in) ? b2fs_own_xattr_names(in->fd, &m) : NULL;
+  char *names = b2fs_own_xattr_names(fd, &m);
   if (size && (size_t)n + m > size) n = -ERANGE;
   else if (size && m) memcpy(buf + n, names, m);
   if (n >= 0) n += (ssize_t)m;
   free(names);
   return n;
+}
+
+/* The same for frame inode `in` (its source entry). */
+static ssize_t add_own(b2fs_inode *in, char *buf, size_t size, ssize_t n) {
+  return plain_ok(in) ? add_own_at(in->fd, buf, size, n) : n;
 }
 
 /* An attribute call on the directory in SOURCE of a .b2d's group (the
@@ -117,12 +122,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     if (n == -ENODATA) n = 0;
     int fd = n >= 0 ? b2fs_store_dir(in, 0) : -1;
     if (fd >= 0) {
-      size_t m = 0;
-      char *names = b2fs_own_xattr_names(fd, &m);
-      if (size && (size_t)n + m > size) n = -ERANGE;
-      else if (size && m) memcpy(buf + n, names, m);
-      if (n >= 0) n += (ssize_t)m;
-      free(names);
+      n = add_own_at(fd, buf, size, n);
       close(fd);
     }
     reply_sized(req, size, n, buf);

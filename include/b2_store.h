@@ -209,6 +209,8 @@ int b2_store_old_group(const b2_store *s, int64_t group, const char *shown, char
  * live (it may not exist: a group of embedded values alone).  B2_E_NOTDIR
  * (a value), B2_E_ROFS (.b2z, .b2e, an object or a group inside one). */
 int b2_store_group_dir(const b2_store *s, int64_t group, char *rel, size_t cap);
+/* Does key lie at or below group key g ("/a/b" below "/a", and "/a" itself)? */
+int b2_store_key_below(const char *key, const char *g);
 /* Whether the group shown as `shown` in group `group` of a .b2d can move
  * to `nshown` in group `ngroup` of the same store (rename(2) of its
  * directory: python-blosc2 then finds its values under their new keys):

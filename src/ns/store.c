@@ -291,17 +291,11 @@ int b2_ns_key_same(const b2_ns_key *a, const b2_ns_key *b) {
          !atomic_load(&b->gone) && strcmp(b2_ns_key_name(a), b2_ns_key_name(b)) == 0;
 }
 
-/* Is key at or below group key g? */
-static int below(const char *key, const char *g) {
-  size_t n = strlen(g);
-  return strncmp(key, g, n) == 0 && (key[n] == 0 || key[n] == '/');
-}
-
 int b2_ns_key_moved(b2_ns_key *k, const char *from, const char *to) {
   pthread_mutex_lock(&k->mu);
   const char *cur = b2_ns_key_name(k);
   int rc = 0;
-  if (below(cur, from)) {
+  if (b2_store_key_below(cur, from)) {
     size_t tl = strlen(to), rest = strlen(cur + strlen(from));
     char *nk = malloc(tl + rest + 1);
     char **old = realloc(k->old, (size_t)(k->nold + 1) * sizeof *old);
@@ -315,7 +309,7 @@ int b2_ns_key_moved(b2_ns_key *k, const char *from, const char *to) {
       memcpy(nk + tl, cur + strlen(from), rest + 1);
       k->old[k->nold++] = atomic_exchange(&k->key, nk);
     }
-  } else if (below(cur, to)) {
+  } else if (b2_store_key_below(cur, to)) {
     atomic_store(&k->gone, 1);
   }
   pthread_mutex_unlock(&k->mu);

@@ -823,8 +823,7 @@ int b2_store_group_dir(const b2_store *s, int64_t group, char *rel, size_t cap) 
   return 0;
 }
 
-/* Does key lie at or below group key g? */
-static int below(const char *key, const char *g) {
+int b2_store_key_below(const char *key, const char *g) {
   size_t n = strlen(g);
   return strncmp(key, g, n) == 0 && (key[n] == 0 || key[n] == '/');
 }
@@ -834,7 +833,7 @@ static int below(const char *key, const char *g) {
 static int holds_embedded(const b2_store *s, int64_t i) {
   const char *g = s->e[i].key;
   for (int64_t k = 1; k < s->n; k++) {
-    if (!below(s->e[k].key, g) || s->src[k] < 0) continue;
+    if (!b2_store_key_below(s->e[k].key, g) || s->src[k] < 0) continue;
     if (s->srcs[s->src[k]].loc != B2_STORE_IN_FILE) return 1;
   }
   return 0;
@@ -849,7 +848,7 @@ int b2_store_group_move(const b2_store *s, int64_t group, const char *shown, int
   const b2_store_entry *e = i >= 0 ? b2_store_entry_at(s, i) : NULL;
   if (!e) return 2; /* maybe a value made since the snapshot: the caller looks */
   int rc = new_key(s, ngroup, nshown, strlen(nshown), 0, nkey);
-  if (rc == 0 && below(s->e[group].key, nkey)) /* as rename(2): onto a directory above */
+  if (rc == 0 && b2_store_key_below(s->e[group].key, nkey)) /* as rename(2): onto a directory above */
     return b2_fail(B2_E_NOTEMPTY, "%s: holds %s", nkey, e->key);
   if (e->kind != B2_STORE_GROUP) return 2;
   if (s->form != B2_STORE_DIR) return b2_fail(B2_E_ROFS, "only a .b2d store moves groups");
@@ -858,7 +857,7 @@ int b2_store_group_move(const b2_store *s, int64_t group, const char *shown, int
   if (rc < 0) return rc;
   int64_t t = b2_store_child(s, ngroup, nshown);
   if (t == i) return 1;
-  if (below(nkey, e->key)) return b2_fail(B2_E_INVAL, "%s: into itself", nkey);
+  if (b2_store_key_below(nkey, e->key)) return b2_fail(B2_E_INVAL, "%s: into itself", nkey);
   if (holds_embedded(s, i))
     return b2_fail(B2_E_XDEV, "%s: holds entries of the EmbedStore", e->key);
   const b2_store_entry *te = t >= 0 ? b2_store_entry_at(s, t) : NULL;
