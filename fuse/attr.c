@@ -26,6 +26,9 @@ static int stat_known(b2fs_inode *in, struct stat *st);
 static int entry(int pfd, const struct stat *dst, const char *src, int kind,
                  struct fuse_entry_param *e) {
   int fd = openat(pfd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  /* No descriptor left: the kernel is asked to forget cold inodes. */
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && b2fs_shed_wait())
+    fd = openat(pfd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
     int err = errno;
@@ -78,6 +81,23 @@ int b2fs_entry_in(b2fs_inode *dir, const char *src, int kind, struct fuse_entry_
   dst.st_dev = dir->dev;
   dst.st_ino = dir->ino;
   return entry(dir->fd, &dst, src, kind, e);
+}
+
+int b2fs_reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+                     const struct fuse_entry_param *e) {
+  /* Before the reply: a FORGET may follow it at once. */
+  b2fs_shed_seen(b2fs_inode_get(e->ino), parent, name);
+  if (fuse_reply_entry(req, e) != 0) {
+    b2fs_inode_forget(b2fs_inode_get(e->ino), 1);
+    return -1;
+  }
+  return 0;
+}
+
+int b2fs_reply_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      const struct fuse_entry_param *e, const struct fuse_file_info *fi) {
+  b2fs_shed_seen(b2fs_inode_get(e->ino), parent, name);
+  return fuse_reply_create(req, e, fi) != 0 ? -1 : 0;
 }
 
 /* A frame open's fh: its handle, with bit 0 set when it may write. */

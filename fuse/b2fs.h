@@ -214,6 +214,9 @@ typedef struct b2fs_inode {
                                     made at its first frame's lookup */
   struct b2fs_warm_dir *warm;    /* directories: their last listing, for
                                     warm.c (lock) */
+  fuse_ino_t kparent;            /* the directory and name the kernel last */
+  char *kname;                   /* looked it up by (shed.c; lock) */
+  _Atomic uint64_t kused;        /* when (shed.c's clock; 0: never) */
   int nolock_valid;              /* frames: no .b2lock sidecar was found */
   b2fs_sig nolock_sig;           /* while the source had this signature
                                     (frame.c: its own lock) */
@@ -331,6 +334,29 @@ void b2fs_nsunlock2(b2fs_inode *a, b2fs_inode *b);
 
 /* "/proc/self/fd/N" of the inode's descriptor (buf >= 32 bytes). */
 const char *b2fs_fd_path(int fd, char *buf, size_t cap);
+
+/* ---- descriptors within the limit (shed.c) --------------------------------- */
+/* The marks, from the descriptor limit (at start, before any lookup). */
+void b2fs_shed_init(unsigned long limit);
+/* The kernel learnt inode `in` as `name` of directory `parent` (a lookup,
+ * a create, a listing with attributes): recorded, with its age. */
+void b2fs_shed_seen(b2fs_inode *in, fuse_ino_t parent, const char *name);
+/* The table holds `count` inodes now (table lock held): past the high
+ * mark, the shedding thread is woken. */
+void b2fs_shed_note(size_t count);
+/* Does the table hold more inodes than the high mark? */
+int b2fs_shed_crowded(void);
+/* No descriptor was left (a lookup, a create): wake the shedding thread
+ * and wait (at most 0.3 s) for the kernel's forgets to bring the table
+ * below the high mark; 1 when they did (try again), 0 when the inodes
+ * hold too few descriptors to be the cause, or they did not (then the
+ * next waits within a second fail at once: the caller's own system call
+ * may hold the directory the kernel must lock to drop a name). */
+int b2fs_shed_wait(void);
+/* Names the kernel was asked to drop so far (the log at unmount). */
+uint64_t b2fs_shed_asked(void);
+/* At unmount, before the table goes: stop the thread. */
+void b2fs_shed_stop(void);
 
 /* ---- frames (frame.c) and their shared handles (handle.c, whandle.c) ---- */
 /* Attributes shown for an inode (frames: view size, file mode, disk use;
@@ -557,6 +583,12 @@ int b2fs_store_stat(b2fs_inode *in, struct stat *st);
  * when missing: b2_ns_store_group_dir): an O_PATH descriptor to close, or
  * -ENOENT (none), -EROFS (a value, a .b2z or .b2e, an object's group). */
 int b2fs_store_dir(b2fs_inode *in, int make);
+/* The namespace directory new values of group inode `in` are made in
+ * (one more reference; NULL if it cannot be made): shared by them all, so
+ * a value holds no descriptor of its own for it; `dirfd` is the group's
+ * directory as just found (a group removed and made again under its key
+ * gets a new one). */
+b2_ns_dir *b2fs_store_dir_ns(b2fs_inode *in, int dirfd);
 /* Mode, owner and times (to_set: FUSE_SET_ATTR_*; ts as utimensat takes
  * them) given to a .b2d or one of its groups: its directory in SOURCE,
  * made when missing (b2_ns_store_group_dir).  EROFS elsewhere (values not
@@ -646,6 +678,15 @@ int b2fs_entry(int pfd, const char *src, int kind, struct fuse_entry_param *e);
  * after a frame we rewrote under that name has been followed: a lookup,
  * or one entry of a listing with attributes (readdirplus). */
 int b2fs_entry_in(b2fs_inode *dir, const char *src, int kind, struct fuse_entry_param *e);
+/* Reply with entry e (a lookup of it counted), known to the kernel as
+ * `name` in directory `parent` from now on (b2fs_shed_seen); 0, or -1
+ * when the reply failed (the lookup given back). */
+int b2fs_reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+                     const struct fuse_entry_param *e);
+/* The same for a create's reply (-1: nothing given back, the caller
+ * undoes the open). */
+int b2fs_reply_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      const struct fuse_entry_param *e, const struct fuse_file_info *fi);
 /* The handle of an open's fh, and whether the open may write. */
 b2fs_handle *b2fs_fh_handle(const struct fuse_file_info *fi);
 int b2fs_fh_writes(const struct fuse_file_info *fi);

@@ -22,6 +22,7 @@ int b2fs_errno(int rc) {
   case B2_E_NOSPC:
   case B2_E_BUSY:
   case B2_E_INVAL:
+  case B2_E_NOFILES:
     return b2_to_errno(rc);
   default:
     return EIO; /* damaged, truncated, unsupported, missing parts */

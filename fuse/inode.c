@@ -98,6 +98,7 @@ static void inode_free(b2fs_inode *in) {
   if (in->has_pin) close(in->pin_fd);
   free(in->old_fds);
   free(in->places);
+  free(in->kname);
   b2_ns_node_free(in->node); /* its file was closed with the handle */
   b2_ns_dir_put(in->nsdir);
   pthread_mutex_destroy(&in->lock);
@@ -213,6 +214,7 @@ b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse) 
   in->next = b2fs_g.buckets[h];
   b2fs_g.buckets[h] = in;
   if (++b2fs_g.count > b2fs_g.nbuckets) grow();
+  b2fs_shed_note(b2fs_g.count);
   pthread_mutex_unlock(&b2fs_g.table_lock);
   return in;
 }
@@ -345,7 +347,9 @@ void b2fs_inode_forget(b2fs_inode *in, uint64_t n) {
     b2fs_g.count--;
   }
   pthread_mutex_unlock(&b2fs_g.table_lock);
+  fuse_ino_t up = in->kparent; /* pinned by b2fs_shed_seen */
   inode_free(in);
+  if (up) b2fs_inode_forget(b2fs_inode_get(up), 1);
 }
 
 const char *b2fs_fd_path(int fd, char *buf, size_t cap) {

@@ -32,6 +32,7 @@ static void raise_fd_limit(void) {
     rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
   }
+  b2fs_shed_init((unsigned long)rl.rlim_cur);
   rlim_t idle = rl.rlim_cur / 16;
   /* Each frame kept holds descriptors: leave half the limit to the rest. */
   if (b2fs_g.opts.idle_frames >= 0 && (rlim_t)b2fs_g.opts.idle_frames > rl.rlim_cur / 2) {
@@ -282,6 +283,10 @@ out:
   b2fs_compactor_stop(); /* before the inodes go */
   if (mounted) fuse_session_unmount(se);
   b2fs_notify_drain(); /* they write to the session's device */
+  b2fs_shed_stop();    /* as it does */
+  if (b2fs_shed_asked())
+    b2fs_log("the descriptor limit made us ask the kernel to drop %llu names",
+             (unsigned long long)b2fs_shed_asked());
   if (handlers) fuse_remove_signal_handlers(se);
   if (se) fuse_session_destroy(se);
   b2fs_warm_free(b2fs_g.root.warm);

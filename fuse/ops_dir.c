@@ -100,14 +100,19 @@ static size_t add_entry(fuse_req_t req, b2fs_inode *dir, const b2_ns_entry *d, i
   st.st_mode = DTTOIF(d->type);
   if (!plus) return fuse_add_direntry(req, buf, room, d->shown, &st, next);
   struct fuse_entry_param e;
-  if (b2fs_entry_in(dir, d->name, d->kind, &e) < 0) {
+  /* Near the descriptor limit, names only: the lookups the kernel then
+   * makes are for the names it uses (b2fs_shed_crowded). */
+  if (b2fs_shed_crowded() || b2fs_entry_in(dir, d->name, d->kind, &e) < 0) {
     memset(&e, 0, sizeof e); /* ino 0: the kernel looks it up itself */
     e.attr = st;
     return fuse_add_direntry_plus(req, buf, room, d->shown, &e, next);
   }
   e.attr.st_ino = st.st_ino; /* the number readdir gives, as the listing's */
   size_t n = fuse_add_direntry_plus(req, buf, room, d->shown, &e, next);
-  if (n > room) b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+  if (n > room)
+    b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+  else
+    b2fs_shed_seen(b2fs_inode_get(e.ino), b2fs_inode_id(dir), d->shown);
   return n;
 }
 

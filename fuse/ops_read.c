@@ -49,14 +49,15 @@ static void reply_negative(fuse_req_t req) {
   fuse_reply_entry(req, &e);
 }
 
-/* Reply to a lookup that found e (rc 0) or failed. */
-static void reply_lookup(fuse_req_t req, int rc, struct fuse_entry_param *e) {
+/* Reply to a lookup of `name` in `parent` that found e (rc 0) or failed. */
+static void reply_lookup(fuse_req_t req, fuse_ino_t parent, const char *name, int rc,
+                         struct fuse_entry_param *e) {
   if (rc == -ENOENT)
     reply_negative(req);
   else if (rc < 0)
     fuse_reply_err(req, -rc);
-  else if (fuse_reply_entry(req, e) != 0)
-    b2fs_inode_forget(b2fs_inode_get(e->ino), 1);
+  else
+    (void)b2fs_reply_entry(req, parent, name, e);
 }
 
 /* The entry shown as `name` in directory p: 0 (e filled), -ENOENT, or
@@ -74,7 +75,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   b2fs_inode *p = b2fs_inode_get(parent);
   struct fuse_entry_param e;
   if (p->kind == B2_NS_STORE) { /* a store's directory (store.c) */
-    reply_lookup(req, b2fs_store_lookup(p, name, &e), &e);
+    reply_lookup(req, parent, name, b2fs_store_lookup(p, name, &e), &e);
     return;
   }
   if (p->kind != B2_NS_PLAIN) {
@@ -92,7 +93,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
    * bytes, an array again) makes both look absent once; a negative entry
    * would stay in the kernel's cache. */
   if (rc == -ENOENT && b2_ns_shown_npy(name)) rc = lookup_in(p, name, &e);
-  reply_lookup(req, rc, &e);
+  reply_lookup(req, parent, name, rc, &e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {

@@ -43,13 +43,15 @@ static b2fs_inode *dir_of(fuse_req_t req, fuse_ino_t parent) {
   return p;
 }
 
-static void reply_entry(fuse_req_t req, int pfd, const char *src, int kind) {
+/* Reply with source entry src of pfd, shown as `name` in `parent`. */
+static void reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int pfd,
+                        const char *src, int kind) {
   struct fuse_entry_param e;
   int rc = b2fs_entry(pfd, src, kind, &e);
   if (rc < 0)
     fuse_reply_err(req, -rc);
-  else if (fuse_reply_entry(req, &e) != 0)
-    b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+  else
+    (void)b2fs_reply_entry(req, parent, name, &e);
 }
 
 /* ---- new entries --------------------------------------------------------- */
@@ -63,19 +65,22 @@ static int choose_new(int pfd, const char *name, mode_t type, int frames,
 
 /* Create the frame src (a new .npy file for kind B2_NS_NPY) in pfd
  * with the mount's parameters and the mode asked for, at the directory and
- * name (any depth); *n gets it open for writing, in directory inode
- * pdir's shared namespace directory when given (the node stays with its
- * inode: a directory of its own would hold a descriptor per file).  A
- * store's value is a contiguous frame whatever the layout (python-blosc2
- * finds files only). */
+ * name (any depth); *n gets it open for writing, in the shared namespace
+ * directory of directory inode pdir, or of store group inode `store`,
+ * when given (the node stays with its inode: a directory of its own would
+ * hold a descriptor per file).  A store's value is a contiguous frame
+ * whatever the layout (python-blosc2 finds files only). */
 static int new_frame(fuse_req_t req, int pfd, b2fs_inode *pdir, const char *src, int kind,
-                     mode_t mode, int store, b2_ns_node **n) {
+                     mode_t mode, b2fs_inode *store, b2_ns_node **n) {
   b2_frame_params p;
   b2_file_env_params(b2fs_g.env, &p);
   if (store) p.layout = B2_LAYOUT_CONTIGUOUS;
-  b2_ns_dir *d = pdir ? b2fs_dir_ns(pdir) : NULL;
+  b2_ns_dir *d = pdir ? b2fs_dir_ns(pdir) : store ? b2fs_store_dir_ns(store, pfd) : NULL;
   int brc = d ? b2_ns_node_create_in(b2fs_g.env, d, src, kind, &p, n)
               : b2_ns_node_create(b2fs_g.env, pfd, src, kind, &p, n);
+  if (brc == B2_E_NOFILES && b2fs_shed_wait()) /* cold inodes forgotten: again */
+    brc = d ? b2_ns_node_create_in(b2fs_g.env, d, src, kind, &p, n)
+            : b2_ns_node_create(b2fs_g.env, pfd, src, kind, &p, n);
   b2_ns_dir_put(d);
   if (brc < 0) {
     b2fs_log("%s: cannot create: %s", src,
@@ -94,13 +99,14 @@ static int new_frame(fuse_req_t req, int pfd, b2fs_inode *pdir, const char *src,
 }
 
 /* Create the frame src of kind `frame` in pfd (the directory of inode
- * pdir, when not NULL), open, and reply (a new value of the store of
- * inode `store`, when not NULL). */
-static void create_frame(fuse_req_t req, int pfd, b2fs_inode *pdir, const char *src, int frame,
+ * pdir, when not NULL), open, and reply: shown as `name` in `parent` (a
+ * new value of the store group of inode `store`, when not NULL). */
+static void create_frame(fuse_req_t req, fuse_ino_t parent, const char *name, int pfd,
+                         b2fs_inode *pdir, const char *src, int frame,
                          mode_t mode, struct fuse_file_info *fi, b2fs_inode *store) {
   struct fuse_entry_param e;
   b2_ns_node *f;
-  int rc = new_frame(req, pfd, pdir, src, frame, mode, store != NULL, &f);
+  int rc = new_frame(req, pfd, pdir, src, frame, mode, store, &f);
   if (rc < 0) {
     fuse_reply_err(req, -rc);
     return;
@@ -129,7 +135,7 @@ static void create_frame(fuse_req_t req, int pfd, b2fs_inode *pdir, const char *
   fi->keep_cache = 0;
   fi->noflush = !writes;
   fi->direct_io = b2fs_write_only(fi->flags);
-  if (fuse_reply_create(req, &e, fi) != 0) {
+  if (b2fs_reply_create(req, parent, name, &e, fi) != 0) {
     b2fs_frame_release(in, h);
     b2fs_frame_kopen(in, -1);
     b2fs_inode_forget(in, 1);
@@ -145,7 +151,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
       fuse_reply_err(req, -rc);
       return;
     }
-    create_frame(req, file.dirfd, NULL, file.name, file.kind, mode, fi, b2fs_inode_get(parent));
+    create_frame(req, parent, name, file.dirfd, NULL, file.name, file.kind, mode, fi, b2fs_inode_get(parent));
     close(file.dirfd);
     return;
   }
@@ -162,6 +168,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
   if (!frame) {
     int flags = fi->flags & (O_ACCMODE | O_SYNC | O_DSYNC | O_NOATIME);
     int fd = openat(pfd, src, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && b2fs_shed_wait())
+      fd = openat(pfd, src, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0) {
       fuse_reply_err(req, errno);
       return;
@@ -175,13 +183,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
     }
     fi->fh = (uint64_t)fd;
     fi->noflush = 1;
-    if (fuse_reply_create(req, &e, fi) != 0) {
+    if (b2fs_reply_create(req, parent, name, &e, fi) != 0) {
       close(fd);
       b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
     }
     return;
   }
-  create_frame(req, pfd, p, src, frame, mode, fi, NULL);
+  create_frame(req, parent, name, pfd, p, src, frame, mode, fi, NULL);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -197,7 +205,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
   }
   if (frame) {
     b2_ns_node *f;
-    rc = new_frame(req, pfd, NULL, src, frame, mode, 0, &f);
+    rc = new_frame(req, pfd, NULL, src, frame, mode, NULL, &f);
     if (rc == 0) {
       int brc = b2_ns_node_close(f, NULL);
       if (brc < 0) rc = -b2fs_werrno(brc);
@@ -209,7 +217,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
   if (rc < 0)
     fuse_reply_err(req, -rc);
   else
-    reply_entry(req, pfd, src, frame ? frame : B2_NS_PLAIN);
+    reply_entry(req, parent, name, pfd, src, frame ? frame : B2_NS_PLAIN);
 }
 
 /* A new directory (link NULL) or symbolic link under `name`: never a frame. */
@@ -226,7 +234,7 @@ static void make_plain(fuse_req_t req, fuse_ino_t parent, const char *name,
     return;
   }
   b2fs_give_owner(pfd, src, req);
-  reply_entry(req, pfd, src, B2_NS_PLAIN);
+  reply_entry(req, parent, name, pfd, src, B2_NS_PLAIN);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -236,8 +244,8 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     int rc = b2fs_store_mkdir(b2fs_inode_get(parent), name, mode, req, &e);
     if (rc < 0)
       fuse_reply_err(req, -rc);
-    else if (fuse_reply_entry(req, &e) != 0)
-      b2fs_inode_forget(b2fs_inode_get(e.ino), 1);
+    else
+      (void)b2fs_reply_entry(req, parent, name, &e);
     return;
   }
   make_plain(req, parent, name, mode, NULL);
@@ -303,7 +311,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
   if (rc < 0)
     fuse_reply_err(req, -rc);
   else
-    reply_entry(req, qfd, src, in->kind);
+    reply_entry(req, newparent, newname, qfd, src, in->kind);
 }
 
 /* ---- removing and renaming ------------------------------------------------ */

@@ -245,6 +245,24 @@ int b2fs_store_dir(b2fs_inode *in, int make) {
   return fd < 0 ? -store_errno(fd) : fd;
 }
 
+b2_ns_dir *b2fs_store_dir_ns(b2fs_inode *in, int dirfd) {
+  struct stat dst;
+  if (fstat(dirfd, &dst) < 0) return NULL;
+  pthread_mutex_lock(&in->lock); /* replaced here only: no reader sees it put */
+  b2_ns_dir *d = atomic_load(&in->nsdir);
+  if (!d || !b2_ns_dir_is(d, &dst)) {
+    b2_ns_dir *nd = NULL;
+    if (b2_ns_dir_open(dirfd, &dst, &nd) == 0) {
+      atomic_store(&in->nsdir, nd);
+      b2_ns_dir_put(d);
+    }
+    d = nd;
+  }
+  d = b2_ns_dir_ref(d);
+  pthread_mutex_unlock(&in->lock);
+  return d;
+}
+
 int b2fs_store_setattr(b2fs_inode *in, int to_set, const struct stat *attr,
                        const struct timespec ts[2]) {
   if (is_group(in) && (to_set & FUSE_SET_ATTR_SIZE)) return -EISDIR;
@@ -365,6 +383,8 @@ int b2fs_store_create(b2fs_inode *dir, const char *name, int replace, fuse_req_t
   int rc = change_in(dir, req, &n, &uid, &gid);
   if (rc < 0) return rc;
   rc = b2_ns_store_create(n, key_of(dir), name, replace, uid, gid, file);
+  if (rc == B2_E_NOFILES && b2fs_shed_wait()) /* cold inodes forgotten: again */
+    rc = b2_ns_store_create(n, key_of(dir), name, replace, uid, gid, file);
   return rc < 0 ? change_errno(rc, name, "create it") : rc;
 }
 

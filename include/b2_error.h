@@ -39,7 +39,8 @@ enum b2_error {
   B2_E_ISDIR = -20,      /* a directory where it cannot be */
   B2_E_STALE = -21,      /* another program changed the frame since it was opened */
   B2_E_NOTEMPTY = -22,   /* a directory (a store's group) still holds entries */
-  B2_E_LAST = -22
+  B2_E_NOFILES = -23,    /* no file descriptor left (EMFILE, ENFILE) */
+  B2_E_LAST = -23
 };
 
 /* Short English name of a code ("damaged or malformed data"). Never NULL. */

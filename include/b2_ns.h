@@ -498,6 +498,8 @@ int b2_ns_dir_open(int dirfd, const struct stat *known, b2_ns_dir **out);
 b2_ns_dir *b2_ns_dir_ref(b2_ns_dir *d); /* one more reference (d may be NULL) */
 void b2_ns_dir_put(b2_ns_dir *d);        /* one less (d may be NULL) */
 int b2_ns_dir_fd(const b2_ns_dir *d);    /* its descriptor, valid while referenced */
+/* Is d the directory of these numbers (st_dev, st_ino of an lstat)? */
+int b2_ns_dir_is(const b2_ns_dir *d, const struct stat *st);
 
 /* A node of frame `name` in dir, not open (no system call).  B2_E_INVAL
  * for a kind that is not a frame's view. */

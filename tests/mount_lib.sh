@@ -24,6 +24,7 @@ mount_test_start() {
 }
 ok() { echo "ok $1"; }
 nok() { echo "not ok $1: $2"; }
+skip() { echo "skip $1${2:+: $2}"; }
 
 # starts_like_frame FILE: does FILE (a directory: its chunks.b2frame)
 # start like a frame (b2_frame_starts_like: bytes 0-1 9e|9d a8, or bytes

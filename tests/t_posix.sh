@@ -30,7 +30,6 @@ if ! id -u nobody >/dev/null 2>&1; then echo "skip posix: no user nobody"; exit 
 TMP=$(mktemp -d /tmp/b2fs-t_posix.XXXXXX)
 chmod 755 "$TMP" # nobody must reach the directories checked
 . tests/mount_lib.sh
-skip() { echo "skip $1${2:+: $2}"; }
 sha() { sha256sum | cut -d" " -f1; }
 check() { local n=$1; shift; if "$@"; then ok "$n"; else nok "$n" "failed: $*"; fi; }
 BPID=

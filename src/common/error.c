@@ -34,6 +34,7 @@ static const char *const names[] = {
     "is a directory",
     "changed by another program",
     "not empty",
+    "too many open files",
 };
 
 const char *b2_strerror(int code) {
@@ -82,6 +83,7 @@ static const struct {
     {EFBIG, B2_E_LIMIT},  {ENOTSUP, B2_E_UNSUPPORTED},
     {ENAMETOOLONG, B2_E_NAMETOOLONG}, {EXDEV, B2_E_XDEV},
     {ENOTDIR, B2_E_NOTDIR}, {EISDIR, B2_E_ISDIR}, {ENOTEMPTY, B2_E_NOTEMPTY},
+    {EMFILE, B2_E_NOFILES}, {ENFILE, B2_E_NOFILES},
 };
 
 int b2_from_errno(int err) {

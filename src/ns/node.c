@@ -73,6 +73,10 @@ void b2_ns_dir_put(b2_ns_dir *d) {
 
 int b2_ns_dir_fd(const b2_ns_dir *d) { return d->fd; }
 
+int b2_ns_dir_is(const b2_ns_dir *d, const struct stat *st) {
+  return d->dev == st->st_dev && d->ino == st->st_ino;
+}
+
 /* ---- nodes ------------------------------------------------------------------ */
 
 static int view_of(int kind) { return kind == B2_NS_NPY ? B2_VIEW_NPY : B2_VIEW_LOGICAL; }

@@ -8,6 +8,7 @@
  * details are printed on stderr for a human to judge).
  */
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1120,6 +1121,16 @@ static void test_threads(void) {
   if (!done) T_SKIP("no fixtures");
 }
 
+/* Every code has a name; the system's codes map both ways (the daemon
+ * answers EMFILE, not EIO, when descriptors run out). */
+static void test_error_names(void) {
+  for (int c = -1; c >= B2_E_LAST; c--) CHECK(strcmp(b2_strerror(c), "unknown error") != 0);
+  CHECK(!strcmp(b2_strerror(B2_E_LAST - 1), "unknown error"));
+  CHECK(b2_from_errno(EMFILE) == B2_E_NOFILES && b2_from_errno(ENFILE) == B2_E_NOFILES);
+  CHECK(b2_to_errno(B2_E_NOFILES) == EMFILE);
+  CHECK(b2_from_errno(ENOTEMPTY) == B2_E_NOTEMPTY && b2_to_errno(B2_E_IO) == EIO);
+}
+
 static void test_open_errors(void) {
   b2_frame *f = (b2_frame *)1;
   CHECK_EQ(b2_frame_open("/nonexistent/frame.b2frame", &f), B2_E_NOENT);
@@ -1152,6 +1163,7 @@ int main(void) {
    * early must fail with EPIPE, not kill the test. */
   signal(SIGPIPE, SIG_IGN);
   T_RUN(test_msgpack_roundtrip);
+  T_RUN(test_error_names);
   T_RUN(test_open_errors);
   T_RUN(test_manifest_frames);
   T_RUN(test_legacy_frames);
