@@ -46,6 +46,7 @@ static int entry(int pfd, const struct stat *dst, const char *src, int kind,
   }
   b2fs_inode *in = b2fs_inode_ref(fd, &st, kind, sparse);
   if (!in) return -ENOMEM;
+  b2fs_shed_note();
   struct stat d; /* a frame is opened for writing by directory + name */
   if (kind != B2_NS_PLAIN && !dst && fstatat(pfd, "", &d, AT_EMPTY_PATH) == 0) dst = &d;
   if (kind != B2_NS_PLAIN && dst) b2fs_set_home(in, dst, src);

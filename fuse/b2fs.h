@@ -341,9 +341,9 @@ void b2fs_shed_init(unsigned long limit);
 /* The kernel learnt inode `in` as `name` of directory `parent` (a lookup,
  * a create, a listing with attributes): recorded, with its age. */
 void b2fs_shed_seen(b2fs_inode *in, fuse_ino_t parent, const char *name);
-/* The table holds `count` inodes now (table lock held): past the high
- * mark, the shedding thread is woken. */
-void b2fs_shed_note(size_t count);
+/* An inode may have been added: past the high mark, the shedding thread
+ * is woken. */
+void b2fs_shed_note(void);
 /* Does the table hold more inodes than the high mark? */
 int b2fs_shed_crowded(void);
 /* No descriptor was left (a lookup, a create): wake the shedding thread

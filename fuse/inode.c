@@ -214,7 +214,6 @@ b2fs_inode *b2fs_inode_ref(int fd, const struct stat *st, int kind, int sparse) 
   in->next = b2fs_g.buckets[h];
   b2fs_g.buckets[h] = in;
   if (++b2fs_g.count > b2fs_g.nbuckets) grow();
-  b2fs_shed_note(b2fs_g.count);
   pthread_mutex_unlock(&b2fs_g.table_lock);
   return in;
 }

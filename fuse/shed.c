@@ -168,8 +168,8 @@ void b2fs_shed_init(unsigned long limit) {
   sh.low = sh.high * 3 / 4;
 }
 
-void b2fs_shed_note(size_t count) {
-  if (sh.high && count > sh.high) kick();
+void b2fs_shed_note(void) {
+  if (sh.high && known() > sh.high) kick();
 }
 
 int b2fs_shed_crowded(void) { return sh.high && known() > sh.high; }
