@@ -336,8 +336,9 @@ void b2fs_nsunlock2(b2fs_inode *a, b2fs_inode *b);
 const char *b2fs_fd_path(int fd, char *buf, size_t cap);
 
 /* ---- descriptors within the limit (shed.c) --------------------------------- */
-/* The marks, from the descriptor limit (at start, before any lookup). */
-void b2fs_shed_init(unsigned long limit);
+/* The marks, from the descriptor limit and the number of frames kept open
+ * after their close (at start, before any lookup). */
+void b2fs_shed_init(unsigned long limit, unsigned long idle);
 /* The kernel learnt inode `in` as `name` of directory `parent` (a lookup,
  * a create, a listing with attributes): recorded, with its age. */
 void b2fs_shed_seen(b2fs_inode *in, fuse_ino_t parent, const char *name);

@@ -32,7 +32,6 @@ static void raise_fd_limit(void) {
     rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
   }
-  b2fs_shed_init((unsigned long)rl.rlim_cur);
   rlim_t idle = rl.rlim_cur / 16;
   /* Each frame kept holds descriptors: leave half the limit to the rest. */
   if (b2fs_g.opts.idle_frames >= 0 && (rlim_t)b2fs_g.opts.idle_frames > rl.rlim_cur / 2) {
@@ -40,10 +39,10 @@ static void raise_fd_limit(void) {
              b2fs_g.opts.idle_frames, (int)(rl.rlim_cur / 2), (unsigned long long)rl.rlim_cur);
     b2fs_g.opts.idle_frames = (int)(rl.rlim_cur / 2);
   }
-  if (b2fs_g.opts.idle_frames >= 0)
-    b2fs_frame_set_idle_max(b2fs_g.opts.idle_frames);
-  else
-    b2fs_frame_set_idle_max(idle > 1024 ? 1024 : idle < 8 ? 8 : (int)idle);
+  int kept = b2fs_g.opts.idle_frames >= 0 ? b2fs_g.opts.idle_frames
+             : idle > 1024 ? 1024 : idle < 8 ? 8 : (int)idle;
+  b2fs_frame_set_idle_max(kept);
+  b2fs_shed_init((unsigned long)rl.rlim_cur, (unsigned long)kept);
 }
 
 /* The device numbers ("MAJ:MIN") of the mount at `mnt`, from

@@ -105,6 +105,7 @@ static void shed_round(void) {
       if (!in->kopen && in->kname) { /* an open file is not forgotten */
         name = strdup(in->kname);
         parent = in->kparent;
+        atomic_store(&in->kused, 0); /* told: not again, unless looked up */
       }
       pthread_mutex_unlock(&in->lock);
     }
@@ -131,6 +132,10 @@ static void *shedder(void *arg) {
     sh.kicked = 0;
     pthread_mutex_unlock(&sh.lock);
     shed_round();
+    /* The kernel's FORGETs come meanwhile: a round at once would count
+     * the inodes just told and tell more. */
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
     pthread_mutex_lock(&sh.lock);
   }
   pthread_mutex_unlock(&sh.lock);
@@ -160,11 +165,13 @@ static int64_t now_ms(void) {
   return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-void b2fs_shed_init(unsigned long limit) {
-  /* Room for what is not an inode's: open frames, their workers' files,
-   * libfuse's, the log; a fraction of a small limit, 256 of a large one. */
-  size_t keep = limit / 4 < 256 ? limit / 4 : 256;
-  sh.high = limit > keep ? (size_t)limit - keep : 1;
+void b2fs_shed_init(unsigned long limit, unsigned long idle) {
+  /* Room for what is not an inode's: the frames kept open after their
+   * close (a descriptor or two each), open files, libfuse's, the log;
+   * half the limit at most. */
+  unsigned long keep = 64 + 2 * idle;
+  if (keep > limit / 2) keep = limit / 2;
+  sh.high = limit > keep ? (size_t)(limit - keep) : 1;
   sh.low = sh.high * 3 / 4;
 }
 
