@@ -216,7 +216,9 @@ typedef struct b2fs_inode {
                                     warm.c (lock) */
   fuse_ino_t kparent;            /* the directory and name the kernel last */
   char *kname;                   /* looked it up by (shed.c; lock) */
-  _Atomic uint64_t kused;        /* when (shed.c's clock; 0: never) */
+  _Atomic uint64_t kused;        /* when (shed.c's clock; 0: never, or
+                                    told since) */
+  _Atomic int64_t ktold;         /* when told to drop it (ms) */
   int nolock_valid;              /* frames: no .b2lock sidecar was found */
   b2fs_sig nolock_sig;           /* while the source had this signature
                                     (frame.c: its own lock) */

@@ -727,6 +727,15 @@ static int rename_shown(move *m, const char *name, const char *newname, int nore
   return rc;
 }
 
+/* The entry moved by m is known to the kernel as `name` in `parent` now
+ * (the names shed.c asks the kernel to drop). */
+static void renamed(const move *m, fuse_ino_t parent, const char *name) {
+  b2fs_inode *in = b2fs_inode_find(&m->st, m->kind);
+  if (!in) return;
+  b2fs_shed_seen(in, parent, name);
+  b2fs_inode_forget(in, 1);
+}
+
 /* A rename into, out of or inside a store.  Inside one .b2d, a value in a
  * file of its own moves as python-blosc2 would find it under its new key
  * (b2fs_store_create says where: NAME.npy an array, other names an
@@ -778,6 +787,7 @@ static int rename_store(fuse_req_t req, b2fs_inode *p, const char *name, b2fs_in
     m->pfd = sf.dirfd;
     m->qfd = tf.dirfd;
     rc = rename_shown(m, from, to, noreplace, 0, 0, qst.st_dev, qst.st_ino, NULL);
+    if (rc == 0) renamed(m, b2fs_inode_id(q), newname);
   }
   free(m);
   close(sf.dirfd);
@@ -870,6 +880,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
   settle_name(m->pfd, name);
   b2fs_inode *stale = NULL;
   rc = rename_shown(m, name, newname, noreplace, p->dev, p->ino, q->dev, q->ino, &stale);
+  if (rc == 0) renamed(m, newparent, newname);
   free(m);
   fuse_reply_err(req, -rc);
   stale_notify(newparent, newname, stale);

@@ -59,6 +59,8 @@ void b2fs_shed_seen(b2fs_inode *in, fuse_ino_t parent, const char *name) {
   if (old) b2fs_inode_forget(old, 1);
 }
 
+static int64_t now_ms(void);
+
 typedef struct {
   uint64_t used;
   b2fs_inode *in;
@@ -69,17 +71,22 @@ static int by_age(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The inodes of the table looked up through a name, each pinned (one
- * lookup more), and how many the table holds: the array (free it) or
+/* The inodes of the table looked up through a name since they were last
+ * told, each pinned (one lookup more), how many the table holds, and how
+ * many of them were told in the last 0.2 s and not yet forgotten (told
+ * before that, the kernel keeps them: in use): the array (free it) or
  * NULL. */
-static aged *pin_all(size_t *n, size_t *count) {
+static aged *pin_all(size_t *n, size_t *count, size_t *told) {
+  int64_t now = now_ms();
   pthread_mutex_lock(&b2fs_g.table_lock);
   *count = b2fs_g.count;
+  *told = 0;
   aged *a = malloc((b2fs_g.count + 1) * sizeof *a);
   *n = 0;
   for (size_t b = 0; a && b < b2fs_g.nbuckets; b++)
     for (b2fs_inode *in = b2fs_g.buckets[b]; in; in = in->next) {
       uint64_t used = atomic_load(&in->kused);
+      if (in->nlookup && !used && now - atomic_load(&in->ktold) < 200) (*told)++;
       if (!in->nlookup || !used || *n >= b2fs_g.count) continue;
       in->nlookup++;
       a[(*n)++] = (aged){used, in};
@@ -88,14 +95,15 @@ static aged *pin_all(size_t *n, size_t *count) {
   return a;
 }
 
-/* One round: ask the kernel to drop the names of the coldest inodes
- * no file is open of, as many as the table holds above the low mark. */
+/* One round: ask the kernel to drop the names of the coldest inodes no
+ * file is open of, as many as the table holds above the low mark besides
+ * those told just before whose FORGET is still to come. */
 static void shed_round(void) {
-  size_t n, count;
-  aged *a = pin_all(&n, &count);
+  size_t n, count, pending;
+  aged *a = pin_all(&n, &count, &pending);
   if (!a) return;
   qsort(a, n, sizeof *a, by_age);
-  size_t want = count > sh.low ? count - sh.low : 0, told = 0;
+  size_t want = count > sh.low + pending ? count - sh.low - pending : 0, told = 0;
   for (size_t i = 0; i < n; i++) {
     b2fs_inode *in = a[i].in;
     char *name = NULL;
@@ -106,6 +114,7 @@ static void shed_round(void) {
         name = strdup(in->kname);
         parent = in->kparent;
         atomic_store(&in->kused, 0); /* told: not again, unless looked up */
+        atomic_store(&in->ktold, now_ms());
       }
       pthread_mutex_unlock(&in->lock);
     }
@@ -132,10 +141,6 @@ static void *shedder(void *arg) {
     sh.kicked = 0;
     pthread_mutex_unlock(&sh.lock);
     shed_round();
-    /* The kernel's FORGETs come meanwhile: a round at once would count
-     * the inodes just told and tell more. */
-    struct timespec pause = {0, 20 * 1000 * 1000};
-    nanosleep(&pause, NULL);
     pthread_mutex_lock(&sh.lock);
   }
   pthread_mutex_unlock(&sh.lock);

@@ -20,7 +20,7 @@ B2FS=$B2FS_RELEASE
 command -v prlimit >/dev/null || { echo "skip limits: no prlimit"; exit 0; }
 TMP=$(mktemp -d /tmp/b2fs-t_limits.XXXXXX)
 . tests/mount_lib.sh
-trap 'unmount_all; rm -rf "$TMP"' EXIT
+trap 'unmount_all; cp "$TMP/limits.log" /tmp/limits.last.log 2>/dev/null; rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/src/d" "$TMP/mnt" "$TMP/tree"
 printf 'frame %s\n' $(seq 20) >"$TMP/one"
 "$B2F" pack "$TMP/one" "$TMP/src/d/f000.b2frame" || { nok limits_pack "b2f pack failed"; exit 0; }
@@ -32,7 +32,7 @@ if [ -x "$PYB2" ] && "$PYB2" -c 'import sys, blosc2
 s = blosc2.DictStore(sys.argv[1], mode="w"); s["/g/first"] = blosc2.SChunk(); s.close()' \
   "$TMP/src/s.b2d" 2>/dev/null; then store=1; fi
 
-# 300 descriptors for 400 frames, then 600 new files twice.
+# 300 descriptors for 400 frames, 230 files renamed, then 600 new files twice.
 LOGS[$TMP/mnt]=$TMP/limits.log
 prlimit --nofile=300:300 "$B2FS" "$TMP/src" "$TMP/mnt" -f 2>"$TMP/limits.log" &
 PIDS[$TMP/mnt]=$!
@@ -56,6 +56,11 @@ else
   skip limits_store_one_fd "no python-blosc2 at $PYB2"
 fi
 
+# 230 files made and then renamed one by one: the kernel knows them by
+# their new names, and can be asked to drop those.
+mkdir "$TMP/mnt/r1" "$TMP/mnt/r2"
+for i in $(seq 230); do printf 'r %s\n' "$i" >"$TMP/mnt/r1/f$i"; done
+for i in $(seq 230); do mv "$TMP/mnt/r1/f$i" "$TMP/mnt/r2/g$i"; done
 errs=$( (ls -l "$TMP/mnt/d"; ls -l "$TMP/mnt/d"; cat "$TMP"/mnt/d/* >"$TMP/all") 2>&1 >/dev/null)
 if [ -z "$errs" ] && [ "$(sort -u "$TMP/all")" = "$(sort -u "$TMP/one")" ] &&
    [ "$(wc -l <"$TMP/all")" -eq 8000 ]; then ok limits_read_tree
