@@ -12,8 +12,9 @@
  * and tries again (b2fs_shed_wait); past the high mark, listings give
  * names without attributes (the kernel looks up those it uses).  The
  * kernel drops nothing in use: a working directory, an open file.  A name
- * is recorded at the lookup, create or listing that gave it: one renamed
- * since is not dropped until it is looked up again.
+ * is recorded at the lookup, create, listing or rename through the mount
+ * that gave it (one renamed behind the mount is not dropped until it is
+ * looked up again).
  */
 #include <errno.h>
 #include <pthread.h>
