@@ -27,7 +27,7 @@ static int entry(int pfd, const struct stat *dst, const char *src, int kind,
                  struct fuse_entry_param *e) {
   int fd = openat(pfd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   /* No descriptor left: the kernel is asked to forget cold inodes. */
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && b2fs_shed_wait())
+  if (fd < 0 && b2fs_shed_retry(errno))
     fd = openat(pfd, src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {

@@ -230,7 +230,8 @@ typedef struct b2fs {
   b2fs_inode root;
   pthread_mutex_t table_lock;
   b2fs_inode **buckets;
-  size_t nbuckets, count;
+  size_t nbuckets;
+  _Atomic size_t count; /* inodes in the table (changed under the lock) */
   struct fuse_session *se;       /* once mounted (main.c): for notifications */
 } b2fs;
 
@@ -349,13 +350,15 @@ void b2fs_shed_seen(b2fs_inode *in, fuse_ino_t parent, const char *name);
 void b2fs_shed_note(void);
 /* Does the table hold more inodes than the high mark? */
 int b2fs_shed_crowded(void);
-/* No descriptor was left (a lookup, a create): wake the shedding thread
- * and wait (at most 0.3 s) for the kernel's forgets to bring the table
- * below the high mark; 1 when they did (try again), 0 when the inodes
- * hold too few descriptors to be the cause, or they did not (then the
- * next waits within a second fail at once: the caller's own system call
- * may hold the directory the kernel must lock to drop a name). */
-int b2fs_shed_wait(void);
+/* Did a call fail for want of descriptors (err: an errno, or an engine
+ * code), and did the kernel's forgets free some since?  Wakes the
+ * shedding thread and waits (at most 0.3 s) for the table to fall below
+ * the high mark: 1 when it did (try the call again); 0 for another error,
+ * when the inodes hold too few descriptors to be the cause, or when they
+ * did not (then the next waits within a second fail at once: the
+ * caller's own system call may hold the directory the kernel must lock
+ * to drop a name). */
+int b2fs_shed_retry(int err);
 /* Names the kernel was asked to drop so far (the log at unmount). */
 uint64_t b2fs_shed_asked(void);
 /* At unmount, before the table goes: stop the thread. */

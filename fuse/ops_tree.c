@@ -78,7 +78,7 @@ static int new_frame(fuse_req_t req, int pfd, b2fs_inode *pdir, const char *src,
   b2_ns_dir *d = pdir ? b2fs_dir_ns(pdir) : store ? b2fs_store_dir_ns(store, pfd) : NULL;
   int brc = d ? b2_ns_node_create_in(b2fs_g.env, d, src, kind, &p, n)
               : b2_ns_node_create(b2fs_g.env, pfd, src, kind, &p, n);
-  if (brc == B2_E_NOFILES && b2fs_shed_wait()) /* cold inodes forgotten: again */
+  if (brc < 0 && b2fs_shed_retry(brc)) /* cold inodes forgotten: again */
     brc = d ? b2_ns_node_create_in(b2fs_g.env, d, src, kind, &p, n)
             : b2_ns_node_create(b2fs_g.env, pfd, src, kind, &p, n);
   b2_ns_dir_put(d);
@@ -168,7 +168,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
   if (!frame) {
     int flags = fi->flags & (O_ACCMODE | O_SYNC | O_DSYNC | O_NOATIME);
     int fd = openat(pfd, src, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && b2fs_shed_wait())
+    if (fd < 0 && b2fs_shed_retry(errno))
       fd = openat(pfd, src, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0) {
       fuse_reply_err(req, errno);

@@ -9,7 +9,7 @@
  * open of (fuse_lowlevel_notify_inval_entry: an inode with no other use is
  * then forgotten, its descriptor closed), down to a low mark.  A lookup
  * or create that still finds no descriptor free waits a little for that
- * and tries again (b2fs_shed_wait); past the high mark, listings give
+ * and tries again (b2fs_shed_retry); past the high mark, listings give
  * names without attributes (the kernel looks up those it uses).  The
  * kernel drops nothing in use: a working directory, an open file.  A name
  * is recorded at the lookup, create, listing or rename through the mount
@@ -82,13 +82,13 @@ static aged *pin_all(size_t *n, size_t *count, size_t *told) {
   pthread_mutex_lock(&b2fs_g.table_lock);
   *count = b2fs_g.count;
   *told = 0;
-  aged *a = malloc((b2fs_g.count + 1) * sizeof *a);
+  aged *a = malloc((*count + 1) * sizeof *a);
   *n = 0;
   for (size_t b = 0; a && b < b2fs_g.nbuckets; b++)
     for (b2fs_inode *in = b2fs_g.buckets[b]; in; in = in->next) {
       uint64_t used = atomic_load(&in->kused);
       if (in->nlookup && !used && now - atomic_load(&in->ktold) < 200) (*told)++;
-      if (!in->nlookup || !used || *n >= b2fs_g.count) continue;
+      if (!in->nlookup || !used || *n >= *count) continue;
       in->nlookup++;
       a[(*n)++] = (aged){used, in};
     }
@@ -158,12 +158,7 @@ static void kick(void) {
   pthread_mutex_unlock(&sh.lock);
 }
 
-static size_t known(void) {
-  pthread_mutex_lock(&b2fs_g.table_lock);
-  size_t n = b2fs_g.count;
-  pthread_mutex_unlock(&b2fs_g.table_lock);
-  return n;
-}
+static size_t known(void) { return atomic_load(&b2fs_g.count); }
 
 static int64_t now_ms(void) {
   struct timespec t;
@@ -187,7 +182,8 @@ void b2fs_shed_note(void) {
 
 int b2fs_shed_crowded(void) { return sh.high && known() > sh.high; }
 
-int b2fs_shed_wait(void) {
+int b2fs_shed_retry(int err) {
+  if (err != EMFILE && err != ENFILE && err != B2_E_NOFILES) return 0;
   /* Not ours when the inodes hold few: other descriptors fill the limit. */
   if (!sh.high || known() < sh.low) return 0;
   kick();

@@ -383,7 +383,7 @@ int b2fs_store_create(b2fs_inode *dir, const char *name, int replace, fuse_req_t
   int rc = change_in(dir, req, &n, &uid, &gid);
   if (rc < 0) return rc;
   rc = b2_ns_store_create(n, key_of(dir), name, replace, uid, gid, file);
-  if (rc == B2_E_NOFILES && b2fs_shed_wait()) /* cold inodes forgotten: again */
+  if (rc < 0 && b2fs_shed_retry(rc)) /* cold inodes forgotten: again */
     rc = b2_ns_store_create(n, key_of(dir), name, replace, uid, gid, file);
   return rc < 0 ? change_errno(rc, name, "create it") : rc;
 }
