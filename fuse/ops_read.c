@@ -197,6 +197,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   b2fs_frame_kopen(in, 1);
   if (writes || (fi->flags & O_TRUNC)) {
     rc = b2fs_frame_open_rw(in, &h, &keep);
+    if (rc < 0 && b2fs_shed_retry(-rc)) rc = b2fs_frame_open_rw(in, &h, &keep);
     b2_file *f = rc == 0 && (fi->flags & O_TRUNC) ? b2fs_use(h) : NULL;
     if (f && b2_file_size(f) > 0) {
       int brc = b2_file_truncate(f, 0);
@@ -214,6 +215,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     if (f) b2fs_unuse(h);
   } else {
     rc = b2fs_frame_open(in, &h, &keep);
+    if (rc < 0 && b2fs_shed_retry(-rc)) rc = b2fs_frame_open(in, &h, &keep);
   }
   if (rc < 0) {
     b2fs_frame_kopen(in, -1);

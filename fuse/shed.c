@@ -7,8 +7,8 @@
  * EMFILE.  Past a high mark of known inodes a thread of its own asks the
  * kernel to drop the names looked up longest ago of inodes no file is
  * open of (fuse_lowlevel_notify_inval_entry: an inode with no other use is
- * then forgotten, its descriptor closed), down to a low mark.  A lookup
- * or create that still finds no descriptor free waits a little for that
+ * then forgotten, its descriptor closed), down to a low mark.  A lookup,
+ * create or open that still finds no descriptor free waits a little for that
  * and tries again (b2fs_shed_retry); past the high mark, listings give
  * names without attributes (the kernel looks up those it uses).  The
  * kernel drops nothing in use: a working directory, an open file.  A name
