@@ -36,6 +36,14 @@ static struct {
   _Atomic int64_t calm_until; /* a wait in vain: none until then (ms) */
 } sh = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
+static size_t known(void) { return atomic_load(&b2fs_g.count); }
+
+static int64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 void b2fs_shed_seen(b2fs_inode *in, fuse_ino_t parent, const char *name) {
   if (!in || in == &b2fs_g.root || in->outside) return;
   atomic_store(&in->kused, atomic_fetch_add(&sh.clock, 1) + 1);
@@ -59,8 +67,6 @@ void b2fs_shed_seen(b2fs_inode *in, fuse_ino_t parent, const char *name) {
   pthread_mutex_unlock(&in->lock);
   if (old) b2fs_inode_forget(old, 1);
 }
-
-static int64_t now_ms(void);
 
 typedef struct {
   uint64_t used;
@@ -158,14 +164,6 @@ static void kick(void) {
   pthread_mutex_unlock(&sh.lock);
 }
 
-static size_t known(void) { return atomic_load(&b2fs_g.count); }
-
-static int64_t now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 void b2fs_shed_init(unsigned long limit, unsigned long idle) {
   /* Room for what is not an inode's: the frames kept open after their
    * close (a descriptor or two each), open files, libfuse's, the log;
@@ -176,11 +174,11 @@ void b2fs_shed_init(unsigned long limit, unsigned long idle) {
   sh.low = sh.high * 3 / 4;
 }
 
-void b2fs_shed_note(void) {
-  if (sh.high && known() > sh.high) kick();
-}
-
 int b2fs_shed_crowded(void) { return sh.high && known() > sh.high; }
+
+void b2fs_shed_note(void) {
+  if (b2fs_shed_crowded()) kick();
+}
 
 int b2fs_shed_retry(int err) {
   if (err != EMFILE && err != ENFILE && err != B2_E_NOFILES) return 0;
@@ -188,9 +186,9 @@ int b2fs_shed_retry(int err) {
   if (!sh.high || known() < sh.low) return 0;
   kick();
   /* The kernel drops a name only when no system call holds its
-   * directory: the caller's own (a listing) may be the one that does, and
-   * its next entries would all wait in vain; after one such wait the
-   * next ones fail at once for a second. */
+   * directory: the caller's own (a lookup there) may be the one the
+   * thread waits for, and the wait is then in vain; after one such wait
+   * the next ones fail at once for a second. */
   if (now_ms() < atomic_load(&sh.calm_until)) return 0;
   for (int i = 0; i < 30; i++) { /* its FORGETs reach other workers */
     struct timespec ms = {0, 10 * 1000 * 1000};
